@@ -1,0 +1,3 @@
+from normbench.cli import main
+
+main()

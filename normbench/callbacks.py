@@ -1,0 +1,84 @@
+"""Hydra callbacks: the sweep summary written at the end of a multirun."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+SUMMARY_KEYS = ("val/acc", "val/loss", "val/bleu", "test/bleu", "train/loss", "perf/samples_per_s", "perf/tokens_per_s")
+
+
+def collect_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
+    """One row per job directory under ``sweep_dir``: overrides, status, final metrics, wall time.
+
+    A job that left no ``summary.json`` (killed, or crashed before writing it) is listed as
+    ``failed``."""
+    import yaml
+
+    rows = []
+    job_dirs = sorted((p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")), key=_job_order)
+    for job_dir in job_dirs:
+        overrides = yaml.safe_load((job_dir / ".hydra" / "overrides.yaml").read_text()) or []
+        row: dict[str, Any] = {"job": job_dir.name, "overrides": " ".join(overrides)}
+        summary_path = job_dir / "summary.json"
+        if summary_path.is_file():
+            summary = json.loads(summary_path.read_text())
+            row["status"] = summary.get("status", "unknown")
+            for key in SUMMARY_KEYS:
+                if key in summary:
+                    row[key] = summary[key]
+            row["wall_time_s"] = summary.get("wall_time_s")
+            if summary.get("error"):
+                row["error"] = summary["error"]
+        else:
+            row["status"] = "failed"
+            row["error"] = "no summary.json"
+        rows.append(row)
+    return rows
+
+
+def _job_order(path: Path) -> tuple[int, str]:
+    return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
+
+
+def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
+    rows = collect_sweep(sweep_dir)
+    if not rows:
+        return rows
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    with open(sweep_dir / "sweep_summary.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    print(format_table(rows, columns), flush=True)
+    print(f"[normbench] sweep summary: {sweep_dir / 'sweep_summary.csv'}", flush=True)
+    return rows
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def fmt(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
+
+    cells = [[fmt(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join(lines)
+
+
+try:
+    from hydra.experimental.callback import Callback
+except ImportError:  # pragma: no cover
+    Callback = object  # type: ignore[misc,assignment]
+
+
+class SweepSummaryCallback(Callback):
+    """At the end of a multirun: ``sweep_summary.csv`` in the sweep directory and a table."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        write_sweep_summary(Path(config.hydra.sweep.dir))

@@ -1,0 +1,13 @@
+"""Models, each taking its norm through one factory argument."""
+
+from normbench.models import resnet  # noqa: F401  (registration)
+from normbench.models.registry import (
+    MODELS,
+    ModelConfig,
+    build_model,
+    list_models,
+    model_input_kind,
+    register_model,
+)
+
+__all__ = ["MODELS", "ModelConfig", "build_model", "list_models", "model_input_kind", "register_model"]

@@ -1,0 +1,50 @@
+"""The model registry: `register_model`, `build_model`, `list_models`.
+
+A model builder is ``builder(cfg, norm_layer, **task_kwargs) -> nn.Module`` where ``cfg`` is the
+model's config (``conf/model/<name>.yaml``), ``norm_layer`` the norm factory
+(``norm_layer(num_features, layout)``) and ``task_kwargs`` what the data set says about the
+task (``num_classes``, vocabulary sizes, ...). Each builder declares the input kind it takes
+(``image`` or ``sequence``) so that a model/data set mismatch fails before training.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from torch import nn
+
+from normbench.norms.registry import NormLayer
+from normbench.registry import Registry
+
+ModelBuilder = Callable[..., nn.Module]
+MODELS: Registry[ModelBuilder] = Registry("model")
+INPUT_KINDS: dict[str, str] = {}
+
+
+@dataclass
+class ModelConfig:
+    name: str = "resnet20"
+
+
+def register_model(
+    name: str, config: type = ModelConfig, input_kind: str = "image"
+) -> Callable[[ModelBuilder], ModelBuilder]:
+    INPUT_KINDS[name] = input_kind
+    return MODELS.register(name, config)
+
+
+def list_models() -> list[str]:
+    return MODELS.names()
+
+
+def model_input_kind(name: str) -> str:
+    MODELS.entry(name)
+    return INPUT_KINDS[name]
+
+
+def build_model(cfg: Mapping[str, Any], norm_layer: NormLayer, **task_kwargs: Any) -> nn.Module:
+    """Build the model named ``cfg['name']`` with ``norm_layer`` threaded to every norm."""
+    builder = MODELS.get(cfg["name"])
+    return builder(cfg, norm_layer, **task_kwargs)

@@ -1,0 +1,46 @@
+"""`Norm`: the small base that owns the per-channel affine parameters and the layout."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class Norm(nn.Module):
+    """Base of the normbench norms: ``Norm(num_features, *, layout, eps, affine)``.
+
+    Holds one (γ, β) pair per channel when ``affine`` (β is left out when ``bias=False``),
+    initialised to (1, 0) by `reset_parameters`. Subclasses implement ``forward(x, mask=None)``.
+    """
+
+    def __init__(
+        self,
+        num_features: int,
+        *,
+        layout: str = "NCHW",
+        eps: float = 1e-5,
+        affine: bool = True,
+        bias: bool = True,
+    ) -> None:
+        super().__init__()
+        if num_features <= 0:
+            raise ValueError(f"num_features must be positive, got {num_features}")
+        self.num_features = num_features
+        self.layout = layout
+        self.eps = eps
+        self.affine = affine
+        self.weight = nn.Parameter(torch.empty(num_features)) if affine else None
+        self.bias = nn.Parameter(torch.empty(num_features)) if affine and bias else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.weight is not None:
+            nn.init.ones_(self.weight)
+        if self.bias is not None:
+            nn.init.zeros_(self.bias)
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, layout={self.layout}, eps={self.eps}, affine={self.affine}"

@@ -1,0 +1,67 @@
+"""Per-sample norms with statistics over groups of channels: GroupNorm, InstanceNorm and
+LayerNorm over whole samples. Same computation in training and evaluation; no running
+statistics. eps sits inside the square root: (x − μ) / sqrt(σ² + eps), σ² biased.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from normbench.errors import ConfigError
+from normbench.norms import functional as NF
+from normbench.norms.base import Norm
+from normbench.norms.registry import NormConfig, register_norm
+
+
+@dataclass
+class GroupNormConfig(NormConfig):
+    name: str = "gn"
+    groups: int = 8
+
+
+@register_norm("gn", GroupNormConfig)
+class GroupNorm(Norm):
+    """GroupNorm (Wu & He 2018): per sample, over C/G channels × all positions of each group."""
+
+    def __init__(self, num_features: int, *, groups: int = 8, **kw) -> None:
+        if groups <= 0 or num_features % groups:
+            raise ConfigError(
+                f"norm.groups={groups} does not divide num_features={num_features}; choose a divisor of {num_features}"
+            )
+        super().__init__(num_features, **kw)
+        self.groups = groups
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return NF.group_norm(x, self.layout, self.groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, groups={self.groups}"
+
+
+@dataclass
+class InstanceNormConfig(NormConfig):
+    name: str = "in"
+
+
+@register_norm("in", InstanceNormConfig)
+class InstanceNorm(Norm):
+    """InstanceNorm (Ulyanov et al. 2016): per sample and channel, over H×W (or over T)."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return NF.group_norm(x, self.layout, self.num_features, self.weight, self.bias, self.eps)
+
+
+@dataclass
+class SampleLayerNormConfig(NormConfig):
+    name: str = "ln_sample"
+
+
+@register_norm("ln_sample", SampleLayerNormConfig)
+class SampleLayerNorm(Norm):
+    """LayerNorm over every non-batch axis of each sample (C×H×W, or T×C for sequences), as
+    in Ba et al. 2016 for conv nets; equal to GroupNorm with one group. γ, β per channel."""
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        return NF.group_norm(x, self.layout, 1, self.weight, self.bias, self.eps)

@@ -1,0 +1,44 @@
+"""The `Task` protocol: what the runner needs from a data set, whatever its kind.
+
+The runner only ever calls these methods, so image classification and translation share one
+training loop. Step statistics are *sums* over the batch (plus ``count``), so epoch means are
+exact whatever the batch sizes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor, nn
+
+
+@dataclass
+class StepOutput:
+    loss: Tensor
+    """Scalar loss to back-propagate (mean over the batch's samples or tokens)."""
+    stats: dict[str, Tensor] = field(default_factory=dict)
+    """Sums over the batch, detached; ``count`` is the number of samples / tokens."""
+
+
+class Task(Protocol):
+    kind: str
+    """``image`` or ``sequence``: which models can take it."""
+    unit: str
+    """What throughput counts: ``samples`` or ``tokens``."""
+
+    def model_kwargs(self) -> dict[str, Any]: ...
+
+    def steps_per_epoch(self) -> int: ...
+
+    def train_batches(self, epoch: int, generator: torch.Generator) -> Iterator[Any]: ...
+
+    def forward_loss(self, model: nn.Module, batch: Any) -> StepOutput: ...
+
+    def batch_units(self, batch: Any) -> int: ...
+
+    def summarize(self, sums: dict[str, float], prefix: str) -> dict[str, float]: ...
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]: ...

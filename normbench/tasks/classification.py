@@ -1,0 +1,111 @@
+"""Image classification with the whole split on the training device as uint8."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from normbench.data.augment import (
+    CIFAR10_MEAN,
+    CIFAR10_STD,
+    normalize,
+    random_crop,
+    random_flip,
+)
+from normbench.tasks.base import StepOutput
+
+
+class ImageClassificationTask:
+    """Cross-entropy classification; ``val/*`` is measured on the held-out split.
+
+    Training batches: a fresh permutation each epoch (from the runner's CPU generator), the
+    last incomplete batch dropped (batch-statistic norms need full batches), augmentation
+    (4-pixel pad + random crop, random flip) on the whole batch on its device.
+    """
+
+    kind = "image"
+    unit = "samples"
+
+    def __init__(
+        self,
+        train_images: Tensor,
+        train_labels: Tensor,
+        test_images: Tensor,
+        test_labels: Tensor,
+        num_classes: int,
+        batch_size: int,
+        eval_batch_size: int,
+        augment: bool,
+        device: torch.device,
+        mean: tuple[float, ...] = CIFAR10_MEAN,
+        std: tuple[float, ...] = CIFAR10_STD,
+        memory_format: torch.memory_format = torch.contiguous_format,
+    ) -> None:
+        if batch_size > len(train_images):
+            raise ValueError(f"batch_size={batch_size} exceeds the {len(train_images)} training images")
+        self.train_x = train_images.to(device)
+        self.train_y = train_labels.to(device)
+        self.test_x = test_images.to(device)
+        self.test_y = test_labels.to(device)
+        self.num_classes = num_classes
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.augment = augment
+        self.device = device
+        self.mean = torch.tensor(mean, device=device)
+        self.std = torch.tensor(std, device=device)
+        self.memory_format = memory_format
+
+    def model_kwargs(self) -> dict[str, Any]:
+        return {"num_classes": self.num_classes}
+
+    def steps_per_epoch(self) -> int:
+        return len(self.train_x) // self.batch_size
+
+    def _prepare(self, x: Tensor) -> Tensor:
+        return normalize(x, self.mean, self.std).contiguous(memory_format=self.memory_format)
+
+    def train_batches(self, epoch: int, generator: torch.Generator) -> Iterator[tuple[Tensor, Tensor]]:
+        perm = torch.randperm(len(self.train_x), generator=generator).to(self.device)
+        for i in range(self.steps_per_epoch()):
+            idx = perm[i * self.batch_size : (i + 1) * self.batch_size]
+            x = self.train_x[idx]  # (B, 3, 32, 32) uint8
+            if self.augment:
+                x = random_flip(random_crop(x, 4, generator), generator)
+            yield self._prepare(x), self.train_y[idx]
+
+    def forward_loss(self, model: nn.Module, batch: tuple[Tensor, Tensor]) -> StepOutput:
+        x, y = batch
+        logits = model(x)  # (B, classes)
+        loss = F.cross_entropy(logits.float(), y)
+        n = y.numel()
+        stats = {
+            "loss_sum": loss.detach() * n,
+            "correct": (logits.detach().argmax(-1) == y).sum(),
+            "count": torch.tensor(n, device=y.device),
+        }
+        return StepOutput(loss, stats)
+
+    def batch_units(self, batch: tuple[Tensor, Tensor]) -> int:
+        return batch[1].numel()
+
+    def summarize(self, sums: dict[str, float], prefix: str) -> dict[str, float]:
+        count = max(sums.get("count", 0.0), 1.0)
+        return {f"{prefix}/loss": sums["loss_sum"] / count, f"{prefix}/acc": sums["correct"] / count}
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """``val/loss`` and top-1 ``val/acc`` on the held-out split; call under ``no_grad``."""
+        sums = {"loss_sum": 0.0, "correct": 0.0, "count": 0.0}
+        for i in range(0, len(self.test_x), self.eval_batch_size):
+            batch = (
+                self._prepare(self.test_x[i : i + self.eval_batch_size]),
+                self.test_y[i : i + self.eval_batch_size],
+            )
+            out = self.forward_loss(model, batch)
+            for k, v in out.stats.items():
+                sums[k] += float(v)
+        return self.summarize(sums, "val")

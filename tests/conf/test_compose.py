@@ -1,0 +1,52 @@
+"""Every config group option and every experiment composes against the typed schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
+
+from normbench.cli import config_dir
+
+CONF = Path(config_dir())
+GROUPS = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
+OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF / g).glob("*.yaml"))]
+
+
+def compose_cfg(overrides: list[str]) -> DictConfig:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides, return_hydra_config=False)
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_every_group_option_composes(group: str, option: str) -> None:
+    cfg = compose_cfg([f"{group}={option}"])
+    if group == "experiment":
+        return
+    node = cfg[group]
+    assert isinstance(node, DictConfig)
+    if "name" in node:  # the file's name is the registry name it selects
+        assert node.name == option
+
+
+def test_groups_mirror_registries() -> None:
+    from normbench.data import list_datasets
+    from normbench.models import list_models
+    from normbench.norms import list_norms
+
+    for group, names in (("norm", list_norms()), ("model", list_models()), ("dataset", list_datasets())):
+        files = sorted(f.stem for f in (CONF / group).glob("*.yaml"))
+        assert files == names, f"conf/{group}/ and the {group} registry differ"
+
+
+def test_unknown_key_fails() -> None:
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException):
+        compose_cfg(["norm.not_a_key=1"])
+    with pytest.raises(ConfigCompositionException):
+        compose_cfg(["lr=abc"])

@@ -1,0 +1,63 @@
+"""Shared test fixtures: offline W&B, the GPU marker, the shared real data, a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+CIFAR_SUBSET = SHARED_DATA / "cifar10-subset"
+DE_EN_SUBSET = SHARED_DATA / "de-en-subset"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _offline_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+
+
+def cli_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="0", PYTHONUNBUFFERED="1")
+    env.pop("WANDB_API_KEY", None)
+    return env
+
+
+def run_cli(*args: str, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m normbench *args`` in a subprocess, as a user would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "normbench", *args],
+        cwd=cwd or REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+TINY_RUN = (
+    "experiment=quickstart",
+    "epochs=1",
+    "dataset.num_train=256",
+    "dataset.num_test=128",
+    "batch_size=32",
+    "logger.progress_bar=false",
+    "logger.log_every_n_steps=2",
+)

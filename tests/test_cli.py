@@ -1,0 +1,74 @@
+"""End to end through the real entry point: files written, W&B offline runs, sweeps, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from tests.conftest import CIFAR_SUBSET, TINY_RUN, run_cli
+
+EPOCH_KEYS = {"train/loss", "train/acc", "val/loss", "val/acc", "perf/samples_per_s", "epoch"}
+
+
+def test_tiny_run_writes_metrics_summary_and_wandb(tmp_path) -> None:
+    out = tmp_path / "run"
+    r = run_cli(*TINY_RUN, f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert all("step" in row and "epoch" in row for row in rows)
+    keys = set().union(*rows)
+    assert EPOCH_KEYS | {"lr", "train/batch_loss"} <= keys
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["step"] == 8
+    assert {"git_commit", "torch", "device", "wall_time_s", "val/acc"} <= set(summary)
+    wandb_files = list((out / "wandb").glob("offline-run-*/run-*.wandb"))
+    assert len(wandb_files) == 1 and summary["wandb_run_id"] in wandb_files[0].name
+    assert (out / "config.yaml").read_text().count("name: bn") == 1
+
+
+def test_multirun_gives_distinct_wandb_runs_and_a_sweep_summary(tmp_path) -> None:
+    sweep = tmp_path / "sweep"
+    r = run_cli("-m", *TINY_RUN, "norm=bn,gn", f"hydra.sweep.dir={sweep}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    ids = {json.loads((sweep / str(i) / "summary.json").read_text())["wandb_run_id"] for i in range(2)}
+    assert len(ids) == 2
+    rows = list(csv.DictReader(open(sweep / "sweep_summary.csv")))
+    assert [row["overrides"].split()[-1] for row in rows] == ["norm=bn", "norm=gn"]
+    assert all(row["status"] == "finished" and float(row["val/acc"]) >= 0 for row in rows)
+    assert "norm=gn" in r.stdout  # the table printed to the terminal
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [("norm=batchnorm", "Available options in 'norm'"), ("model=resnet99", "Available options in 'model'"),
+     ("dataset=imagenet", "Available options in 'dataset'")],
+)
+def test_unknown_choice_fails_listing_valid_ones(tmp_path, override: str, needle: str) -> None:
+    r = run_cli(*TINY_RUN, override, f"hydra.run.dir={tmp_path / 'run'}")
+    assert r.returncode != 0
+    assert needle in r.stderr + r.stdout
+
+
+def test_missing_cifar_offline_is_one_clear_line_and_leaves_nothing(tmp_path) -> None:
+    out = tmp_path / "run"
+    r = run_cli("dataset=cifar10", f"dataset.root={tmp_path / 'absent'}", "epochs=1", f"hydra.run.dir={out}")
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.startswith("normbench: error:")]
+    assert len(lines) == 1 and "dataset=synthetic_images" in lines[0] and str(tmp_path / "absent") in lines[0]
+    assert "Traceback" not in r.stderr
+    assert not out.exists() or not list(out.rglob("*.wandb"))
+    assert not (out / "summary.json").exists()
+
+
+@pytest.mark.skipif(not (CIFAR_SUBSET / "cifar-10-batches-py").is_dir(), reason="shared CIFAR-10 subset absent")
+def test_one_epoch_on_real_cifar_subset_beats_chance(tmp_path) -> None:
+    out = tmp_path / "run"
+    r = run_cli(
+        "dataset=cifar10", f"dataset.root={CIFAR_SUBSET}", "dataset.verify_checksums=false", "epochs=1",
+        "batch_size=128", "lr=0.1", "logger.progress_bar=false", "schedule.name=constant", f"hydra.run.dir={out}",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["val/acc"] > 0.2  # chance is 0.1 on 2,000 balanced test images
