@@ -93,7 +93,7 @@ def load_parallel_folder(root: str | Path, src_lang: str, tgt_lang: str) -> dict
     loaded = datasets.load_dataset("text", data_files=files)
     out = {}
     for split in SPLITS:
-        src, tgt = loaded[f"{split}.{src_lang}"]["text"], loaded[f"{split}.{tgt_lang}"]["text"]
+        src, tgt = list(loaded[f"{split}.{src_lang}"]["text"]), list(loaded[f"{split}.{tgt_lang}"]["text"])
         if len(src) != len(tgt):
             raise DatasetMissingError(
                 f"{root / f'{split}.{src_lang}'} has {len(src)} lines but {root / f'{split}.{tgt_lang}'} has "
@@ -140,12 +140,24 @@ def bpe_cache_key(data_digest: str, vocab_size: int, lowercase: bool, pretokeniz
     return hashlib.sha256(f"{data_digest}|{settings}".encode()).hexdigest()[:16]
 
 
+def writable_dir(path: Path) -> bool:
+    """Whether ``path`` may be written: the process has access *and* the folder has a write bit
+    (a folder marked read-only, such as shared data, is left alone even by root)."""
+    try:
+        return os.access(path, os.W_OK) and bool(path.stat().st_mode & 0o222)
+    except OSError:
+        return False
+
+
 def bpe_cache_path(root: Path | None, key: str, cache_dir: str | Path | None) -> Path:
     """``<root>/.normbench_bpe/<key>.json`` when ``root`` is writable, else under ``cache_dir``."""
-    if root is not None and os.access(root, os.W_OK):
+    if root is not None and writable_dir(root):
         return root / ".normbench_bpe" / f"{key}.json"
-    base = Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "normbench" / "bpe"
-    return base / f"{key}.json"
+    return default_cache_dir(cache_dir) / f"{key}.json"
+
+
+def default_cache_dir(cache_dir: str | Path | None) -> Path:
+    return Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "normbench" / "bpe"
 
 
 def train_bpe(lines: Iterator[str] | Sequence[str], vocab_size: int):  # -> tokenizers.Tokenizer
@@ -162,17 +174,25 @@ def train_bpe(lines: Iterator[str] | Sequence[str], vocab_size: int):  # -> toke
     return tok
 
 
-def load_or_train_bpe(path: Path, lines: Sequence[str], vocab_size: int):  # -> tokenizers.Tokenizer
+def load_or_train_bpe(paths: Sequence[Path], lines: Sequence[str], vocab_size: int):  # -> tokenizers.Tokenizer
+    """The first cached BPE among ``paths``; else train one and save it at the first path that
+    can be written (a read-only mount fails there and falls through to the next)."""
     from tokenizers import Tokenizer
 
-    if path.is_file():
-        return Tokenizer.from_file(str(path))
+    for path in paths:
+        if path.is_file():
+            return Tokenizer.from_file(str(path)), path
     tok = train_bpe(lines, vocab_size)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tok.save(str(tmp))
-    os.replace(tmp, path)
-    return tok
+    for path in paths:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tok.save(str(tmp))
+            os.replace(tmp, path)
+            return tok, path
+        except OSError:
+            continue
+    raise ConfigError(f"cannot write the BPE to any of {', '.join(map(str, paths))}; pass dataset.cache_dir=<writable folder>")
 
 
 class Vocabulary:
@@ -242,17 +262,18 @@ def token_buckets(src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: 
     """Group pairs into batches of at most ``max_tokens`` padded tokens (as fairseq counts them:
     sentences × the longest source or target in the batch), after sorting by length so that
     pairs of similar length share a batch. Deterministic; order of the batches is the caller's."""
+    longest_pair = max((max(s, t) for s, t in zip(src_lens, tgt_lens)), default=0)
+    if longest_pair > max_tokens:
+        raise ConfigError(
+            f"dataset.max_tokens={max_tokens} is smaller than a sentence of {longest_pair} tokens; raise it "
+            f"or lower dataset.max_positions"
+        )
     order = sorted(range(len(src_lens)), key=lambda i: (tgt_lens[i], src_lens[i], i))
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
     for i in order:
         n = max(src_lens[i], tgt_lens[i])
-        if n > max_tokens:
-            raise ConfigError(
-                f"dataset.max_tokens={max_tokens} is smaller than a sentence of {n} tokens; raise it "
-                f"or lower dataset.max_positions"
-            )
         if current and (len(current) + 1) * max(longest, n) > max_tokens:
             batches.append(current)
             current, longest = [], 0
@@ -335,8 +356,11 @@ def prepare(
     else:
         digest = hashlib.sha256("\n".join(text["train"].src + text["train"].tgt).encode()).hexdigest()
     key = bpe_cache_key(digest, vocab_size, lowercase, pretokenize_mode)
-    path = bpe_cache_path(root, key, cache_dir)
-    vocab = Vocabulary(load_or_train_bpe(path, tok["train"].src + tok["train"].tgt, vocab_size))
+    paths = [bpe_cache_path(root, key, cache_dir)]
+    if paths[0].parent.parent == root:
+        paths.append(default_cache_dir(cache_dir) / f"{key}.json")
+    tokenizer, path = load_or_train_bpe(paths, tok["train"].src + tok["train"].tgt, vocab_size)
+    vocab = Vocabulary(tokenizer)
     splits = {}
     for split, pt in tok.items():
         src, tgt = vocab.encode(pt.src), vocab.encode(pt.tgt)
