@@ -89,7 +89,11 @@ def load_parallel_folder(root: str | Path, src_lang: str, tgt_lang: str) -> dict
     import datasets
 
     datasets.disable_progress_bars()
-    files = {f"{s}.{lang}": str(p) for s in SPLITS for lang, p in zip((src_lang, tgt_lang), _split_files(root, s, src_lang, tgt_lang))}
+    files = {
+        f"{s}.{lang}": str(p)
+        for s in SPLITS
+        for lang, p in zip((src_lang, tgt_lang), _split_files(root, s, src_lang, tgt_lang))
+    }
     loaded = datasets.load_dataset("text", data_files=files)
     out = {}
     for split in SPLITS:
@@ -192,7 +196,9 @@ def load_or_train_bpe(paths: Sequence[Path], lines: Sequence[str], vocab_size: i
             return tok, path
         except OSError:
             continue
-    raise ConfigError(f"cannot write the BPE to any of {', '.join(map(str, paths))}; pass dataset.cache_dir=<writable folder>")
+    raise ConfigError(
+        f"cannot write the BPE to any of {', '.join(map(str, paths))}; pass dataset.cache_dir=<writable folder>"
+    )
 
 
 class Vocabulary:
@@ -308,7 +314,11 @@ class TokenBatches:
 
     def batches(self, generator: torch.Generator | None = None) -> Iterator[TranslationBatch]:
         """Every bucket once; in a fresh random order when a generator is given."""
-        order = range(len(self.buckets)) if generator is None else torch.randperm(len(self.buckets), generator=generator).tolist()
+        order = (
+            range(len(self.buckets))
+            if generator is None
+            else torch.randperm(len(self.buckets), generator=generator).tolist()
+        )
         for b in order:
             yield self.batch(self.buckets[b])
 
@@ -486,7 +496,9 @@ class SyntheticTranslationConfig(TranslationConfig):
     seed: int = 0
 
 
-def _build_task(text: dict[str, ParallelText], root: Path | None, cfg: Mapping[str, Any], device: torch.device, run_dir: Path):
+def _build_task(
+    text: dict[str, ParallelText], root: Path | None, cfg: Mapping[str, Any], device: torch.device, run_dir: Path
+):
     from normbench.tasks.translation import TranslationTask
 
     src_lang, tgt_lang = cfg["src_lang"], cfg["tgt_lang"]
@@ -524,7 +536,9 @@ def synthetic_translation_root(cfg: Mapping[str, Any], run_dir: Path) -> Path:
 
 
 @register_dataset("synthetic_translation", SyntheticTranslationConfig)
-def synthetic_translation(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+def synthetic_translation(
+    cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path
+) -> Any:
     """Write the synthetic corpus in fairseq's layout (once per settings), then load it as iwslt14."""
     root = synthetic_translation_root(cfg, run_dir)
     src_lang, tgt_lang = cfg["src_lang"], cfg["tgt_lang"]

@@ -86,7 +86,12 @@ class MultiheadAttention(nn.Module):
         return x.view(b, t, self.heads, c // self.heads).transpose(1, 2)  # (B, H, T, C/H)
 
     def forward(
-        self, query: Tensor, key_value: Tensor, attend: Tensor, cache: dict[str, Tensor] | None = None, static_kv: bool = False
+        self,
+        query: Tensor,
+        key_value: Tensor,
+        attend: Tensor,
+        cache: dict[str, Tensor] | None = None,
+        static_kv: bool = False,
     ) -> Tensor:
         q = self._split(self.q_proj(query))
         if cache is not None and static_kv and "k" in cache:
@@ -339,7 +344,9 @@ def _build(cls: type[TransformerConfig], cfg: Mapping[str, Any], norm_layer: Nor
                 f"decoder sees future target tokens there; model.decoder_norm=ln keeps it causal",
                 stacklevel=3,
             )
-    return Transformer(c, encoder_norm, decoder_norm, task["vocab_size"], task["pad_id"], task["bos_id"], task["eos_id"])
+    return Transformer(
+        c, encoder_norm, decoder_norm, task["vocab_size"], task["pad_id"], task["bos_id"], task["eos_id"]
+    )
 
 
 @register_model("transformer_iwslt", TransformerConfig, input_kind="sequence")

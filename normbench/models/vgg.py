@@ -41,7 +41,9 @@ class ConvNormReLU(nn.Module):
 
 
 class VGG(nn.Module):
-    def __init__(self, layout: list[int | str], norm_layer: NormLayer, num_classes: int = 10, init: str = "glorot") -> None:
+    def __init__(
+        self, layout: list[int | str], norm_layer: NormLayer, num_classes: int = 10, init: str = "glorot"
+    ) -> None:
         super().__init__()
         if init not in INITS:
             raise ConfigError(f"model.init={init!r}; valid choices: {', '.join(INITS)}")

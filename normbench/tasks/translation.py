@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from normbench.data.translation import TokenBatches, TranslationBatch, TranslationData, token_buckets
@@ -55,7 +54,9 @@ class TranslationTask:
     kind = "sequence"
     unit = "tokens"
 
-    def __init__(self, data: TranslationData, cfg: Mapping[str, Any], device: torch.device, run_dir: Path | None) -> None:
+    def __init__(
+        self, data: TranslationData, cfg: Mapping[str, Any], device: torch.device, run_dir: Path | None
+    ) -> None:
         if cfg["beam"] < 1:
             raise ConfigError(f"dataset.beam={cfg['beam']} must be at least 1")
         if not 0 <= cfg["label_smoothing"] < 1:

@@ -83,7 +83,12 @@ def test_beam_one_equals_greedy_on_the_markov_model() -> None:
 def tiny_transformer(seed: int) -> nn.Module:
     torch.manual_seed(seed)
     model = build_model(
-        {"name": "transformer_tiny", "decoder_norm": "ln"}, norm_factory("ln"), vocab_size=23, pad_id=0, bos_id=1, eos_id=2
+        {"name": "transformer_tiny", "decoder_norm": "ln"},
+        norm_factory("ln"),
+        vocab_size=23,
+        pad_id=0,
+        bos_id=1,
+        eos_id=2,
     )
     with torch.no_grad():  # a larger EOS logit, so that hypotheses end at different steps
         model.decoder_embed.tokens.weight[2].mul_(EOS_SCALE)

@@ -52,8 +52,14 @@ def test_bleu_is_on_tokens_as_given() -> None:
 def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
     out = tmp_path / "run"
     r = run_cli(
-        "experiment=quickstart_mt", "epochs=1", "eval_every_epochs=1", "dataset.num_train=300",
-        "dataset.bleu_max_sentences=16", "dataset.beam=2", *QUICK, f"hydra.run.dir={out}",
+        "experiment=quickstart_mt",
+        "epochs=1",
+        "eval_every_epochs=1",
+        "dataset.num_train=300",
+        "dataset.bleu_max_sentences=16",
+        "dataset.beam=2",
+        *QUICK,
+        f"hydra.run.dir={out}",
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
@@ -66,15 +72,28 @@ def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
 
 
 def test_sequence_model_on_image_data_is_one_clear_error(tmp_path) -> None:
-    r = run_cli("model=transformer_tiny", "dataset=synthetic_images", "dataset.num_train=64", "dataset.num_test=32", "batch_size=32",
-                "epochs=1", *QUICK, f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli(
+        "model=transformer_tiny",
+        "dataset=synthetic_images",
+        "dataset.num_train=64",
+        "dataset.num_test=32",
+        "batch_size=32",
+        "epochs=1",
+        *QUICK,
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     assert r.returncode == 2
     assert "model=transformer_tiny takes sequence inputs but dataset=synthetic_images gives image inputs" in r.stderr
 
 
 def test_missing_translation_data_names_what_to_pass(tmp_path) -> None:
-    r = run_cli("model=transformer_tiny", "dataset=iwslt14", f"dataset.root={tmp_path / 'absent'}", *QUICK,
-                f"hydra.run.dir={tmp_path / 'run'}")
+    r = run_cli(
+        "model=transformer_tiny",
+        "dataset=iwslt14",
+        f"dataset.root={tmp_path / 'absent'}",
+        *QUICK,
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
     assert r.returncode == 2
     line = next(x for x in r.stderr.splitlines() if x.startswith("normbench: error:"))
     assert str(tmp_path / "absent") in line and "dataset=synthetic_translation" in line and "dataset.hub" in line
@@ -102,10 +121,25 @@ def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
     from normbench.norms import norm_factory
 
     dataset = {
-        "name": "iwslt14", "root": str(DE_EN_SUBSET), "hub": None, "hub_revision": None, "src_lang": "de",
-        "tgt_lang": "en", "lowercase": True, "pretokenize": "punct", "vocab_size": 4000,
-        "cache_dir": str(tmp_path / "bpe"), "max_tokens": 4096, "max_positions": 1024, "label_smoothing": 0.1,
-        "beam": 5, "lenpen": 1.0, "max_len_a": 1.2, "max_len_b": 10, "eval_bleu": False, "bleu_max_sentences": None,
+        "name": "iwslt14",
+        "root": str(DE_EN_SUBSET),
+        "hub": None,
+        "hub_revision": None,
+        "src_lang": "de",
+        "tgt_lang": "en",
+        "lowercase": True,
+        "pretokenize": "punct",
+        "vocab_size": 4000,
+        "cache_dir": str(tmp_path / "bpe"),
+        "max_tokens": 4096,
+        "max_positions": 1024,
+        "label_smoothing": 0.1,
+        "beam": 5,
+        "lenpen": 1.0,
+        "max_len_a": 1.2,
+        "max_len_b": 10,
+        "eval_bleu": False,
+        "bleu_max_sentences": None,
     }
     task = build_task(dataset, {}, torch.device("cpu"), tmp_path)
     torch.manual_seed(0)
@@ -114,15 +148,30 @@ def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
         start = task.evaluate(model)["val/loss"]
     out = tmp_path / "run"
     r = run_cli(
-        "model=transformer_tiny", "norm=ln", "dataset=iwslt14", f"dataset.root={DE_EN_SUBSET}",
-        "dataset.pretokenize=punct", "dataset.vocab_size=4000", f"dataset.cache_dir={tmp_path / 'bpe'}",
-        "dataset.bleu_max_sentences=500", "max_steps=300", "optimizer.name=adam", "optimizer.betas=[0.9,0.98]",
-        "lr=1e-3", "weight_decay=0.0", "schedule.name=inverse_sqrt", "schedule.warmup_steps=100",
-        "logger=local", *QUICK, f"hydra.run.dir={out}",
+        "model=transformer_tiny",
+        "norm=ln",
+        "dataset=iwslt14",
+        f"dataset.root={DE_EN_SUBSET}",
+        "dataset.pretokenize=punct",
+        "dataset.vocab_size=4000",
+        f"dataset.cache_dir={tmp_path / 'bpe'}",
+        "dataset.bleu_max_sentences=500",
+        "max_steps=300",
+        "optimizer.name=adam",
+        "optimizer.betas=[0.9,0.98]",
+        "lr=1e-3",
+        "weight_decay=0.0",
+        "schedule.name=inverse_sqrt",
+        "schedule.warmup_steps=100",
+        "logger=local",
+        *QUICK,
+        f"hydra.run.dir={out}",
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
-    print(f"de-en: untrained val/loss={start:.3f} -> {summary['val/loss']:.3f}; "
-          f"val/bleu={summary['val/bleu']:.2f} test/bleu={summary['test/bleu']:.2f}; {summary['wall_time_s']:.0f}s")
+    print(
+        f"de-en: untrained val/loss={start:.3f} -> {summary['val/loss']:.3f}; "
+        f"val/bleu={summary['val/bleu']:.2f} test/bleu={summary['test/bleu']:.2f}; {summary['wall_time_s']:.0f}s"
+    )
     assert summary["val/loss"] < 0.6 * start
     assert summary["val/bleu"] > 1 and summary["test/bleu"] > 1
