@@ -45,7 +45,7 @@ def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[f
     """Tokenized BLEU (sacrebleu, ``tokenize="none"``) and its signature."""
     from sacrebleu.metrics import BLEU
 
-    bleu = BLEU(tokenize="none")
+    bleu = BLEU(tokenize="none", force=True)  # force: the text is tokenized on purpose
     score = bleu.corpus_score(list(hypotheses), [list(references)])
     return float(score.score), str(bleu.get_signature())
 

@@ -157,6 +157,7 @@ def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
         f"dataset.cache_dir={tmp_path / 'bpe'}",
         "dataset.bleu_max_sentences=500",
         "max_steps=300",
+        "eval_every_epochs=100",  # evaluate once, at the end
         "optimizer.name=adam",
         "optimizer.betas=[0.9,0.98]",
         "lr=1e-3",
