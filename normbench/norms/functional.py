@@ -106,7 +106,7 @@ def masked_group_norm(x: Tensor, mask: Tensor, groups: int, eps: float) -> Tenso
     n, t, c = x.shape
     xg = x.reshape(n, t, groups, c // groups)
     w = mask.reshape(n, t, 1, 1).to(x.dtype)
-    count = w.sum(1, keepdim=True) * (c // groups)  # (N, 1, 1, 1)
+    count = w.sum(1, keepdim=True).clamp_min(1) * (c // groups)  # (N, 1, 1, 1); all-padding rows give 0
     mean = (xg * w).sum((1, 3), keepdim=True) / count
     d = (xg - mean) * w
     var = d.square().sum((1, 3), keepdim=True) / count
