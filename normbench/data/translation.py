@@ -43,7 +43,7 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 WORD_END = "</w>"
 PRETOKENIZERS = ("none", "punct")
-BPE_FORMAT = 1
+BPE_FORMAT = 2
 """Bumped when the cached BPE files change meaning; part of the cache key."""
 
 _PUNCT = re.compile(r"\w+|[^\w\s]+")
@@ -175,7 +175,26 @@ def train_bpe(lines: Iterator[str] | Sequence[str], vocab_size: int):  # -> toke
         vocab_size=vocab_size, special_tokens=list(SPECIALS), end_of_word_suffix=WORD_END, show_progress=False
     )
     tok.train_from_iterator(lines, trainer=trainer)
-    return tok
+    return canonical_ids(tok)
+
+
+def canonical_ids(tok):  # -> tokenizers.Tokenizer
+    """The same BPE with ids that do not depend on the run: ``tokenizers`` learns the same merges
+    every time but numbers some tokens in hash-map order. Specials keep their ids; then the
+    tokens no merge produces, sorted; then each merge's result, in merge order."""
+    from tokenizers import Tokenizer
+
+    spec = json.loads(tok.to_str())
+    vocab: dict[str, int] = spec["model"]["vocab"]
+    merges = [m.split(" ") if isinstance(m, str) else m for m in spec["model"]["merges"]]
+    merged = list(dict.fromkeys(a + b for a, b in merges))
+    specials = sorted((t for t in vocab if t in SPECIALS), key=vocab.__getitem__)
+    initial = sorted(t for t in vocab if t not in SPECIALS and t not in set(merged))
+    order = specials + initial + [t for t in merged if t in vocab and t not in SPECIALS]
+    if sorted(order) != sorted(vocab):
+        raise RuntimeError("BPE vocabulary and merges disagree")
+    spec["model"]["vocab"] = {t: i for i, t in enumerate(order)}
+    return Tokenizer.from_str(json.dumps(spec))
 
 
 def load_or_train_bpe(paths: Sequence[Path], lines: Sequence[str], vocab_size: int):  # -> tokenizers.Tokenizer
@@ -487,6 +506,8 @@ class SyntheticTranslationConfig(TranslationConfig):
     name: str = "synthetic_translation"
     root: str | None = None
     """Where to write the files; default ``<run dir>/data``."""
+    vocab_size: int = 200
+    max_tokens: int = 1024
     num_train: int = 4000
     num_valid: int = 200
     num_test: int = 200

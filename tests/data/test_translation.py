@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,7 +13,7 @@ import torch
 
 from normbench.data import translation as T
 from normbench.errors import ConfigError, DatasetMissingError
-from tests.conftest import DE_EN_SUBSET
+from tests.conftest import DE_EN_SUBSET, REPO
 
 
 def write_small(root: Path, n: int = 300) -> dict[str, T.ParallelText]:
@@ -165,3 +168,24 @@ def test_de_en_subset_loads_and_its_bpe_round_trips(tmp_path) -> None:
     lines = [T.pretokenize(s, "punct") for s in text["train"].src + text["train"].tgt]
     assert [data.vocab.decode(ids) for ids in data.vocab.encode(lines)] == lines
     assert data.references["test"][0] == T.pretokenize(text["test"].tgt[0], "punct")
+
+
+VOCAB_OF_A_FRESH_PROCESS = """
+import json, sys
+from normbench.data import translation as T
+text = T.make_synthetic_parallel(500, seed=0)
+print(json.dumps(T.train_bpe(text.src + text.tgt, 150).get_vocab(), sort_keys=True))
+"""
+
+
+def test_bpe_ids_are_the_same_in_every_process() -> None:
+    # tokenizers numbers some tokens in hash-map order, which changes from process to process
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", VOCAB_OF_A_FRESH_PROCESS], capture_output=True, text=True, check=True, cwd=REPO
+        )
+        for _ in range(2)
+    ]
+    text = T.make_synthetic_parallel(500, seed=0)
+    here = json.dumps(T.train_bpe(text.src + text.tgt, 150).get_vocab(), sort_keys=True)
+    assert runs[0].stdout.strip() == runs[1].stdout.strip() == here
