@@ -280,6 +280,10 @@ class Transformer(nn.Module):
         memory, src_mask = self.encode(src)
         return self.decode(tgt_in, memory, src_mask)
 
+    @property
+    def max_positions(self) -> int:
+        return self.cfg.max_positions
+
     def new_cache(self) -> DecoderCache:
         return DecoderCache(len(self.decoder_layers))
 
