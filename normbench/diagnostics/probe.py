@@ -155,6 +155,12 @@ class StepProbeHook(DiagnosticHook):
     """A hook that summarises the gradient-step probe; subclasses say how."""
 
     with_grads = True
+    order = -1  # the probe hooks run before the others
+
+    def __init__(self, cfg: StepProbeConfig) -> None:
+        super().__init__(cfg)
+        if self.with_grads:  # a probe with gradients first, so that a losses-only one reuses it
+            self.order = -2
 
     def __call__(self, ctx: DiagContext) -> dict[str, float]:
         probe = probe_at_step(ctx, self.cfg, self.with_grads)  # type: ignore[arg-type]

@@ -111,6 +111,8 @@ class DiagnosticHook:
     """Base of the hooks: the cadence from a `CadenceConfig`, no-op extras."""
 
     name = "diagnostic"
+    order = 0
+    """Hooks due at one step run in increasing ``order`` (then config order)."""
 
     def __init__(self, cfg: CadenceConfig) -> None:
         self.cfg = cfg
@@ -198,8 +200,9 @@ def diagnostics_config(cfg: Mapping[str, Any] | None) -> dict[str, CadenceConfig
 
 
 def build_diagnostics(cfg: Mapping[str, Any] | None) -> list[Hook]:
-    """Hooks for every diagnostic named in ``cfg`` (``cfg.diagnostics``) that is switched on."""
-    return [DIAGNOSTICS.get(name)(sub) for name, sub in diagnostics_config(cfg).items() if sub.enabled]
+    """Hooks for every diagnostic named in ``cfg`` (``cfg.diagnostics``) that is switched on, in run order."""
+    hooks = [DIAGNOSTICS.get(name)(sub) for name, sub in diagnostics_config(cfg).items() if sub.enabled]
+    return sorted(hooks, key=lambda h: getattr(h, "order", 0))
 
 
 def run_hooks(hooks: list[Hook], ctx: DiagContext) -> dict[str, Any]:
