@@ -182,6 +182,8 @@ def diagnostics_config(cfg: Mapping[str, Any] | None) -> dict[str, CadenceConfig
         schema = entry.config or CadenceConfig
         if sub is None:
             sub = {}
+        elif dataclasses.is_dataclass(sub) and not isinstance(sub, type):
+            sub = dataclasses.asdict(sub)
         if not isinstance(sub, dict):
             raise ConfigError(f"diagnostics.{name} must be a mapping of settings, got {sub!r}")
         valid = [f.name for f in dataclasses.fields(schema)]
