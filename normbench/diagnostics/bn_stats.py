@@ -9,9 +9,10 @@ running ψ². With ``grad_norms``, also (1/d)·‖∂L/∂σ²_B‖₂ (and for 
 their Figure 3.
 
 Cheap: nothing is recomputed. The norms record their batch statistics inside the training
-forward (``record_stats = True`` makes them keep ``last_stats``, detached; ``last_stats_live``
-for the gradients); the running buffers are copied before the step; the distances are
-accumulated on the device and read once per epoch. Logged at the end of each epoch, as the mean
+forward (``record_stats = True`` makes them keep ``last_stats``, detached, from whichever kernel
+runs; ``record_live_stats = True`` also ``last_stats_live`` in the graph, for the gradients);
+the running buffers are copied before the step; the distances are accumulated on the device
+and read once per epoch. Logged at the end of each epoch, as the mean
 over the epoch's recorded steps: ``<layer>/<stat>_dist`` for each layer and
 ``first_layer/<stat>_dist`` for the first norm layer (what the paper plots, against the
 percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``.
@@ -49,7 +50,8 @@ class BNStatsConfig(CadenceConfig):
     """``every_n_steps``: the steps recorded (1 = every step); the log is per epoch."""
 
     grad_norms: bool = False
-    """Also (1/d)·‖∂L/∂stat‖₂ of the batch statistics; needs norms that expose ``last_stats_live``."""
+    """Also (1/d)·‖∂L/∂stat‖₂ of the batch statistics; needs norms with ``record_live_stats``
+    (BatchNorm's differentiable-ops path: slower steps)."""
 
 
 @register_diagnostic("bn_stats", BNStatsConfig)
@@ -81,11 +83,12 @@ class BNStatsHook(DiagnosticHook):
         ]
         if self.cfg.grad_norms:  # type: ignore[attr-defined]
             for name, module in self.layers:
-                if not hasattr(module, "last_stats_live"):
+                if not hasattr(module, "record_live_stats"):
                     raise ConfigError(
-                        f"diagnostics.bn_stats.grad_norms=true needs norms that keep last_stats_live; "
-                        f"{name!r} ({type(module).__name__}) does not"
+                        f"diagnostics.bn_stats.grad_norms=true needs norms that can keep their batch statistics in "
+                        f"the graph (record_live_stats); {name!r} ({type(module).__name__}) cannot"
                     )
+                module.record_live_stats = True
                 module.register_forward_hook(self._capture_grads(name))
 
     def due(self, step: int) -> bool:

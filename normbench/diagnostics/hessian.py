@@ -12,11 +12,11 @@ positive one.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import dot, grads_or_zeros, sq_norm
@@ -80,6 +80,21 @@ class HessianConfig(CadenceConfig):
             raise ConfigError(f"diagnostics.{name}.tol={self.tol} must be >= 0")
 
 
+@contextlib.contextmanager
+def twice_differentiable(model: nn.Module) -> Iterator[None]:
+    """Norms with a fused single-backward kernel switch to their differentiable-ops path meanwhile."""
+    switched = [m for m in model.modules() if getattr(m, "record_live_stats", True) is False]
+    for m in switched:
+        m.record_live_stats = True
+    try:
+        with _math_attention():
+            yield
+    finally:
+        for m in switched:
+            m.record_live_stats = False
+            m.last_stats_live = None
+
+
 def _math_attention() -> contextlib.AbstractContextManager:
     """Fused attention kernels have no double backward; the math one has."""
     try:
@@ -97,6 +112,14 @@ class HessianHook(DiagnosticHook):
         cfg: HessianConfig = self.cfg  # type: ignore[assignment]
         params = [p for p in ctx.model.parameters() if p.requires_grad]
         generator = torch.Generator().manual_seed(cfg.seed + ctx.step)
-        with _math_attention():
-            lam, used = top_eigenvalue(ctx.closure(), params, cfg.iterations, cfg.tol, generator)
+        try:
+            with twice_differentiable(ctx.model):
+                lam, used = top_eigenvalue(ctx.closure(), params, cfg.iterations, cfg.tol, generator)
+        except RuntimeError as e:
+            if "differentiat" not in str(e) and "double backward" not in str(e):
+                raise
+            raise ConfigError(
+                f"diagnostics.hessian needs a twice-differentiable model (Hessian-vector products), but: "
+                f"{str(e).splitlines()[0]}"
+            ) from None
         return {"top_eigenvalue": lam, "iterations": used}

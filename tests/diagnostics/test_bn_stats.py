@@ -113,17 +113,6 @@ def test_models_without_running_statistics_log_nothing() -> None:
     assert hook.epoch_end() == {}
 
 
-def _bn_honours_padding_mask() -> bool:
-    norm = build_norm("bn", C, layout="NTC")
-    x = torch.randn(2, 5, C)
-    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
-    y1 = norm(x, mask)
-    x2 = x.clone()
-    x2[~mask] = 1e3
-    return torch.allclose(norm(x2, mask)[mask], y1[mask])
-
-
-@pytest.mark.skipif(not _bn_honours_padding_mask(), reason="bn ignores the padding mask until the norms issue lands")
 def test_padding_does_not_change_the_distances() -> None:
     real = batch_with([1.0, -2.0, 0.5], [2.0, 0.5, 1.0], (12, C), 3)  # 12 real tokens (N·T, C)
 
@@ -141,7 +130,9 @@ def test_padding_does_not_change_the_distances() -> None:
     mask = torch.zeros(3, 7, dtype=torch.bool)
     mask[:, :4] = True
     assert distances(padded, mask) == pytest.approx(unpadded, rel=1e-12)
-    assert unpadded["0/mean_dist"] == pytest.approx(float(torch.tensor([1.0, 2.0, 0.5]).norm() / C), rel=1e-12)
+    # running statistics start at (0, 1): the distances are those of the batch moments from them
+    assert unpadded["0/mean_dist"] == pytest.approx(float(torch.tensor([1.0, 2.0, 0.5]).double().norm() / C), rel=1e-12)
+    assert unpadded["0/var_dist"] == pytest.approx(float(torch.tensor([1.0, 0.5, 0.0]).double().norm() / C), rel=1e-12)
 
 
 class LiveBatchNorm(Norm):
@@ -151,7 +142,7 @@ class LiveBatchNorm(Norm):
         super().__init__(num_features, **kw)
         self.register_buffer("running_mean", torch.zeros(num_features))
         self.register_buffer("running_var", torch.ones(num_features))
-        self.record_stats = False
+        self.record_stats = self.record_live_stats = False
         self.last_stats: dict[str, Tensor] | None = None
         self.last_stats_live: dict[str, Tensor] | None = None
 
@@ -159,6 +150,7 @@ class LiveBatchNorm(Norm):
         var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
         if self.record_stats:
             self.last_stats = {"mean": mean.detach(), "var": var.detach()}
+        if self.record_live_stats:
             self.last_stats_live = {"var": var}
         y = (x - mean[:, None, None]) / (var[:, None, None] + self.eps).sqrt()
         return y * self.weight[:, None, None] + self.bias[:, None, None]
@@ -184,8 +176,21 @@ def test_grad_norms_are_the_gradient_of_the_loss_in_the_batch_variance() -> None
     assert out["0/var_grad"] == pytest.approx(float(grad.norm() / C), rel=1e-5)
 
 
+def test_grad_norms_of_bn_match_the_closed_form() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(build_norm("bn", C)).double()
+    hook = hook_for(model, grad_norms=True)
+    x, c = torch.randn(4, C, 3, 3, dtype=torch.float64, requires_grad=True), torch.randn(4, C, 3, 3).double()
+    hook.before_step(0)
+    (model(x) * c).sum().backward()
+    hook.after_step(0)
+    var, mean = torch.var_mean(x.detach(), dim=(0, 2, 3), correction=0)
+    grad = -0.5 * (c * (x.detach() - mean[:, None, None])).sum((0, 2, 3)) * (var + 1e-5) ** -1.5
+    assert hook.epoch_end()["0/var_grad"] == pytest.approx(float(grad.norm() / C), rel=1e-10)
+
+
 def test_grad_norms_need_live_statistics() -> None:
     from normbench.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="last_stats_live"):
-        hook_for(TinyNet("bn"), grad_norms=True)
+    with pytest.raises(ConfigError, match="record_live_stats.*'norm1' \\(PowerNorm\\)"):
+        hook_for(TinyNet("pn"), grad_norms=True)
