@@ -146,6 +146,8 @@ class WandbSink:
                 file=sys.stderr,
                 flush=True,
             )
+            with contextlib.suppress(Exception):
+                wandb.teardown()  # the failed run would keep its id "in use" in W&B's service
             self.run = wandb.init(mode="offline", **kwargs)
         self.run.define_metric("epoch")
         for prefix in EPOCH_KEY_PREFIXES:
