@@ -12,6 +12,7 @@ import random
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from normbench.divergence import DivergenceMonitor
 from normbench.errors import ConfigError
 from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
+from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.sinks import LocalSink, MetricLogger, WandbSink, git_commit
 from normbench.validate import check_norm_in_model, validate_config
@@ -60,6 +62,10 @@ class StepTimer:
             self._sync()
             self.elapsed += time.perf_counter() - self._start
             self._start = None
+
+    def lap(self) -> float:
+        """Seconds since `start` (no sync: for progress display only)."""
+        return time.perf_counter() - self._start if self._start is not None else 0.0
 
     @property
     def running(self) -> bool:
@@ -250,7 +256,15 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                     loss = out.loss.item()
                     logger.log(step, epoch, {"train/batch_loss": loss, "lr": scheduler.get_last_lr()[0]})
                     if bar is not None:
-                        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+                        running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
+                        speed = timed_units / max(timer.elapsed + timer.lap(), 1e-9)
+                        bar.set_postfix(
+                            {
+                                **{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()},
+                                f"{task.unit}/s": f"{speed:.0f}",
+                            },
+                            refresh=False,
+                        )
                 if log_now or mid_epoch_checkpoint:  # points that sync anyway: check for divergence
                     diverged_at = monitor.diverged_step()
                     if diverged_at is not None:
@@ -274,6 +288,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 logger.log(step, epoch, epoch_metrics)
                 break
             if (epoch + 1) % cfg.eval_every_epochs == 0 or epoch + 1 == epochs:
+                # norm.eval_stats=population: exact BN statistics of K training batches (no-op otherwise)
+                refresh_population_stats(model, partial(task.train_batches, epoch), task.forward_loss, cfg.seed + epoch)
                 model.eval()
                 with torch.no_grad(), autocast:
                     epoch_metrics.update(task.evaluate(step_model))
