@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from normbench.divergence import DivergenceMonitor
@@ -39,3 +40,17 @@ def test_reference_restored_from_a_checkpoint_keeps_the_threshold() -> None:
     assert monitor.diverged_step() is None
     monitor.observe(torch.tensor(20.5), 8)
     assert monitor.diverged_step() == 8
+
+
+@pytest.mark.gpu
+def test_observing_a_cuda_loss_never_syncs() -> None:
+    """``observe`` runs every step: on CUDA it must queue work only (sync debug mode raises on a sync)."""
+    monitor = DivergenceMonitor(loss_factor=10.0)
+    losses = torch.tensor([2.0, 3.0, 25.0, math.nan], device="cuda")
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for step in range(4):
+            monitor.observe(losses[step], step + 1)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert monitor.diverged_step() == 3
