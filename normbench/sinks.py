@@ -148,7 +148,10 @@ class WandbSink:
             )
             with contextlib.suppress(Exception):
                 wandb.teardown()  # the failed run would keep its id "in use" in W&B's service
-            self.run = wandb.init(mode="offline", **kwargs)
+            try:
+                self.run = wandb.init(mode="offline", **kwargs)
+            except Exception:  # the id is still held by the failed attempt: a new offline run
+                self.run = wandb.init(mode="offline", **{**kwargs, "id": new_run_id()})
         self.run.define_metric("epoch")
         for prefix in EPOCH_KEY_PREFIXES:
             self.run.define_metric(f"{prefix}*", step_metric="epoch")

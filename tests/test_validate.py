@@ -30,11 +30,11 @@ def run_cli_inprocess(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 
 CASES = [
-    (["norm=batchnorm"], "norm=batchnorm is not an option of norm; valid choices: bn, gn,"),
+    (["norm=batchnorm"], f"norm=batchnorm is not an option of norm; valid choices: {', '.join(list_norms())}"),
     (["model=resnet99"], "model=resnet99 is not an option of model; valid choices: resnet20"),
     (["dataset=imagenet"], "dataset=imagenet is not an option of dataset; valid choices: cifar10, synthetic_images"),
     (["hardware=tpu"], "hardware=tpu is not an option of hardware; valid choices: auto, cpu, cuda"),
-    (["norm.name=foo"], "norm.name='foo' is not registered; valid choices: bn, gn,"),
+    (["norm.name=foo"], f"norm.name='foo' is not registered; valid choices: {', '.join(list_norms())}"),
     (["optimizer.name=lamb"], "optimizer.name='lamb' is not registered; valid choices: sgd, adam, adamw"),
     (["schedule.name=linear"], "schedule.name='linear' is not registered; valid choices: constant, step, cosine"),
     (["hardware.device=tpu"], "hardware.device 'tpu'; valid choices: auto, cpu, cuda"),
