@@ -210,3 +210,32 @@ def test_preempted_submitit_job_is_requeued_and_resumes(tmp_path) -> None:
     with open(sweep / "sweep_summary.csv") as f:
         (row,) = csv.DictReader(f)
     assert row["status"] == "finished" and row["overrides"].endswith("resume=true")
+
+
+def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
+    from normbench.train import call_diagnostic
+
+    class Broken:
+        name = "broken"
+
+        def __call__(self, ctx):
+            raise RuntimeError("out of memory")
+
+    class Fine:
+        name = "fine"
+
+        def __call__(self, ctx):
+            return {"x": 1.0}
+
+    class Ctx:
+        step = 7
+
+    hooks = [Broken(), Fine()]
+    assert call_diagnostic(hooks[0], Ctx(), hooks) == {}
+    assert [h.name for h in hooks] == ["fine"]
+    assert call_diagnostic(hooks[0], Ctx(), hooks) == {"x": 1.0}
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "normbench: warning: diagnostic broken failed at step 7 (RuntimeError: out of memory); "
+        "switched off for this run"
+    ]
