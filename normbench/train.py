@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from normbench import hardware
+from normbench import distributed, hardware
 from normbench.data import build_task
 from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.errors import ConfigError
@@ -100,11 +100,24 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     t_start = time.time()
     check_config(cfg)
     hw = cfg.hardware
+    hardware.check(hw)
+    ddp = distributed.init(hw, hardware.device_type(hw))
+    try:
+        return _run(cfg, run_dir, t_start, ddp)
+    finally:
+        distributed.shutdown(ddp)
+
+
+def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistState) -> dict[str, Any]:
+    hw = cfg.hardware
+    distributed.check_batch(cfg.batch_size, ddp)
+    run_dir = distributed.shared_run_dir(run_dir, ddp)
     hardware.configure_backends(hw)
-    device = hardware.resolve_device(hw)
+    device = hardware.resolve_device(hw, ddp.local_rank if ddp.active else None)
     seed_everything(cfg.seed)
 
-    task = build_task(cfg.dataset, cfg, device, run_dir)
+    with distributed.main_first(ddp):
+        task = build_task(cfg.dataset, cfg, device, run_dir)
     if task.kind != model_input_kind(cfg.model.name):
         raise ConfigError(
             f"model={cfg.model.name} takes {model_input_kind(cfg.model.name)} inputs but "
@@ -112,10 +125,10 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         )
     if hw.channels_last:
         task.memory_format = torch.channels_last
+    task = distributed.shard_task(task, ddp)
     model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
-    if hw.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    step_model = torch.compile(model) if hw.compile else model
+    hardware.prepare_model(model, hw)
+    step_model = hardware.maybe_compile(distributed.wrap_model(model, ddp, device), hw)
     steps_per_epoch = task.steps_per_epoch()
     total_steps = cfg.max_steps or cfg.epochs * steps_per_epoch
     epochs = math.ceil(total_steps / steps_per_epoch)
@@ -125,17 +138,19 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     generator = torch.Generator().manual_seed(cfg.seed)
     autocast = hardware.autocast(hw, device)
 
+    resolved = {**hardware.describe(device, hw), **distributed.describe(ddp, cfg.batch_size, cfg.norm)}
+    cfg.hardware.resolved = resolved
     plain = _plain(cfg)
     sinks: list[Any] = []
-    if cfg.logger.local:
+    if cfg.logger.local and ddp.is_main:
         sinks.append(LocalSink(run_dir, plain, OmegaConf.to_yaml(cfg, resolve=True)))
-    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group()) if cfg.logger.wandb else None
+    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group()) if cfg.logger.wandb and ddp.is_main else None
     if wandb_sink is not None:
         sinks.append(wandb_sink)
     logger = MetricLogger(sinks)
 
     info = {
-        **hardware.describe(device),
+        **resolved,
         "git_commit": git_commit(),
         "seed": cfg.seed,
         "num_params": sum(p.numel() for p in model.parameters()),
@@ -149,7 +164,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             model.train()
             sums: dict[str, torch.Tensor] = {}
             timed_units, timer.elapsed = 0, 0.0
-            bar = _progress(cfg, epoch, epochs, min(steps_per_epoch, total_steps - step))
+            bar = _progress(cfg, epoch, epochs, min(steps_per_epoch, total_steps - step)) if ddp.is_main else None
             for batch in task.train_batches(epoch, generator):
                 if step >= total_steps:
                     break
@@ -183,7 +198,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                     sums[k] = sums[k] + v if k in sums else v.clone()
                 step += 1
                 if step % log_every == 0 or step == total_steps:
-                    loss = out.loss.item()
+                    loss = distributed.mean_over_ranks(out.loss, ddp).item()
                     logger.log(step, epoch, {"train/batch_loss": loss, "lr": scheduler.get_last_lr()[0]})
                     if not math.isfinite(loss):
                         status = "diverged"
@@ -195,6 +210,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             timer.stop()
             if bar is not None:
                 bar.close()
+            sums = distributed.sum_over_ranks(sums, ddp)
+            timed_units, timer.elapsed = distributed.throughput_over_ranks(timed_units, timer.elapsed, ddp, device)
             train_metrics = task.summarize({k: float(v) for k, v in sums.items()}, "train")
             epoch_metrics = {"epoch": epoch + 1, **train_metrics}
             if timer.elapsed > 0:
@@ -227,7 +244,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         if wandb_sink is not None:
             summary["wandb_run_id"] = wandb_sink.run_id
         logger.finish(summary)
-        _print_summary(summary, task.unit)
+        if ddp.is_main:
+            _print_summary(summary, task.unit)
     return {**final, "status": status}
 
 
