@@ -135,7 +135,7 @@ def shared_run_dir(run_dir: Path, state: DistState) -> Path:
     main_dir = Path(holder[0])
     if run_dir.resolve() != main_dir.resolve() and run_dir.is_dir():
         contents = list(run_dir.iterdir())
-        if all(p.name == ".hydra" or (p.suffix == ".log" and p.stat().st_size == 0) for p in contents):
+        if all(p.name == ".hydra" or p.suffix == ".log" for p in contents):
             shutil.rmtree(run_dir, ignore_errors=True)
     return main_dir
 
