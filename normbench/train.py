@@ -57,6 +57,10 @@ class StepTimer:
             self.elapsed += time.perf_counter() - self._start
             self._start = None
 
+    def lap(self) -> float:
+        """Seconds since `start` (no sync: for progress display only)."""
+        return time.perf_counter() - self._start if self._start is not None else 0.0
+
     @property
     def running(self) -> bool:
         return self._start is not None
@@ -204,7 +208,15 @@ def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistSt
                         status = "diverged"
                         break
                     if bar is not None:
-                        bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
+                        running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
+                        speed = timed_units / max(timer.elapsed + timer.lap(), 1e-9)
+                        bar.set_postfix(
+                            {
+                                **{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()},
+                                f"{task.unit}/s": f"{speed:.0f}",
+                            },
+                            refresh=False,
+                        )
                 if bar is not None:
                     bar.update(1)
             timer.stop()

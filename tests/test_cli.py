@@ -34,7 +34,7 @@ def test_multirun_gives_distinct_wandb_runs_and_a_sweep_summary(tmp_path) -> Non
     assert r.returncode == 0, r.stderr[-3000:]
     ids = {json.loads((sweep / str(i) / "summary.json").read_text())["wandb_run_id"] for i in range(2)}
     assert len(ids) == 2
-    rows = list(csv.DictReader(open(sweep / "sweep_summary.csv")))
+    rows = list(csv.DictReader((sweep / "sweep_summary.csv").read_text().splitlines()))
     assert [row["overrides"].split()[-1] for row in rows] == ["norm=bn", "norm=gn"]
     assert all(row["status"] == "finished" and float(row["val/acc"]) >= 0 for row in rows)
     assert "norm=gn" in r.stdout  # the table printed to the terminal
@@ -42,8 +42,11 @@ def test_multirun_gives_distinct_wandb_runs_and_a_sweep_summary(tmp_path) -> Non
 
 @pytest.mark.parametrize(
     ("override", "needle"),
-    [("norm=batchnorm", "Available options in 'norm'"), ("model=resnet99", "Available options in 'model'"),
-     ("dataset=imagenet", "Available options in 'dataset'")],
+    [
+        ("norm=batchnorm", "Available options in 'norm'"),
+        ("model=resnet99", "Available options in 'model'"),
+        ("dataset=imagenet", "Available options in 'dataset'"),
+    ],
 )
 def test_unknown_choice_fails_listing_valid_ones(tmp_path, override: str, needle: str) -> None:
     r = run_cli(*TINY_RUN, override, f"hydra.run.dir={tmp_path / 'run'}")
@@ -66,8 +69,15 @@ def test_missing_cifar_offline_is_one_clear_line_and_leaves_nothing(tmp_path) ->
 def test_one_epoch_on_real_cifar_subset_beats_chance(tmp_path) -> None:
     out = tmp_path / "run"
     r = run_cli(
-        "dataset=cifar10", f"dataset.root={CIFAR_SUBSET}", "dataset.verify_checksums=false", "epochs=1",
-        "batch_size=128", "lr=0.1", "logger.progress_bar=false", "schedule.name=constant", f"hydra.run.dir={out}",
+        "dataset=cifar10",
+        f"dataset.root={CIFAR_SUBSET}",
+        "dataset.verify_checksums=false",
+        "epochs=1",
+        "batch_size=128",
+        "lr=0.1",
+        "logger.progress_bar=false",
+        "schedule.name=constant",
+        f"hydra.run.dir={out}",
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())

@@ -14,7 +14,9 @@ NORM_KW = {"gn": {"groups": 8}}
 # Convs and the classifier of ResNet20 (He et al. 2016, sec. 4.2), counted by hand:
 # stem 3*16*9; stage 1: 6 * 16*16*9; stage 2: 16*32*9 + 5 * 32*32*9; stage 3: 32*64*9 + 5 * 64*64*9;
 # fc 64*10 + 10.
-RESNET20_CONV_FC = 3 * 16 * 9 + 6 * 16 * 16 * 9 + (16 * 32 * 9 + 5 * 32 * 32 * 9) + (32 * 64 * 9 + 5 * 64 * 64 * 9) + 650
+RESNET20_CONV_FC = (
+    3 * 16 * 9 + 6 * 16 * 16 * 9 + (16 * 32 * 9 + 5 * 32 * 32 * 9) + (32 * 64 * 9 + 5 * 64 * 64 * 9) + 64 * 10 + 10
+)
 NORM_CHANNELS_A = 16 + 6 * 16 + 6 * 32 + 6 * 64  # one norm after every 3x3 conv
 PROJECTIONS_B = 16 * 32 + 32 * 64  # two 1x1 projection convs, each followed by a norm (32, 64 channels)
 
