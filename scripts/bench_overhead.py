@@ -3,7 +3,8 @@
 (a) a plain hand-written PyTorch loop and (b) the normbench runner (``normbench.train.run``,
 default logger: W&B offline + local files + progress bar) train the same model on the same
 batches from the same seed; the runner also runs with each diagnostics preset in
-``conf/diagnostics/`` (``off``, ``default``, ``full`` where present). Both are timed the same
+``conf/diagnostics/`` (``off``, ``default``, ``full`` where present), and with diagnostics off
+and ``logger=local`` (no W&B), which shows what the W&B process costs. Both are timed the same
 way: a timestamp each time the training loop asks for its next batch, so a step's time holds
 the batch's making, forward, backward, optimizer, and whatever the loop does around them
 (metrics, logging, diagnostics); set-up, evaluation and the first ``--warmup`` steps are left
@@ -161,7 +162,9 @@ def main() -> None:
 
     presets = sorted(p.stem for p in (Path(config_dir()) / "diagnostics").glob("*.yaml"))
     presets = [p for p in ("off", "default", "full") if p in presets]
-    variants = ["plain"] + [f"runner/diagnostics={p}" for p in presets]
+    overrides = {"plain": [], "runner/diagnostics=off,logger=local": ["diagnostics=off", "logger=local"]}
+    overrides.update({f"runner/diagnostics={p}": [f"diagnostics={p}"] for p in presets})
+    variants = list(overrides)
     work = Path(tempfile.mkdtemp(prefix="bench_overhead-"))
     base = [
         f"hardware={args.device}",
@@ -183,7 +186,7 @@ def main() -> None:
     for r in range(args.rounds):
         order = variants[r % len(variants) :] + variants[: r % len(variants)]
         for variant in order:
-            cfg = compose_cfg(base + ([f"diagnostics={variant.split('=')[1]}"] if "=" in variant else []))
+            cfg = compose_cfg(base + overrides[variant])
             run_dir = Path(tempfile.mkdtemp(dir=work))
             if variant == "plain":
                 stopwatch, losses[variant] = plain_loop(cfg, device, run_dir)
