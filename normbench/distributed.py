@@ -113,8 +113,12 @@ def init(hw: Mapping[str, Any], device_type: str) -> DistState:
     return DistState(rank, world_size, local_rank, backend)
 
 
-def shutdown(state: DistState) -> None:
+def shutdown(state: DistState, wait_for_others: bool = True) -> None:
+    """Leave the process group; after a normal end, only once every rank is done with it (a
+    rank that tears gloo down while another still talks to it aborts that one)."""
     if state.active and dist.is_initialized():
+        if wait_for_others:
+            dist.barrier()
         dist.destroy_process_group()
 
 

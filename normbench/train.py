@@ -109,9 +109,12 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     hardware.check(hw)
     ddp = distributed.init(hw, hardware.device_type(hw))
     try:
-        return _run(cfg, run_dir, t_start, ddp)
-    finally:
-        distributed.shutdown(ddp)
+        result = _run(cfg, run_dir, t_start, ddp)
+    except BaseException:
+        distributed.shutdown(ddp, wait_for_others=False)  # the others may be stuck in a collective
+        raise
+    distributed.shutdown(ddp)
+    return result
 
 
 def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistState) -> dict[str, Any]:

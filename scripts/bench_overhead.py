@@ -18,6 +18,7 @@ ratios scatter; the CPU ratios measure the work the runner adds and scatter much
 
     python scripts/bench_overhead.py                       # CPU: results/bench/overhead_cpu.csv
     python scripts/bench_overhead.py --device cuda --batch-size 512
+    python scripts/bench_overhead.py --batch-size 2 --override model.depth=8   # the runner's per-step cost
 """
 
 from __future__ import annotations
@@ -203,6 +204,7 @@ def main() -> None:
     parser.add_argument("--model", default="resnet20")
     parser.add_argument("--norm", default="bn")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--override", action="append", default=[], help="a further config override (repeatable)")
     parser.add_argument("--out", type=Path, default=None, help="default: results/bench/overhead_<device>.csv")
     args = parser.parse_args()
     if args.threads:
@@ -231,6 +233,7 @@ def main() -> None:
         "epochs=1",
         f"throughput_warmup_steps={args.warmup}",
         f"hardware.num_threads={torch.get_num_threads()}",
+        *args.override,
     ]
     print(f"[bench] {' '.join(base)}; load average {os.getloadavg()}", flush=True)
     wall: dict[str, list[float]] = {v: [] for v in variants}

@@ -164,6 +164,7 @@ def _sync_bn_worker(rank: int, world_size: int, store: str, out: str) -> None:
     y = norm(part)
     (y * torch.arange(y.numel(), dtype=y.dtype).view_as(y)).sum().backward()
     torch.save({"y": y.detach(), "grad": part.grad, **dict(norm.named_buffers())}, Path(out) / f"rank{rank}.pt")
+    dist.barrier()  # no rank tears gloo down while the other still uses it
     dist.destroy_process_group()
 
 
