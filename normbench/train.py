@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from normbench import hardware
+from normbench import distributed, hardware
 from normbench.checkpoint import Checkpointer, restore, training_state, warn
 from normbench.data import build_task
 from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
@@ -124,16 +124,32 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     t_start = time.time()
     validate_config(cfg)
-    hooks = build_diagnostics(cfg.diagnostics)  # validates the diagnostics config before anything is written
-    plain = _plain(cfg)
-    checkpointer = Checkpointer(run_dir, cfg.checkpoint)
-    resumed = resume_state(cfg, checkpointer, plain)
     hw = cfg.hardware
+    hardware.check(hw)
+    ddp = distributed.init(hw, hardware.device_type(hw))
+    try:
+        result = _run(cfg, run_dir, t_start, ddp)
+    except BaseException:
+        distributed.shutdown(ddp, wait_for_others=False)  # the others may be stuck in a collective
+        raise
+    distributed.shutdown(ddp)
+    return result
+
+
+def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistState) -> dict[str, Any]:
+    hw = cfg.hardware
+    distributed.check_batch(cfg.batch_size, ddp)
+    run_dir = distributed.shared_run_dir(run_dir, ddp)
+    hooks = build_diagnostics(cfg.diagnostics)  # validates the diagnostics config before anything is written
+    config = _plain(cfg)  # what a checkpoint is checked against (before the resolved hardware is added)
+    checkpointer = Checkpointer(run_dir, cfg.checkpoint)
+    resumed = resume_state(cfg, checkpointer, config)
     hardware.configure_backends(hw)
-    device = hardware.resolve_device(hw)
+    device = hardware.resolve_device(hw, ddp.local_rank if ddp.active else None)
     seed_everything(cfg.seed)
 
-    task = build_task(cfg.dataset, cfg, device, run_dir)
+    with distributed.main_first(ddp):
+        task = build_task(cfg.dataset, cfg, device, run_dir)
     if task.kind != model_input_kind(cfg.model.name):
         raise ConfigError(
             f"model={cfg.model.name} takes {model_input_kind(cfg.model.name)} inputs but "
@@ -142,10 +158,10 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     if hw.channels_last:
         task.memory_format = torch.channels_last
     check_norm_in_model(cfg, task.model_kwargs())
+    task = distributed.shard_task(task, ddp)
     model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
-    if hw.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    step_model = torch.compile(model) if hw.compile else model
+    hardware.prepare_model(model, hw)
+    step_model = hardware.maybe_compile(distributed.wrap_model(model, ddp, device), hw)
     steps_per_epoch = task.steps_per_epoch()
     total_steps = cfg.max_steps or cfg.epochs * steps_per_epoch
     epochs = math.ceil(total_steps / steps_per_epoch)
@@ -163,26 +179,31 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         step, start_epoch, skip = resumed["step"], resumed["epoch"], resumed["batch_in_epoch"]
         final = dict(resumed["final"])
         resumed_sums = {k: v.to(device) for k, v in resumed["epoch_sums"].items()}
-        print(f"[normbench] resuming from step {step} (epoch {start_epoch + 1}, batch {skip})", flush=True)
+        if ddp.is_main:
+            print(f"[normbench] resuming from step {step} (epoch {start_epoch + 1}, batch {skip})", flush=True)
 
     def diag_loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
         with autocast:
             return task.forward_loss(m, b).loss
 
+    resolved = {**hardware.describe(device, hw), **distributed.describe(ddp, cfg.batch_size, cfg.norm)}
+    cfg.hardware.resolved = resolved
+    plain = _plain(cfg)
     sinks: list[Any] = []
     local_sink = None
-    if cfg.logger.local:
+    if cfg.logger.local and ddp.is_main:
         offset = resumed["metrics_offset"] if resumed else None
         local_sink = LocalSink(run_dir, plain, OmegaConf.to_yaml(cfg, resolve=True), resume_offset=offset)
         sinks.append(local_sink)
     wandb_id = resumed["wandb_run_id"] if resumed else None
-    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group(), wandb_id) if cfg.logger.wandb else None
+    use_wandb = cfg.logger.wandb and ddp.is_main
+    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group(), wandb_id) if use_wandb else None
     if wandb_sink is not None:
         sinks.append(wandb_sink)
     logger = MetricLogger(sinks)
 
     info = {
-        **hardware.describe(device),
+        **resolved,
         "git_commit": git_commit(),
         "seed": cfg.seed,
         "num_params": sum(p.numel() for p in model.parameters()),
@@ -192,11 +213,11 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     log_every = max(int(cfg.logger.log_every_n_steps), 1)
 
     def checkpoint(epoch: int, batch_in_epoch: int, epoch_generator_state: torch.Tensor, sums: dict) -> None:
-        if not checkpointer.enabled:
+        if not checkpointer.enabled or not ddp.is_main:
             return
         checkpointer.save(
             training_state(
-                config=plain,
+                config=config,
                 model=model,
                 optimizer=optimizer,
                 scheduler=scheduler,
@@ -213,13 +234,23 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             )
         )
 
+    def diverged() -> int | None:
+        """The step where the loss diverged on any rank (every rank agrees), or None."""
+        at = monitor.diverged_step()
+        if ddp.active:
+            flag = torch.tensor(float(at if at is not None else -1), device=device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            at = int(flag.item()) if flag.item() >= 0 else None
+        return at
+
     try:
         for epoch in range(start_epoch, epochs):
             model.train()
             epoch_generator_state = generator.get_state()  # the loader replays from here on resume
             sums: dict[str, torch.Tensor] = resumed_sums if skip else {}
             batch_in_epoch, timed_units, timer.elapsed = skip, 0, 0.0
-            bar = _progress(cfg, epoch, epochs, min(steps_per_epoch - skip, total_steps - step))
+            steps_left = min(steps_per_epoch - skip, total_steps - step)
+            bar = _progress(cfg, epoch, epochs, steps_left) if ddp.is_main else None
             batches = itertools.islice(task.train_batches(epoch, generator), skip, None)  # replay to the position
             skip = 0
             for batch in batches:
@@ -257,7 +288,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 log_now = step % log_every == 0 or step == total_steps
                 mid_epoch_checkpoint = checkpointer.due(step) and batch_in_epoch < steps_per_epoch
                 if log_now:
-                    loss = out.loss.item()
+                    loss = distributed.mean_over_ranks(out.loss.detach(), ddp).item()
                     logger.log(step, epoch, {"train/batch_loss": loss, "lr": scheduler.get_last_lr()[0]})
                     if bar is not None:
                         running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
@@ -270,7 +301,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                             refresh=False,
                         )
                 if log_now or mid_epoch_checkpoint:  # points that sync anyway: check for divergence
-                    diverged_at = monitor.diverged_step()
+                    diverged_at = diverged()
                     if diverged_at is not None:
                         status = "diverged"
                         break
@@ -282,11 +313,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             timer.stop()
             if bar is not None:
                 bar.close()
+            sums = distributed.sum_over_ranks(sums, ddp)
+            timed_units, timer.elapsed = distributed.throughput_over_ranks(timed_units, timer.elapsed, ddp, device)
             train_metrics = task.summarize({k: float(v) for k, v in sums.items()}, "train")
             epoch_metrics = {"epoch": epoch + 1, **train_metrics}
             if timer.elapsed > 0:
                 epoch_metrics[f"perf/{task.unit}_per_s"] = timed_units / timer.elapsed
-            if status != "diverged" and (diverged_at := monitor.diverged_step()) is not None:
+            if status != "diverged" and (diverged_at := diverged()) is not None:
                 status = "diverged"
             if status == "diverged":
                 logger.log(step, epoch, epoch_metrics)
@@ -326,7 +359,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         if wandb_sink is not None:
             summary["wandb_run_id"] = wandb_sink.run_id
         logger.finish(summary)
-        _print_summary(summary, task.unit)
+        if ddp.is_main:
+            _print_summary(summary, task.unit)
     return {**final, "status": status}
 
 
