@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from normbench import cli
+from normbench.data import list_datasets
+from normbench.models import list_models
 from normbench.norms import list_norms, norm_factory
 from normbench.validate import uses_batch_statistics
 from tests.conftest import TINY_RUN
+
+HARDWARE = sorted(p.stem for p in (Path(cli.config_dir()) / "hardware").glob("*.yaml"))
 
 BATCH_STATISTIC_NORMS = {"bn", "bn_noisy", "pn", "brn"}
 """Norms that normalize with statistics over the batch (the norm-zoo issue's list)."""
@@ -31,9 +35,12 @@ def run_cli_inprocess(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
 
 CASES = [
     (["norm=batchnorm"], f"norm=batchnorm is not an option of norm; valid choices: {', '.join(list_norms())}"),
-    (["model=resnet99"], "model=resnet99 is not an option of model; valid choices: resnet20"),
-    (["dataset=imagenet"], "dataset=imagenet is not an option of dataset; valid choices: cifar10, synthetic_images"),
-    (["hardware=tpu"], "hardware=tpu is not an option of hardware; valid choices: auto, cpu, cuda"),
+    (["model=resnet99"], f"model=resnet99 is not an option of model; valid choices: {', '.join(list_models())}"),
+    (
+        ["dataset=imagenet"],
+        f"dataset=imagenet is not an option of dataset; valid choices: {', '.join(list_datasets())}",
+    ),
+    (["hardware=tpu"], f"hardware=tpu is not an option of hardware; valid choices: {', '.join(HARDWARE)}"),
     (["norm.name=foo"], f"norm.name='foo' is not registered; valid choices: {', '.join(list_norms())}"),
     (["optimizer.name=lamb"], "optimizer.name='lamb' is not registered; valid choices: sgd, adam, adamw"),
     (["schedule.name=linear"], "schedule.name='linear' is not registered; valid choices: constant, step, cosine"),
@@ -41,7 +48,10 @@ CASES = [
     (["hardware.precision=fp8"], "hardware.precision='fp8' is not registered; valid choices: fp32, bf16"),
     (["norm=gn", "norm.groups=12"], "layer norm1 (16 channels): norm.groups=12 does not divide num_features=16"),
     (["batch_size=1"], "norm=bn normalizes with batch statistics but batch_size=1 gives one sample per device"),
-    (["model.norm_position=pre"], "model.norm_position is not an option of model=resnet20; model=resnet20 takes:"),
+    (
+        ["model.norm_position=pre"],
+        "model.norm_position is not an option of model=resnet20; it is an option of model=transformer",
+    ),
     (["lr=0"], "lr=0.0 is not allowed; lr must be > 0"),
     (["lr=-0.1"], "lr=-0.1 is not allowed; lr must be > 0"),
     (["lr=abc"], "lr='abc' is not allowed: Value 'abc' of type 'str' could not be converted to Float"),
