@@ -204,10 +204,14 @@ def _check_dataset_root(cfg: DictConfig) -> None:
     if path.exists() and not path.is_dir():
         raise ConfigError(f"dataset.root={str(path)!r} is a file, not a directory; pass the folder that holds the data")
     creates = bool(cfg.dataset.get("download", False)) or str(cfg.dataset.name).startswith("synthetic")
-    if not path.exists() and not creates:
+    if not path.exists() and not creates and not cfg.dataset.get("hub"):
+        if "hub" in cfg.dataset:  # a translation data set: local text files or a Hub data set
+            remedies = "dataset.hub=<Hub data set> (needs network), or dataset=synthetic_translation"
+        else:
+            remedies = "dataset.download=true (needs network), or dataset=synthetic_images"
         raise ConfigError(
             f"dataset.root={str(path)!r} is not a directory (it does not exist); pass dataset.root=<the data "
-            "folder>, dataset.download=true (needs network), or dataset=synthetic_images for offline runs"
+            f"folder>, {remedies} for offline runs"
         )
 
 
