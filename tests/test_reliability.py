@@ -227,13 +227,26 @@ def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
         def __call__(self, ctx):
             return {"x": 1.0}
 
-    class Ctx:
-        step = 7
+    import torch
+
+    from normbench.diagnostics import DiagContext
+
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    batch = (torch.randn(4, 3), torch.randn(4, 2))
+
+    def loss_fn(m, b):
+        return torch.nn.functional.mse_loss(m(b[0]), b[1])
+
+    def ctx() -> DiagContext:
+        return DiagContext(model, batch, loss_fn, optimizer, step=7, epoch=0, lr=0.1)
 
     hooks = [Broken(), Fine()]
-    assert call_diagnostic(hooks[0], Ctx(), hooks) == {}
+    before = [p.detach().clone() for p in model.parameters()]
+    assert call_diagnostic(hooks[0], ctx(), hooks) == {}
     assert [h.name for h in hooks] == ["fine"]
-    assert call_diagnostic(hooks[0], Ctx(), hooks) == {"x": 1.0}
+    assert call_diagnostic(hooks[0], ctx(), hooks) == {"diag/fine/x": 1.0}
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "normbench: warning: diagnostic broken failed at step 7 (RuntimeError: out of memory); "
