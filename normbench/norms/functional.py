@@ -47,10 +47,9 @@ def per_position_layer_norm(x: Tensor, layout: str, weight: Tensor | None, bias:
 
 
 def per_position_rms_norm(x: Tensor, layout: str, weight: Tensor | None, eps: float) -> Tensor:
-    """RMSNorm over the channel axis at each position: x / sqrt(mean_C(x²) + eps)."""
-    if layout == "NTC":
-        return F.rms_norm(x, x.shape[-1:], weight, eps)
-    return F.rms_norm(x.movedim(1, -1), x.shape[1:2], weight, eps).movedim(-1, 1)
+    """RMSNorm over the channel axis at each position: x / sqrt(mean_C(x²) + eps) · γ."""
+    c = x.shape[channel_dim(layout)]
+    return channel_rms_norm(as_acl(x, layout), weight, c, eps).reshape(x.shape)
 
 
 def group_norm(x: Tensor, layout: str, groups: int, weight: Tensor | None, bias: Tensor | None, eps: float) -> Tensor:
@@ -98,49 +97,124 @@ def acl_weights(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
     return None if mask is None else mask.reshape(-1, 1, 1).to(dtype)
 
 
-def masked_group_norm(x: Tensor, mask: Tensor, groups: int, eps: float) -> Tensor:
-    """GroupNorm of an (N, T, C) input over real tokens: per sentence and group of C/groups
-    channels, over its real tokens × the group's channels. ``groups=1`` is ``ln_sample`` (T×C),
-    ``groups=C`` is ``in`` (over T). Biased variance, eps inside the square root, 0 at padding.
-    """
-    n, t, c = x.shape
-    xg = x.reshape(n, t, groups, c // groups)
-    w = mask.reshape(n, t, 1, 1).to(x.dtype)
-    count = w.sum(1, keepdim=True).clamp_min(1) * (c // groups)  # (N, 1, 1, 1); all-padding rows give 0
-    mean = (xg * w).sum((1, 3), keepdim=True) / count
-    d = (xg - mean) * w
-    var = d.square().sum((1, 3), keepdim=True) / count
-    return (d * torch.rsqrt(var + eps)).reshape(x.shape)
-
-
-def masked_channel_affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, mask: Tensor | None) -> Tensor:
-    """y·γ + β for an NTC tensor whose padding positions stay 0."""
-    if weight is not None:
-        y = y * weight
-    if bias is not None:
-        y = y + bias if mask is None else torch.addcmul(y, mask.unsqueeze(-1).to(y.dtype), bias)
-    return y
-
-
 def partial_rms_norm(x: Tensor, layout: str, weight: Tensor | None, k: int, eps: float) -> Tensor:
     """Partial RMSNorm: x / sqrt(mean(x[:k]²) + eps) over the channel axis at each position.
 
     The RMS is taken over the first ``k`` channels only (indices 0..k−1); the whole vector is
     divided by it. eps sits inside the square root, as in `per_position_rms_norm`.
     """
-    if layout == "NTC":
-        ms = x[..., :k].square().mean(-1, keepdim=True)
-    else:
-        ms = x[:, :k].square().mean(1, keepdim=True)
-    return channel_affine(x * torch.rsqrt(ms + eps), weight, None, layout)
+    return channel_rms_norm(as_acl(x, layout), weight, k, eps).reshape(x.shape)
 
 
 def group_scaling(x: Tensor, layout: str, groups: int, eps: float) -> Tensor:
     """PowerNorm's GroupScaling (Shen et al. 2020): at each position, divide each group of
     C/groups channels by sqrt(mean over the group of x² + eps)."""
     c = x.shape[channel_dim(layout)]
-    if layout == "NTC":
-        xg = x.reshape(*x.shape[:-1], groups, c // groups)
-        return (xg * torch.rsqrt(xg.square().mean(-1, keepdim=True) + eps)).reshape(x.shape)
-    xg = x.reshape(x.shape[0], groups, c // groups, *x.shape[2:])
-    return (xg * torch.rsqrt(xg.square().mean(2, keepdim=True) + eps)).reshape(x.shape)
+    x3 = as_acl(x, layout)  # (A, C, L)
+    xg = x3.reshape(x3.shape[0] * groups, c // groups, x3.shape[2])  # each group its own row
+    return channel_rms_norm(xg, None, c // groups, eps).reshape(x.shape)
+
+
+def channel_dot(v3: Tensor, weight: Tensor | None) -> Tensor:
+    """Σ_c γ_c·v[a, c, l] of an (A, C, L) tensor → (A, 1, L) (γ = 1 when ``weight`` is None)."""
+    a, c, length = v3.shape
+    if weight is None:
+        return v3.sum(1, keepdim=True)
+    if length == 1:  # rows: one matrix-vector product
+        return (v3.view(a, c) @ weight).view(a, 1, 1)
+    return torch.matmul(weight, v3).view(a, 1, length)
+
+
+class _ChannelRMSFunction(torch.autograd.Function):
+    """y = x·s·γ with s = 1 / sqrt(mean_{c<k} x_c² + eps) per (a, l) of an (A, C, L) tensor.
+
+    Backward, with x̂ = x·s and g = dy·γ: dx = s·(g − [c < k]·x̂·Σ_c g·x̂ / k), dγ = Σ_{a,l} dy·x̂.
+    """
+
+    @staticmethod
+    def forward(ctx, x3, weight, k, eps):  # type: ignore[override]
+        xk = x3 if k == x3.shape[1] else x3[:, :k]
+        inv = torch.linalg.vector_norm(xk, dim=1, keepdim=True).square_().div_(k).add_(eps).rsqrt_()  # (A, 1, L)
+        xhat = x3 * inv
+        ctx.save_for_backward(xhat, inv, weight)
+        ctx.k = k
+        return xhat if weight is None else xhat * weight[:, None]
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        xhat, inv, weight = ctx.saved_tensors
+        k = ctx.k
+        dy_xhat = dy * xhat
+        dweight = dy_xhat.sum((0, 2)) if weight is not None and ctx.needs_input_grad[1] else None
+        coef = channel_dot(dy_xhat, weight).mul_(-1.0 / k)  # −Σ_c g·x̂ / k, (A, 1, L)
+        dx = dy.clone() if weight is None else dy * weight[:, None]
+        if k == dx.shape[1]:
+            dx.addcmul_(xhat, coef)
+        else:
+            dx[:, :k].addcmul_(xhat[:, :k], coef)
+        return dx.mul_(inv), dweight, None, None
+
+
+def channel_rms_norm(x3: Tensor, weight: Tensor | None, k: int, eps: float) -> Tensor:
+    """RMS normalization over axis 1 of an (A, C, L) tensor (see `as_acl`):
+    x / sqrt(mean_{c<k} x_c² + eps) · γ at each (a, l), the mean over the first ``k`` channels
+    (k = C: RMSNorm; k < C: partial RMSNorm; no γ: GroupScaling with one group per row). eps
+    inside the square root. One autograd node with a closed-form backward."""
+    return _ChannelRMSFunction.apply(x3, weight, k, eps)
+
+
+class _MaskedGroupNormFunction(torch.autograd.Function):
+    """Masked GroupNorm of an (N, T, G, C/G) tensor with 0/1 token weights w (N, T, 1, 1).
+
+    Forward: μ, σ² per (sentence, group) over real tokens × the group's channels (two passes:
+    the mean, then the centred squares), d = (x − μ)·w, x̂ = d/sqrt(σ² + eps), y = γ·x̂ + β·w.
+    Backward (m = real count per group, sums over the group's real positions, g = γ·dy):
+    dx = w/σ̃·(g − Σg/m − x̂·Σ(g·x̂)/m), σ̃ = sqrt(σ² + eps); dγ = Σ dy·x̂; dβ = Σ dy·w.
+    """
+
+    @staticmethod
+    def forward(ctx, x4, w, weight, bias, eps):  # type: ignore[override]
+        n, t, groups, cg = x4.shape
+        w3 = w.view(n, 1, t)
+        count = w3.sum(2).clamp_min(1).mul_(cg).view(n, 1, 1, 1)  # all-padding sentences: no division by 0
+        sums = torch.bmm(w3, x4.view(n, t, groups * cg))  # Σ_t w·x per sentence and channel, (N, 1, C)
+        mean = sums.view(n, 1, groups, cg).sum(3, keepdim=True) / count  # (N, 1, G, 1)
+        d = torch.addcmul((-mean) * w, x4, w)  # (x − μ)·w
+        var = torch.linalg.vector_norm(d, dim=(1, 3), keepdim=True).square_() / count
+        inv = var.add_(eps).rsqrt_()  # (N, 1, G, 1)
+        scale = inv if weight is None else inv * weight.view(groups, cg)
+        y = d * scale
+        if bias is not None:
+            y.addcmul_(w, bias.view(groups, cg))
+        ctx.save_for_backward(d, w, inv, weight, count)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        d, w, inv, weight, count = ctx.saved_tensors
+        n, t, groups, cg = d.shape
+        dy = dy.contiguous()
+        sum_dy = torch.bmm(w.view(n, 1, t), dy.view(n, t, groups * cg)).view(n, 1, groups, cg)  # Σ_t w·dy
+        sum_dy_xhat = (dy * d).sum(1, keepdim=True).mul_(inv)  # Σ_t dy·x̂, (N, 1, G, C/G)
+        gamma = torch.ones(groups, cg, dtype=d.dtype, device=d.device) if weight is None else weight.view(groups, cg)
+        mean_g = (sum_dy * gamma).sum(3, keepdim=True) / count  # Σ g / m
+        mean_gx = (sum_dy_xhat * gamma).sum(3, keepdim=True) / count  # Σ g·x̂ / m
+        dx = torch.addcmul(-inv * mean_g, dy, inv * gamma)  # (g − Σg/m)/σ̃ at every token
+        dx.mul_(w).addcmul_(d, -inv * inv * mean_gx)
+        dweight = sum_dy_xhat.sum((0, 1)).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
+        dbias = sum_dy.sum((0, 1)).view(-1) if ctx.needs_input_grad[3] else None
+        return dx, None, dweight, dbias, None
+
+
+def masked_group_norm(
+    x: Tensor, mask: Tensor, groups: int, weight: Tensor | None, bias: Tensor | None, eps: float
+) -> Tensor:
+    """GroupNorm of an (N, T, C) input over real tokens: per sentence and group of C/groups
+    channels, over its real tokens × the group's channels. ``groups=1`` is ``ln_sample`` (T×C),
+    ``groups=C`` is ``in`` (over T). Biased variance, eps inside the square root, then γ·x̂ + β
+    per channel; 0 at padding and no gradient through padding. One autograd node with a
+    closed-form backward."""
+    n, t, c = x.shape
+    x4 = x.contiguous().view(n, t, groups, c // groups)
+    w = mask.view(n, t, 1, 1).to(x.dtype)
+    return _MaskedGroupNormFunction.apply(x4, w, weight, bias, eps).view(n, t, c)
