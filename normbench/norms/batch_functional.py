@@ -34,6 +34,18 @@ def weighted_sum(v: Tensor, w: Tensor | None) -> Tensor:
     return v.sum((0, 2)) if w is None else (v * w).sum((0, 2))
 
 
+def sample_sums(v3: Tensor, w: Tensor | None, num_samples: int) -> Tensor:
+    """Per-sample Σ over axes 0 and 2 of an (A, C, L) tensor whose A rows are ``num_samples``
+    samples of A/N rows each, weighted by ``w`` (A, 1, L) when given → (N, C)."""
+    a, c, length = v3.shape
+    if w is None:
+        return v3.view(num_samples, -1, c, length).sum((1, 3))
+    rows = a // num_samples
+    if length == 1:  # sequences: one batched vector-matrix product per sentence
+        return torch.bmm(w.view(num_samples, 1, rows), v3.view(num_samples, rows, c)).view(num_samples, c)
+    return (v3 * w).view(num_samples, -1, c, length).sum((1, 3))
+
+
 def real_count(x3: Tensor, w: Tensor | None) -> Tensor:
     """Number of real positions per channel, as a 0-dim tensor of ``x3``'s dtype."""
     if w is None:
@@ -102,17 +114,24 @@ class _BatchNormFunction(torch.autograd.Function):
         n = ctx.n
         gain = invstd if r is None else invstd * r
         dy = dy.contiguous()
-        if s is not None:  # through the per-sample affine
-            dy = (dy.view(s.shape[0], -1, *dy.shape[1:]) * s).view(dy.shape)
-        sum_dy = weighted_sum(dy, w)
         buf = x3 - mean[:, None]
         buf.mul_(dy)
-        sum_dy_xhat = weighted_sum(buf, w) * invstd  # Σ dy·x̂, x̂ = (x − μ_B)/σ_B
+        if s is None:
+            sum_dy = weighted_sum(dy, w)
+            sum_dy_xc = weighted_sum(buf, w)
+        else:  # the gradient reaching the BatchNorm output is dy·s, never materialised
+            s2 = s.view(s.shape[0], -1)
+            sum_dy = (sample_sums(dy, w, s2.shape[0]) * s2).sum(0)
+            sum_dy_xc = (sample_sums(buf, w, s2.shape[0]) * s2).sum(0)
+        sum_dy_xhat = sum_dy_xc * invstd  # Σ dy·x̂, x̂ = (x − μ_B)/σ_B
         g = gain if weight is None else gain * weight  # ∂y/∂x through the affine
         k1 = -g * invstd * sum_dy_xhat / n
         k0 = -g * sum_dy / n - k1 * mean
         dx = torch.addcmul(k0[:, None], x3, k1[:, None], out=buf)
-        dx.addcmul_(dy, g[:, None])
+        if s is None:
+            dx.addcmul_(dy, g[:, None])
+        else:
+            dx.view(s.shape[0], -1, *dx.shape[1:]).addcmul_(dy.view(s.shape[0], -1, *dy.shape[1:]), s * g[:, None])
         if w is not None:
             dx.mul_(w)
         dweight = None
@@ -142,12 +161,31 @@ def batch_norm_fused(
     return _BatchNormFunction.apply(x3, w, weight, bias, eps, renorm, sample_affine)
 
 
+class _SampleAffineFunction(torch.autograd.Function):
+    """y = (x·s + m)·w on (N, A/N, C, L) with s, m (N, 1, C, 1); dx = dy·s·w."""
+
+    @staticmethod
+    def forward(ctx, x4, w4, s, m):  # type: ignore[override]
+        y = torch.addcmul(m, x4, s)
+        if w4 is not None:
+            y.mul_(w4)
+        ctx.save_for_backward(w4, s)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        w4, s = ctx.saved_tensors
+        dx = dy * s
+        return (dx if w4 is None else dx.mul_(w4)), None, None, None
+
+
 def sample_affine(y3: Tensor, w: Tensor | None, s: Tensor, m: Tensor) -> Tensor:
     """y·s + m with one (s, m) per sample and channel, on an (A, C, L) tensor of N samples of
-    A/N rows each (s, m: (N, C)); 0 where the row weights ``w`` are 0. Differentiable ops."""
-    y4 = y3.view(s.shape[0], -1, *y3.shape[1:])
-    y = torch.addcmul(m[:, None, :, None], y4, s[:, None, :, None]).view(y3.shape)
-    return y if w is None else y * w
+    A/N rows each (s, m: (N, C), constants); 0 where the row weights ``w`` are 0."""
+    n = s.shape[0]
+    y4 = y3.view(n, -1, *y3.shape[1:])
+    w4 = None if w is None else w.view(n, -1, *w.shape[1:])
+    return _SampleAffineFunction.apply(y4, w4, s[:, None, :, None], m[:, None, :, None]).view(y3.shape)
 
 
 def batch_norm_composed(
@@ -232,7 +270,8 @@ def santurkar_noise(
 class _PowerNormFunction(torch.autograd.Function):
     """PowerNorm's training step, GroupScaling included, with its approximate backward
     (Shen et al. 2020, Alg. 1 as in the authors' released code). Input (A, G, C/G, L), row
-    weights (A, 1, 1, 1) or None; see `power_norm_train`."""
+    weights (A, 1, 1, 1) or None; see `power_norm_train`. One full-size tensor is allocated each
+    way; x̃ = x·s is recomputed from x rather than kept."""
 
     @staticmethod
     def forward(ctx, x4, w4, weight, bias, psi2_running, ema_gz, eps, alpha_bkw):  # type: ignore[override]
@@ -241,18 +280,17 @@ class _PowerNormFunction(torch.autograd.Function):
         inv = torch.linalg.vector_norm(x4, dim=2, keepdim=True).square_().div_(cg).add_(eps).rsqrt_()
         if w4 is not None:
             inv.mul_(w4)
-        xt = x4 * inv  # x̃, 0 at padding
+        y = x4 * inv  # x̃, 0 at padding
         n = x4.new_tensor(float(a * length)) if w4 is None else w4.sum() * length
-        psi2_batch = torch.linalg.vector_norm(xt, dim=(0, 3)).square_().div_(n)  # (G, C/G)
+        psi2_batch = torch.linalg.vector_norm(y, dim=(0, 3)).square_().div_(n)  # (G, C/G)
         psi2 = psi2_batch if psi2_running is None else psi2_running.view(groups, cg)
         scale = (psi2 + eps).rsqrt()
-        gain = scale if weight is None else scale * weight.view(groups, cg)
-        y = xt * gain[:, :, None]
+        y.mul_((scale if weight is None else scale * weight.view(groups, cg))[:, :, None])
         if bias is not None and w4 is None:
             y.add_(bias.view(groups, cg, 1))
         elif bias is not None:
             y.addcmul_(w4, bias.view(groups, cg, 1))
-        ctx.save_for_backward(xt, inv, w4, weight, scale, psi2_batch, n)
+        ctx.save_for_backward(x4, inv, w4, weight, scale, psi2_batch, n)
         ctx.ema_gz = ema_gz  # a buffer updated in place by the backward: kept out of the version checks
         ctx.eps, ctx.alpha_bkw = eps, alpha_bkw
         ctx.mark_non_differentiable(psi2_batch)
@@ -260,25 +298,29 @@ class _PowerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy, _dpsi2):  # type: ignore[override]
-        xt, inv, w4, weight, scale, psi2_batch, n = ctx.saved_tensors
-        a, groups, cg, length = xt.shape
+        x4, inv, w4, weight, scale, psi2_batch, n = ctx.saved_tensors
+        a, groups, cg, length = x4.shape
         gamma = torch.ones_like(scale) if weight is None else weight.view(groups, cg)
-        sum_dy_xt = (dy * xt).sum((0, 3))  # Σ dy·x̃ over real positions (x̃ = 0 at padding)
-        dweight = (sum_dy_xt * scale).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
         dbias = None
         if ctx.needs_input_grad[3]:
             dbias = dy.sum((0, 3)).view(-1) if w4 is None else (w4.view(1, a) @ dy.reshape(a, -1)).view(-1)
+        # ĝ = γ·dy − (1 − α_bkw)·ema_gz·z with z = x̃·scale; dx̃ = ĝ/sqrt(ψ²_B + eps) = dy·p − x̃·q
         ema = ctx.ema_gz.view(groups, cg)
         damp = 1 - ctx.alpha_bkw
         inv_batch = (psi2_batch + ctx.eps).rsqrt()
-        # dx̃ = ĝ/sqrt(ψ²_B + eps), ĝ = γ·dy − (1 − α_bkw)·ema_gz·z, z = x̃·scale
-        dxt = dy * (gamma * inv_batch)[:, :, None]
-        dxt.addcmul_(xt, (-damp * ema * scale * inv_batch)[:, :, None])
-        # ema_gz += Σ ĝ·z / n with Σ dy·z = scale·Σ dy·x̃ and Σ z² = n·ψ²_B·scale²
+        p = gamma * inv_batch
+        q = damp * ema * scale * inv_batch
+        buf = torch.mul(dy, x4).mul_(inv)  # dy·x̃
+        sum_dy_xt = buf.sum((0, 3))  # Σ dy·x̃ over real positions (x̃ = 0 at padding)
+        dweight = (sum_dy_xt * scale).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
+        # GroupScaling's backward needs Σ_group dx̃·x̂ = Σ p·dy·x̃ − s²·Σ q·x² (x̂ = x̃ at real positions)
+        dot = torch.matmul(p.view(groups, 1, cg), buf)  # (A, G, 1, L)
+        dot.sub_(torch.matmul(q.view(groups, 1, cg), torch.mul(x4, x4, out=buf)).mul_(inv.square()))
+        # ema_gz += Σ ĝ·z / n with Σ dy·z = scale·Σ dy·x̃ and Σ z² = n·ψ²_B·scale² (after q is taken)
         ema.add_((gamma * sum_dy_xt * scale - damp * ema * n * psi2_batch * scale.square()) / n)
-        # GroupScaling's backward: dx = s·(dx̃ − x̂·Σ_group dx̃·x̂ / (C/G)), x̂ = x̃ at real positions
-        dot = (dxt * xt).sum(2, keepdim=True).mul_(-1.0 / cg)
-        dx = dxt.addcmul_(xt, dot).mul_(inv)
+        # dx = s·(dx̃ − x̂·dot/(C/G)) = s·(p·dy − s·x·(q + dot/(C/G)))
+        dx = torch.mul(x4, q[:, :, None], out=buf).addcmul_(x4, dot.mul_(1.0 / cg)).mul_(-inv)
+        dx.addcmul_(dy, p[:, :, None]).mul_(inv)
         return dx, None, dweight, dbias, None, None, None, None
 
 

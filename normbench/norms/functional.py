@@ -129,30 +129,41 @@ class _ChannelRMSFunction(torch.autograd.Function):
     """y = x·s·γ with s = 1 / sqrt(mean_{c<k} x_c² + eps) per (a, l) of an (A, C, L) tensor.
 
     Backward, with x̂ = x·s and g = dy·γ: dx = s·(g − [c < k]·x̂·Σ_c g·x̂ / k), dγ = Σ_{a,l} dy·x̂.
+    One full-size tensor is allocated each way (on a busy CPU fresh allocations cost more than
+    passes over memory), so x̂ is recomputed rather than kept.
     """
 
     @staticmethod
     def forward(ctx, x3, weight, k, eps):  # type: ignore[override]
         xk = x3 if k == x3.shape[1] else x3[:, :k]
         inv = torch.linalg.vector_norm(xk, dim=1, keepdim=True).square_().div_(k).add_(eps).rsqrt_()  # (A, 1, L)
-        xhat = x3 * inv
-        ctx.save_for_backward(xhat, inv, weight)
+        y = x3 * inv
+        if weight is not None:
+            y.mul_(weight[:, None])
+        ctx.save_for_backward(x3, inv, weight)
         ctx.k = k
-        return xhat if weight is None else xhat * weight[:, None]
+        return y
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
-        xhat, inv, weight = ctx.saved_tensors
+        x3, inv, weight = ctx.saved_tensors
         k = ctx.k
-        dy_xhat = dy * xhat
-        dweight = dy_xhat.sum((0, 2)) if weight is not None and ctx.needs_input_grad[1] else None
-        coef = channel_dot(dy_xhat, weight).mul_(-1.0 / k)  # −Σ_c g·x̂ / k, (A, 1, L)
-        dx = dy.clone() if weight is None else dy * weight[:, None]
-        if k == dx.shape[1]:
-            dx.addcmul_(xhat, coef)
+        buf = torch.mul(dy, x3)  # dy·x = dy·x̂/s
+        a, c, length = x3.shape
+        dweight = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            if length == 1:  # Σ_a s·dy·x as one vector-matrix product
+                dweight = (inv.view(1, a) @ buf.view(a, c)).view(-1)
+            else:
+                dweight = torch.bmm(buf, inv.view(a, length, 1)).sum(0).view(-1)
+        coef = channel_dot(buf, weight).mul_(inv.pow(3)).mul_(-1.0 / k)  # −s²·Σ_c g·x̂ / k, (A, 1, L)
+        dx = buf.copy_(dy) if weight is None else torch.mul(dy, weight[:, None], out=buf)
+        dx.mul_(inv)
+        if k == c:
+            dx.addcmul_(x3, coef)
         else:
-            dx[:, :k].addcmul_(xhat[:, :k], coef)
-        return dx.mul_(inv), dweight, None, None
+            dx[:, :k].addcmul_(x3[:, :k], coef)
+        return dx, dweight, None, None
 
 
 def channel_rms_norm(x3: Tensor, weight: Tensor | None, k: int, eps: float) -> Tensor:
@@ -170,6 +181,7 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
     the mean, then the centred squares), d = (x − μ)·w, x̂ = d/sqrt(σ² + eps), y = γ·x̂ + β·w.
     Backward (m = real count per group, sums over the group's real positions, g = γ·dy):
     dx = w/σ̃·(g − Σg/m − x̂·Σ(g·x̂)/m), σ̃ = sqrt(σ² + eps); dγ = Σ dy·x̂; dβ = Σ dy·w.
+    One full-size tensor is allocated each way; d is recomputed in the backward.
     """
 
     @staticmethod
@@ -179,28 +191,28 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         count = w3.sum(2).clamp_min(1).mul_(cg).view(n, 1, 1, 1)  # all-padding sentences: no division by 0
         sums = torch.bmm(w3, x4.view(n, t, groups * cg))  # Σ_t w·x per sentence and channel, (N, 1, C)
         mean = sums.view(n, 1, groups, cg).sum(3, keepdim=True) / count  # (N, 1, G, 1)
-        d = torch.addcmul((-mean) * w, x4, w)  # (x − μ)·w
-        var = torch.linalg.vector_norm(d, dim=(1, 3), keepdim=True).square_() / count
-        inv = var.add_(eps).rsqrt_()  # (N, 1, G, 1)
-        scale = inv if weight is None else inv * weight.view(groups, cg)
-        y = d * scale
+        y = torch.addcmul((-mean) * w, x4, w)  # d = (x − μ)·w
+        inv = (torch.linalg.vector_norm(y, dim=(1, 3), keepdim=True).square_() / count).add_(eps).rsqrt_()
+        y.mul_(inv if weight is None else inv * weight.view(groups, cg))
         if bias is not None:
             y.addcmul_(w, bias.view(groups, cg))
-        ctx.save_for_backward(d, w, inv, weight, count)
+        ctx.save_for_backward(x4, w, mean, inv, weight, count)
         return y
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
-        d, w, inv, weight, count = ctx.saved_tensors
-        n, t, groups, cg = d.shape
+        x4, w, mean, inv, weight, count = ctx.saved_tensors
+        n, t, groups, cg = x4.shape
         dy = dy.contiguous()
         sum_dy = torch.bmm(w.view(n, 1, t), dy.view(n, t, groups * cg)).view(n, 1, groups, cg)  # Σ_t w·dy
-        sum_dy_xhat = (dy * d).sum(1, keepdim=True).mul_(inv)  # Σ_t dy·x̂, (N, 1, G, C/G)
-        gamma = torch.ones(groups, cg, dtype=d.dtype, device=d.device) if weight is None else weight.view(groups, cg)
+        buf = torch.addcmul((-mean) * w, x4, w).mul_(dy)  # d·dy, d = (x − μ)·w
+        sum_dy_xhat = buf.sum(1, keepdim=True).mul_(inv)  # Σ_t dy·x̂, (N, 1, G, C/G)
+        gamma = torch.ones(groups, cg, dtype=x4.dtype, device=x4.device) if weight is None else weight.view(groups, cg)
         mean_g = (sum_dy * gamma).sum(3, keepdim=True) / count  # Σ g / m
         mean_gx = (sum_dy_xhat * gamma).sum(3, keepdim=True) / count  # Σ g·x̂ / m
-        dx = torch.addcmul(-inv * mean_g, dy, inv * gamma)  # (g − Σg/m)/σ̃ at every token
-        dx.mul_(w).addcmul_(d, -inv * inv * mean_gx)
+        # dx = w·((x − μ)·(−σ̃⁻²·Σg·x̂/m) − σ̃⁻¹·Σg/m + σ̃⁻¹·γ·dy)
+        dx = torch.sub(x4, mean, out=buf).mul_(-inv * inv * mean_gx).sub_(inv * mean_g)
+        dx.addcmul_(dy, inv * gamma).mul_(w)
         dweight = sum_dy_xhat.sum((0, 1)).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
         dbias = sum_dy.sum((0, 1)).view(-1) if ctx.needs_input_grad[3] else None
         return dx, None, dweight, dbias, None
