@@ -277,12 +277,13 @@ class _PowerNormFunction(torch.autograd.Function):
     def forward(ctx, x4, w4, weight, bias, psi2_running, ema_gz, eps, alpha_bkw):  # type: ignore[override]
         a, groups, cg, length = x4.shape
         # GroupScaling: s = w / sqrt(mean over the group of x² + eps) per position and group.
-        inv = torch.linalg.vector_norm(x4, dim=2, keepdim=True).square_().div_(cg).add_(eps).rsqrt_()
+        y = torch.mul(x4, x4)
+        inv = y.sum(2, keepdim=True).div_(cg).add_(eps).rsqrt_()
         if w4 is not None:
             inv.mul_(w4)
-        y = x4 * inv  # x̃, 0 at padding
         n = x4.new_tensor(float(a * length)) if w4 is None else w4.sum() * length
-        psi2_batch = torch.linalg.vector_norm(y, dim=(0, 3)).square_().div_(n)  # (G, C/G)
+        psi2_batch = y.mul_(inv.square()).sum((0, 3)).div_(n)  # mean of x̃² over real positions, (G, C/G)
+        torch.mul(x4, inv, out=y)  # x̃, 0 at padding
         psi2 = psi2_batch if psi2_running is None else psi2_running.view(groups, cg)
         scale = (psi2 + eps).rsqrt()
         y.mul_((scale if weight is None else scale * weight.view(groups, cg))[:, :, None])
@@ -314,8 +315,8 @@ class _PowerNormFunction(torch.autograd.Function):
         sum_dy_xt = buf.sum((0, 3))  # Σ dy·x̃ over real positions (x̃ = 0 at padding)
         dweight = (sum_dy_xt * scale).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
         # GroupScaling's backward needs Σ_group dx̃·x̂ = Σ p·dy·x̃ − s²·Σ q·x² (x̂ = x̃ at real positions)
-        dot = torch.matmul(p.view(groups, 1, cg), buf)  # (A, G, 1, L)
-        dot.sub_(torch.matmul(q.view(groups, 1, cg), torch.mul(x4, x4, out=buf)).mul_(inv.square()))
+        dot = buf.mul_(p[:, :, None]).sum(2, keepdim=True)  # (A, G, 1, L)
+        dot.sub_(torch.mul(x4, x4, out=buf).mul_(q[:, :, None]).sum(2, keepdim=True).mul_(inv.square()))
         # ema_gz += Σ ĝ·z / n with Σ dy·z = scale·Σ dy·x̃ and Σ z² = n·ψ²_B·scale² (after q is taken)
         ema.add_((gamma * sum_dy_xt * scale - damp * ema * n * psi2_batch * scale.square()) / n)
         # dx = s·(dx̃ − x̂·dot/(C/G)) = s·(p·dy − s·x·(q + dot/(C/G)))

@@ -136,8 +136,13 @@ class _ChannelRMSFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x3, weight, k, eps):  # type: ignore[override]
         xk = x3 if k == x3.shape[1] else x3[:, :k]
-        inv = torch.linalg.vector_norm(xk, dim=1, keepdim=True).square_().div_(k).add_(eps).rsqrt_()  # (A, 1, L)
-        y = x3 * inv
+        if x3.shape[2] == 1:  # rows: a reduction over the contiguous axis
+            inv = torch.linalg.vector_norm(xk, dim=1, keepdim=True).square_().div_(k).add_(eps).rsqrt_()
+            y = x3 * inv
+        else:  # vector_norm over a strided axis is slow on the CPU: square into the output first
+            y = torch.empty_like(x3)
+            inv = torch.mul(xk, xk, out=y[:, :k]).sum(1, keepdim=True).div_(k).add_(eps).rsqrt_()  # (A, 1, L)
+            torch.mul(x3, inv, out=y)
         if weight is not None:
             y.mul_(weight[:, None])
         ctx.save_for_backward(x3, inv, weight)
@@ -174,48 +179,63 @@ def channel_rms_norm(x3: Tensor, weight: Tensor | None, k: int, eps: float) -> T
     return _ChannelRMSFunction.apply(x3, weight, k, eps)
 
 
+def _per_channel(v: Tensor, c: int) -> Tensor:
+    """(N, 1, G, 1) group statistics → (N, 1, C), each group's value on its C/G channels."""
+    n, _, groups, _ = v.shape
+    return v.expand(n, 1, groups, c // groups).reshape(n, 1, c)
+
+
 class _MaskedGroupNormFunction(torch.autograd.Function):
-    """Masked GroupNorm of an (N, T, G, C/G) tensor with 0/1 token weights w (N, T, 1, 1).
+    """Masked GroupNorm of an (N, T, C) tensor with 0/1 token weights w (N, T, 1), G groups.
 
     Forward: μ, σ² per (sentence, group) over real tokens × the group's channels (two passes:
     the mean, then the centred squares), d = (x − μ)·w, x̂ = d/sqrt(σ² + eps), y = γ·x̂ + β·w.
     Backward (m = real count per group, sums over the group's real positions, g = γ·dy):
     dx = w/σ̃·(g − Σg/m − x̂·Σ(g·x̂)/m), σ̃ = sqrt(σ² + eps); dγ = Σ dy·x̂; dβ = Σ dy·w.
-    One full-size tensor is allocated each way; d is recomputed in the backward.
+    Full-size work is done on (N, T, C) with per-channel (N, 1, C) coefficients (vectorises
+    also for G = C) and one full-size tensor is allocated each way; d is recomputed.
     """
 
     @staticmethod
-    def forward(ctx, x4, w, weight, bias, eps):  # type: ignore[override]
-        n, t, groups, cg = x4.shape
+    def forward(ctx, x, w, weight, bias, groups, eps):  # type: ignore[override]
+        n, t, c = x.shape
         w3 = w.view(n, 1, t)
-        count = w3.sum(2).clamp_min(1).mul_(cg).view(n, 1, 1, 1)  # all-padding sentences: no division by 0
-        sums = torch.bmm(w3, x4.view(n, t, groups * cg))  # Σ_t w·x per sentence and channel, (N, 1, C)
-        mean = sums.view(n, 1, groups, cg).sum(3, keepdim=True) / count  # (N, 1, G, 1)
-        y = torch.addcmul((-mean) * w, x4, w)  # d = (x − μ)·w
-        inv = (torch.linalg.vector_norm(y, dim=(1, 3), keepdim=True).square_() / count).add_(eps).rsqrt_()
-        y.mul_(inv if weight is None else inv * weight.view(groups, cg))
+        count = w3.sum(2).clamp_min(1).mul_(c // groups).view(n, 1, 1, 1)  # all-padding sentences: no 0/0
+        sums = torch.bmm(w3, x)  # Σ_t w·x per sentence and channel, (N, 1, C)
+        mean = _per_channel(sums.view(n, 1, groups, -1).sum(3, keepdim=True) / count, c)  # (N, 1, C)
+        y = torch.sub(x, mean).mul_(w)  # d = (x − μ)·w
+        var = y.square_().sum(1, keepdim=True).view(n, 1, groups, -1).sum(3, keepdim=True) / count
+        inv = _per_channel(var.add_(eps).rsqrt_(), c)  # (N, 1, C)
+        torch.sub(x, mean, out=y).mul_(w)  # d again (cheaper than a second full-size tensor)
+        y.mul_(inv if weight is None else inv * weight)
         if bias is not None:
-            y.addcmul_(w, bias.view(groups, cg))
-        ctx.save_for_backward(x4, w, mean, inv, weight, count)
+            y.addcmul_(w, bias)
+        ctx.save_for_backward(x, w, mean, inv, weight, count)
+        ctx.groups = groups
         return y
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
-        x4, w, mean, inv, weight, count = ctx.saved_tensors
-        n, t, groups, cg = x4.shape
+        x, w, mean, inv, weight, count = ctx.saved_tensors
+        n, t, c = x.shape
+        groups = ctx.groups
         dy = dy.contiguous()
-        sum_dy = torch.bmm(w.view(n, 1, t), dy.view(n, t, groups * cg)).view(n, 1, groups, cg)  # Σ_t w·dy
-        buf = torch.addcmul((-mean) * w, x4, w).mul_(dy)  # d·dy, d = (x − μ)·w
-        sum_dy_xhat = buf.sum(1, keepdim=True).mul_(inv)  # Σ_t dy·x̂, (N, 1, G, C/G)
-        gamma = torch.ones(groups, cg, dtype=x4.dtype, device=x4.device) if weight is None else weight.view(groups, cg)
-        mean_g = (sum_dy * gamma).sum(3, keepdim=True) / count  # Σ g / m
-        mean_gx = (sum_dy_xhat * gamma).sum(3, keepdim=True) / count  # Σ g·x̂ / m
+        sum_dy = torch.bmm(w.view(n, 1, t), dy)  # Σ_t w·dy, (N, 1, C)
+        buf = torch.sub(x, mean).mul_(w).mul_(dy)  # d·dy
+        sum_dy_xhat = buf.sum(1, keepdim=True).mul_(inv)  # Σ_t dy·x̂, (N, 1, C)
+        gamma = torch.ones(c, dtype=x.dtype, device=x.device) if weight is None else weight
+
+        def group_mean(v: Tensor) -> Tensor:
+            return _per_channel(v.view(n, 1, groups, -1).sum(3, keepdim=True) / count, c)
+
+        mean_g = group_mean(sum_dy * gamma)  # Σ g / m
+        mean_gx = group_mean(sum_dy_xhat * gamma)  # Σ g·x̂ / m
         # dx = w·((x − μ)·(−σ̃⁻²·Σg·x̂/m) − σ̃⁻¹·Σg/m + σ̃⁻¹·γ·dy)
-        dx = torch.sub(x4, mean, out=buf).mul_(-inv * inv * mean_gx).sub_(inv * mean_g)
+        dx = torch.sub(x, mean, out=buf).mul_(-inv * inv * mean_gx).sub_(inv * mean_g)
         dx.addcmul_(dy, inv * gamma).mul_(w)
-        dweight = sum_dy_xhat.sum((0, 1)).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
-        dbias = sum_dy.sum((0, 1)).view(-1) if ctx.needs_input_grad[3] else None
-        return dx, None, dweight, dbias, None
+        dweight = sum_dy_xhat.sum((0, 1)) if weight is not None and ctx.needs_input_grad[2] else None
+        dbias = sum_dy.sum((0, 1)) if ctx.needs_input_grad[3] else None
+        return dx, None, dweight, dbias, None, None
 
 
 def masked_group_norm(
@@ -226,7 +246,5 @@ def masked_group_norm(
     ``groups=C`` is ``in`` (over T). Biased variance, eps inside the square root, then γ·x̂ + β
     per channel; 0 at padding and no gradient through padding. One autograd node with a
     closed-form backward."""
-    n, t, c = x.shape
-    x4 = x.contiguous().view(n, t, groups, c // groups)
-    w = mask.view(n, t, 1, 1).to(x.dtype)
-    return _MaskedGroupNormFunction.apply(x4, w, weight, bias, eps).view(n, t, c)
+    w = mask.unsqueeze(-1).to(x.dtype)  # (N, T, 1)
+    return _MaskedGroupNormFunction.apply(x.contiguous(), w, weight, bias, groups, eps)
