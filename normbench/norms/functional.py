@@ -193,7 +193,8 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
     Backward (m = real count per group, sums over the group's real positions, g = γ·dy):
     dx = w/σ̃·(g − Σg/m − x̂·Σ(g·x̂)/m), σ̃ = sqrt(σ² + eps); dγ = Σ dy·x̂; dβ = Σ dy·w.
     Full-size work is done on (N, T, C) with per-channel (N, 1, C) coefficients (vectorises
-    also for G = C) and one full-size tensor is allocated each way; d is recomputed.
+    also for G = C), masked sums are batched vector-matrix products, and one full-size tensor is
+    allocated each way.
     """
 
     @staticmethod
@@ -203,13 +204,12 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         count = w3.sum(2).clamp_min(1).mul_(c // groups).view(n, 1, 1, 1)  # all-padding sentences: no 0/0
         sums = torch.bmm(w3, x)  # Σ_t w·x per sentence and channel, (N, 1, C)
         mean = _per_channel(sums.view(n, 1, groups, -1).sum(3, keepdim=True) / count, c)  # (N, 1, C)
-        y = torch.sub(x, mean).mul_(w)  # d = (x − μ)·w
-        var = y.square_().sum(1, keepdim=True).view(n, 1, groups, -1).sum(3, keepdim=True) / count
+        y = torch.sub(x, mean).square_()
+        var = torch.bmm(w3, y).view(n, 1, groups, -1).sum(3, keepdim=True) / count  # Σ_t w·(x − μ)², per group
         inv = _per_channel(var.add_(eps).rsqrt_(), c)  # (N, 1, C)
-        torch.sub(x, mean, out=y).mul_(w)  # d again (cheaper than a second full-size tensor)
-        y.mul_(inv if weight is None else inv * weight)
-        if bias is not None:
-            y.addcmul_(w, bias)
+        scale = inv if weight is None else inv * weight
+        shift = -mean * scale if bias is None else torch.addcmul(bias, mean, scale, value=-1)
+        torch.addcmul(shift, x, scale, out=y).mul_(w)  # ((x − μ)·scale + β)·w in two passes
         ctx.save_for_backward(x, w, mean, inv, weight, count)
         ctx.groups = groups
         return y
@@ -221,8 +221,8 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         groups = ctx.groups
         dy = dy.contiguous()
         sum_dy = torch.bmm(w.view(n, 1, t), dy)  # Σ_t w·dy, (N, 1, C)
-        buf = torch.sub(x, mean).mul_(w).mul_(dy)  # d·dy
-        sum_dy_xhat = buf.sum(1, keepdim=True).mul_(inv)  # Σ_t dy·x̂, (N, 1, C)
+        buf = torch.sub(x, mean).mul_(dy)
+        sum_dy_xhat = torch.bmm(w.view(n, 1, t), buf).mul_(inv)  # Σ_t w·dy·x̂, (N, 1, C)
         gamma = torch.ones(c, dtype=x.dtype, device=x.device) if weight is None else weight
 
         def group_mean(v: Tensor) -> Tensor:
@@ -230,8 +230,9 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
 
         mean_g = group_mean(sum_dy * gamma)  # Σ g / m
         mean_gx = group_mean(sum_dy_xhat * gamma)  # Σ g·x̂ / m
-        # dx = w·((x − μ)·(−σ̃⁻²·Σg·x̂/m) − σ̃⁻¹·Σg/m + σ̃⁻¹·γ·dy)
-        dx = torch.sub(x, mean, out=buf).mul_(-inv * inv * mean_gx).sub_(inv * mean_g)
+        # dx = w·(x·k + (−σ̃⁻¹·Σg/m − μ·k) + σ̃⁻¹·γ·dy), k = −σ̃⁻²·Σg·x̂/m
+        coef_x = -inv * inv * mean_gx
+        dx = torch.addcmul(-inv * mean_g - mean * coef_x, x, coef_x, out=buf)
         dx.addcmul_(dy, inv * gamma).mul_(w)
         dweight = sum_dy_xhat.sum((0, 1)) if weight is not None and ctx.needs_input_grad[2] else None
         dbias = sum_dy.sum((0, 1)) if ctx.needs_input_grad[3] else None
