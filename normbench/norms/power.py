@@ -41,9 +41,9 @@ class PowerNorm(Norm):
        ψ² ← α_fwd·ψ² + (1 − α_fwd)·ψ²_B — both updates in the order of the authors' code.
     4. Backward (`batch_functional.power_norm_train`, approximate on purpose):
        ĝ = γ·dy − (1 − α_bkw)·ema_gz·z, ema_gz += mean(ĝ·z) (buffer ``ema_gz``), dx̃ = ĝ /
-       sqrt(ψ²_B + eps); autograd then goes through GroupScaling. The authors' code averages
-       ĝ·z over padded positions too; here only real tokens count, so padding cannot reach
-       real tokens.
+       sqrt(ψ²_B + eps); then the exact derivative of GroupScaling (all in one autograd node
+       with a closed-form backward). The authors' code averages ĝ·z over padded positions too;
+       here only real tokens count, so padding cannot reach real tokens.
     Evaluation: z = x̃ / sqrt(running ψ² + eps). Outputs at padding positions are 0.
 
     With ``record_stats = True`` each training forward keeps ``last_stats = {"psi2": ψ²_B}``.
