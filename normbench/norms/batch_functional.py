@@ -251,7 +251,7 @@ def santurkar_noise(
     m_ij ~ U(μ_j − r_μ, μ_j + r_μ), s_ij ~ N(σ_j, r_σ) with r_σ a standard deviation (the paper
     leaves this open). Drawn on the CPU in float32, unit draws first, then sample by sample (C
     uniforms for m, then ⌈C/2⌉ + ⌈C/2⌉ for the normals of s: Box–Muller, both of its outputs
-    used), so that sample i's noise does not depend on how many samples follow it.
+    used, interleaved), so that sample i's noise does not depend on how many samples follow it.
     """
     unit = torch.rand(2, num_features, generator=generator)
     mu = (2 * unit[0] - 1) * n_mu
@@ -259,10 +259,11 @@ def santurkar_noise(
     half = (num_features + 1) // 2
     per_sample = torch.rand(num_samples, num_features + 2 * half, generator=generator)
     m = mu + (2 * per_sample[:, :num_features] - 1) * r_mu
-    # Box–Muller: radius from one uniform (1 − u keeps the logarithm finite), angle from the other.
-    radius = torch.sqrt(-2 * torch.log1p(-per_sample[:, num_features : num_features + half]))
-    angle = (2 * torch.pi) * per_sample[:, num_features + half :]
-    normal = torch.cat([radius * torch.cos(angle), radius * torch.sin(angle)], 1)[:, :num_features]
+    # Box–Muller: radius from one uniform (1 − u keeps the logarithm finite), angle from the
+    # other; polar() gives the pair (r·cos θ, r·sin θ) in one pass.
+    radius = torch.log1p(-per_sample[:, num_features : num_features + half]).mul_(-2).sqrt_()
+    angle = per_sample[:, num_features + half :].mul(2 * torch.pi)
+    normal = torch.view_as_real(torch.polar(radius, angle)).view(num_samples, 2 * half)[:, :num_features]
     s = sigma + r_sigma * normal
     return m, s
 
