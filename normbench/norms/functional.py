@@ -115,16 +115,6 @@ def group_scaling(x: Tensor, layout: str, groups: int, eps: float) -> Tensor:
     return channel_rms_norm(xg, None, c // groups, eps).reshape(x.shape)
 
 
-def channel_dot(v3: Tensor, weight: Tensor | None) -> Tensor:
-    """Σ_c γ_c·v[a, c, l] of an (A, C, L) tensor → (A, 1, L) (γ = 1 when ``weight`` is None)."""
-    a, c, length = v3.shape
-    if weight is None:
-        return v3.sum(1, keepdim=True)
-    if length == 1:  # rows: one matrix-vector product
-        return (v3.view(a, c) @ weight).view(a, 1, 1)
-    return torch.matmul(weight, v3).view(a, 1, length)
-
-
 class _ChannelRMSFunction(torch.autograd.Function):
     """y = x·s·γ with s = 1 / sqrt(mean_{c<k} x_c² + eps) per (a, l) of an (A, C, L) tensor.
 
@@ -155,13 +145,22 @@ class _ChannelRMSFunction(torch.autograd.Function):
         k = ctx.k
         buf = torch.mul(dy, x3)  # dy·x = dy·x̂/s
         a, c, length = x3.shape
+        gamma = None if weight is None else weight.to(buf.dtype)
+        need_dweight = weight is not None and ctx.needs_input_grad[1]
         dweight = None
-        if weight is not None and ctx.needs_input_grad[1]:
-            if length == 1:  # Σ_a s·dy·x as one vector-matrix product
-                dweight = (inv.view(1, a) @ buf.view(a, c)).view(-1)
-            else:
-                dweight = torch.bmm(buf, inv.view(a, length, 1)).sum(0).view(-1)
-        coef = channel_dot(buf, weight).mul_(inv.pow(3)).mul_(-1.0 / k)  # −s²·Σ_c g·x̂ / k, (A, 1, L)
+        if length == 1:  # rows: Σ over rows and over channels as matrix-vector products
+            rows = buf.view(a, c)
+            if need_dweight:
+                dweight = (inv.view(1, a) @ rows).view(-1)
+            sum_gx = (rows.sum(1) if gamma is None else rows @ gamma).view(a, 1, 1)  # Σ_c γ·dy·x
+            coef = sum_gx.mul_(inv.pow(3)).mul_(-1.0 / k)  # −s²·Σ_c g·x̂ / k, (A, 1, L)
+        else:
+            buf.mul_(inv)  # dy·x̂
+            if need_dweight:
+                dweight = buf.sum((0, 2))
+            if gamma is not None:
+                buf.mul_(gamma[:, None])
+            coef = buf.sum(1, keepdim=True).mul_(inv.square()).mul_(-1.0 / k)
         dx = buf.copy_(dy) if weight is None else torch.mul(dy, weight[:, None], out=buf)
         dx.mul_(inv)
         if k == c:

@@ -82,9 +82,10 @@ class PowerNorm(Norm):
             return (y if w is None else y * w).reshape(x.shape)
         self.iters.add_(1)
         step = int(self.iters)
-        x3 = NF.as_acl(x, self.layout)
+        xf = x if x.dtype in (torch.float32, torch.float64) else x.float()  # bf16/fp16: statistics in fp32
+        x3 = NF.as_acl(xf, self.layout)
         x4 = x3.reshape(x3.shape[0], self.groups, -1, x3.shape[2])  # (A, G, C/G, L)
-        w4 = None if mask is None else mask.reshape(-1, 1, 1, 1).to(x.dtype)
+        w4 = None if mask is None else mask.reshape(-1, 1, 1, 1).to(xf.dtype)
         psi2_running = None if step <= self.warmup_iters else self.running_psi2.clone()
         y, psi2_batch = BF.power_norm_train(
             x4, w4, self.weight, self.bias, psi2_running, self.ema_gz, self.eps, self.alpha_bkw
@@ -93,9 +94,9 @@ class PowerNorm(Norm):
             self.last_stats = {"psi2": psi2_batch}
         with torch.no_grad():
             if step < self.warmup_iters:
-                self.running_psi2.mul_((step - 1) / step).add_(psi2_batch / step)
-            self.running_psi2.lerp_(psi2_batch, 1 - self.alpha_fwd)
-        return y.reshape(x.shape)
+                self.running_psi2.mul_((step - 1) / step).add_(psi2_batch.to(self.running_psi2.dtype) / step)
+            self.running_psi2.lerp_(psi2_batch.to(self.running_psi2.dtype), 1 - self.alpha_fwd)
+        return y.reshape(x.shape).to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, groups={self.groups}, warmup_iters={self.warmup_iters}"
