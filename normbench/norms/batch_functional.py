@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normbench.norms.functional import exact_precision
+
 AllReduce = Callable[[Tensor], Tensor]
 
 
@@ -76,6 +78,7 @@ class _BatchNormFunction(torch.autograd.Function):
     per-sample affine (s, m), y·s + m (one (s, m) per sample and channel)."""
 
     @staticmethod
+    @exact_precision
     def forward(ctx, x3, w, weight, bias, eps, renorm, sample_affine):  # type: ignore[override]
         n = real_count(x3, w)
         mean = weighted_sum(x3, w) / n
@@ -109,6 +112,7 @@ class _BatchNormFunction(torch.autograd.Function):
         return y, mean, var
 
     @staticmethod
+    @exact_precision
     def backward(ctx, dy, _dmean, _dvar):  # type: ignore[override]
         x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
         n = ctx.n
@@ -275,6 +279,7 @@ class _PowerNormFunction(torch.autograd.Function):
     way; x̃ = x·s is recomputed from x rather than kept."""
 
     @staticmethod
+    @exact_precision
     def forward(ctx, x4, w4, weight, bias, psi2_running, ema_gz, eps, alpha_bkw):  # type: ignore[override]
         a, groups, cg, length = x4.shape
         # GroupScaling: s = w / sqrt(mean over the group of x² + eps) per position and group.
@@ -299,6 +304,7 @@ class _PowerNormFunction(torch.autograd.Function):
         return y, psi2_batch.view(-1)
 
     @staticmethod
+    @exact_precision
     def backward(ctx, dy, _dpsi2):  # type: ignore[override]
         x4, inv, w4, weight, scale, psi2_batch, n = ctx.saved_tensors
         a, groups, cg, length = x4.shape

@@ -7,6 +7,9 @@ statistics would otherwise mix padding in.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -115,6 +118,19 @@ def group_scaling(x: Tensor, layout: str, groups: int, eps: float) -> Tensor:
     return channel_rms_norm(xg, None, c // groups, eps).reshape(x.shape)
 
 
+def exact_precision(method: Callable) -> Callable:
+    """For an autograd Function's forward/backward: run with autocast off, so that its matrix
+    products (masked sums) keep the dtype of the tensors given (autocast would run them in half
+    precision)."""
+
+    @functools.wraps(method)
+    def run(ctx, first: Tensor, *args):
+        with torch.autocast(first.device.type, enabled=False):
+            return method(ctx, first, *args)
+
+    return run
+
+
 class _ChannelRMSFunction(torch.autograd.Function):
     """y = x·s·γ with s = 1 / sqrt(mean_{c<k} x_c² + eps) per (a, l) of an (A, C, L) tensor.
 
@@ -124,6 +140,7 @@ class _ChannelRMSFunction(torch.autograd.Function):
     """
 
     @staticmethod
+    @exact_precision
     def forward(ctx, x3, weight, k, eps):  # type: ignore[override]
         xk = x3 if k == x3.shape[1] else x3[:, :k]
         if x3.shape[2] == 1:  # rows: a reduction over the contiguous axis
@@ -140,6 +157,7 @@ class _ChannelRMSFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @exact_precision
     def backward(ctx, dy):  # type: ignore[override]
         x3, inv, weight = ctx.saved_tensors
         k = ctx.k
@@ -197,6 +215,7 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
     """
 
     @staticmethod
+    @exact_precision
     def forward(ctx, x, w, weight, bias, groups, eps):  # type: ignore[override]
         n, t, c = x.shape
         w3 = w.view(n, 1, t)
@@ -214,6 +233,7 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @exact_precision
     def backward(ctx, dy):  # type: ignore[override]
         x, w, mean, inv, weight, count = ctx.saved_tensors
         n, t, c = x.shape
@@ -245,6 +265,7 @@ def masked_group_norm(
     channels, over its real tokens × the group's channels. ``groups=1`` is ``ln_sample`` (T×C),
     ``groups=C`` is ``in`` (over T). Biased variance, eps inside the square root, then γ·x̂ + β
     per channel; 0 at padding and no gradient through padding. One autograd node with a
-    closed-form backward."""
-    w = mask.unsqueeze(-1).to(x.dtype)  # (N, T, 1)
-    return _MaskedGroupNormFunction.apply(x.contiguous(), w, weight, bias, groups, eps)
+    closed-form backward; half-precision inputs are computed in float32."""
+    xf = x if x.dtype in (torch.float32, torch.float64) else x.float()  # bf16/fp16: compute in fp32
+    w = mask.unsqueeze(-1).to(xf.dtype)  # (N, T, 1)
+    return _MaskedGroupNormFunction.apply(xf.contiguous(), w, weight, bias, groups, eps).to(x.dtype)
