@@ -111,7 +111,9 @@ def partial_rms_norm(x: Tensor, layout: str, weight: Tensor | None, k: int, eps:
 
 def group_scaling(x: Tensor, layout: str, groups: int, eps: float) -> Tensor:
     """PowerNorm's GroupScaling (Shen et al. 2020): at each position, divide each group of
-    C/groups channels by sqrt(mean over the group of x² + eps)."""
+    C/groups channels by sqrt(mean over the group of x² + eps). bf16/fp16 inputs (autocast)
+    are computed, and returned, in float32, so that PowerNorm's ψ² stays float32 too."""
+    x = x if x.dtype in (torch.float32, torch.float64) else x.float()
     c = x.shape[channel_dim(layout)]
     x3 = as_acl(x, layout)  # (A, C, L)
     xg = x3.reshape(x3.shape[0] * groups, c // groups, x3.shape[2])  # each group its own row
