@@ -18,7 +18,8 @@ reference times. Reported per norm: the median over rounds of its time and of th
     python scripts/bench_norms.py                          # CPU (and CUDA when present)
     python scripts/bench_norms.py --device cpu --rounds 7 --threads 1 2
 
-Writes ``results/bench/norms_<device>.csv`` (one block of rows per thread count).
+Writes ``results/bench/norms_<device>.csv`` (one block of rows per thread count) when every norm
+is timed (not with ``--norms``).
 """
 
 from __future__ import annotations
@@ -143,13 +144,16 @@ def main() -> None:
             timing = (args.rounds, args.min_time, args.norms)
             rows += bench_shape("image 128x64x16x16", img, None, *timing)
             rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, *timing)
-        out = ROOT / "results" / "bench" / f"norms_{dev}.csv"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"\n{dev}: torch {torch.__version__} → {out.relative_to(ROOT)}")
+        written = "not written: --norms times a subset"
+        if sorted(args.norms) == sorted(list_norms()):
+            out = ROOT / "results" / "bench" / f"norms_{dev}.csv"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with open(out, "w", newline="") as f:
+                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+                writer.writeheader()
+                writer.writerows(rows)
+            written = str(out.relative_to(ROOT))
+        print(f"\n{dev}: torch {torch.__version__} → {written}")
         print(f"{'threads':>7} {'shape':<34} {'norm':<11} {'ms':>8} {'× torch':>8} {'× bn/ln':>8}")
         for r in rows:
             ms, rt, ro = r["median_ms"], r["ratio_torch"], r["ratio_ours"]
