@@ -227,13 +227,16 @@ def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
         def __call__(self, ctx):
             return {"x": 1.0}
 
-    class Ctx:
-        step = 7
+    import torch
 
+    from normbench.diagnostics import DiagContext
+
+    model = torch.nn.Linear(1, 1)
+    ctx = DiagContext(model, None, lambda m, b: m.weight.sum(), torch.optim.SGD(model.parameters(), lr=0.1), 7, 0, 0.1)
     hooks = [Broken(), Fine()]
-    assert call_diagnostic(hooks[0], Ctx(), hooks) == {}
+    assert call_diagnostic(hooks[0], ctx, hooks) == {}
     assert [h.name for h in hooks] == ["fine"]
-    assert call_diagnostic(hooks[0], Ctx(), hooks) == {"x": 1.0}
+    assert call_diagnostic(hooks[0], ctx, hooks) == {"diag/fine/x": 1.0}  # as the runner logs it
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "normbench: warning: diagnostic broken failed at step 7 (RuntimeError: out of memory); "
