@@ -1,0 +1,7 @@
+"""Data sets, each returning a `normbench.tasks.base.Task`."""
+
+from normbench.data import cifar  # noqa: F401  (registration)
+from normbench.data.registry import DATASETS, DatasetConfig, build_task, list_datasets, register_dataset
+from normbench.errors import DatasetMissingError
+
+__all__ = ["DATASETS", "DatasetConfig", "DatasetMissingError", "build_task", "list_datasets", "register_dataset"]

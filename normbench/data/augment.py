@@ -1,0 +1,40 @@
+"""Batch-wide image augmentation as pure functions (no per-image PIL work).
+
+Random draws come from a CPU ``torch.Generator`` (a few integers per image), so a run is
+repeatable on any device; the pixel work happens on the images' device.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
+CIFAR10_STD = (0.2470, 0.2435, 0.2616)
+
+
+def random_crop(x: Tensor, pad: int, generator: torch.Generator) -> Tensor:
+    """Zero-pad each image by ``pad`` pixels and take a random crop of the original size,
+    an independent offset per image. ``x``: (B, C, H, W), any dtype."""
+    b, _, h, w = x.shape
+    padded = F.pad(x, (pad, pad, pad, pad))  # (B, C, H+2p, W+2p)
+    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(x.device)
+    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(x.device)
+    rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]  # (B, 1, H, 1)
+    cols = (dx[:, None] + torch.arange(w, device=x.device))[:, None, None, :]  # (B, 1, 1, W)
+    batch = torch.arange(b, device=x.device)[:, None, None, None]
+    chan = torch.arange(x.shape[1], device=x.device)[None, :, None, None]
+    return padded[batch, chan, rows, cols]
+
+
+def random_flip(x: Tensor, generator: torch.Generator) -> Tensor:
+    """Mirror each image left-right with probability 1/2, independently. ``x``: (B, C, H, W)."""
+    flip = torch.rand(x.shape[0], generator=generator).lt(0.5).to(x.device)
+    return torch.where(flip[:, None, None, None], x.flip(-1), x)
+
+
+def normalize(x: Tensor, mean: Tensor, std: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+    """uint8 (B, C, H, W) → float, scaled to [0, 1], then (x − mean) / std per channel."""
+    x = x.to(dtype).div_(255.0)
+    return x.sub_(mean.view(1, -1, 1, 1)).div_(std.view(1, -1, 1, 1))

@@ -1,0 +1,190 @@
+"""CIFAR-10 through torchvision, held as one uint8 tensor; and a synthetic CIFAR-shaped task
+written in the same on-disk layout (``cifar-10-batches-py``) and read back through the same
+loader, so that every synthetic run exercises the real path."""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from normbench.data.registry import DatasetConfig, register_dataset
+from normbench.errors import DatasetMissingError
+from normbench.tasks.classification import ImageClassificationTask
+
+BASE_FOLDER = "cifar-10-batches-py"
+LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+
+
+def _cifar10_class(verify_checksums: bool) -> type:
+    from torchvision.datasets import CIFAR10
+
+    if verify_checksums:
+        return CIFAR10
+
+    class UncheckedCIFAR10(CIFAR10):
+        """CIFAR10 that accepts files whose MD5 differs from the originals (subsets, re-encodings)."""
+
+        def _check_integrity(self) -> bool:
+            folder = Path(self.root) / self.base_folder
+            return all((folder / name).is_file() for name, _ in self.train_list + self.test_list)
+
+        def _load_meta(self) -> None:
+            path = Path(self.root) / self.base_folder / self.meta["filename"]
+            if not path.is_file():
+                raise RuntimeError(f"Dataset metadata file not found: {path}")
+            with open(path, "rb") as f:
+                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
+            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+
+    return UncheckedCIFAR10
+
+
+def load_cifar10(
+    root: str | Path, train: bool, download: bool = False, verify_checksums: bool = True
+) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """One split as (uint8 images (N, 3, 32, 32), int64 labels (N,), class names)."""
+    root = Path(root).expanduser()
+    try:
+        ds = _cifar10_class(verify_checksums)(str(root), train=train, download=download)
+    except (RuntimeError, OSError) as e:
+        hint = "dataset.download=true (needs network)"
+        if verify_checksums:
+            hint += ", dataset.verify_checksums=false (for a subset or re-encoded copy)"
+        raise DatasetMissingError(
+            f"CIFAR-10 is missing or unreadable under dataset.root={str(root)!r} "
+            f"(expected {root / BASE_FOLDER}); pass dataset.root=<folder holding {BASE_FOLDER}>, "
+            f"{hint}, or dataset=synthetic_images for offline runs ({type(e).__name__}: {e})"
+        ) from None
+    images = torch.from_numpy(np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)))
+    labels = torch.tensor(ds.targets, dtype=torch.long)
+    return images, labels, list(ds.classes)
+
+
+def write_cifar_batches(
+    root: str | Path,
+    train: tuple[np.ndarray, np.ndarray],
+    test: tuple[np.ndarray, np.ndarray],
+    label_names: list[str] = LABEL_NAMES,
+    num_train_batches: int = 5,
+) -> Path:
+    """Write images (N, 32, 32, 3) uint8 and labels in the ``cifar-10-batches-py`` layout."""
+    folder = Path(root) / BASE_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def dump(name: str, images: np.ndarray, labels: np.ndarray) -> None:
+        data = np.ascontiguousarray(images.transpose(0, 3, 1, 2)).reshape(len(images), -1)
+        batch = {
+            "batch_label": name,
+            "labels": [int(v) for v in labels],
+            "data": data.astype(np.uint8),
+            "filenames": [f"{name}_{i:05d}.png" for i in range(len(images))],
+        }
+        tmp = folder / f".{name}.tmp"
+        with open(tmp, "wb") as f:
+            pickle.dump(batch, f, protocol=2)
+        tmp.replace(folder / name)
+
+    splits = np.array_split(np.arange(len(train[0])), num_train_batches)
+    for k, idx in enumerate(splits, start=1):
+        dump(f"data_batch_{k}", train[0][idx], train[1][idx])
+    dump("test_batch", *test)
+    meta = {"label_names": label_names, "num_cases_per_batch": len(splits[0]), "num_vis": 3072}
+    with open(folder / "batches.meta", "wb") as f:
+        pickle.dump(meta, f, protocol=2)
+    return folder
+
+
+def make_synthetic_images(
+    num: int, seed: int, num_classes: int = 10, noise: float = 48.0, pattern_seed: int = 1234
+) -> tuple[np.ndarray, np.ndarray]:
+    """A learnable CIFAR-shaped task: each class is a smooth random colour pattern (shared by
+    the train and test splits through ``pattern_seed``), shifted by up to ±3 pixels per image,
+    under Gaussian pixel noise of std ``noise`` (in 0–255 units). Returns (N, 32, 32, 3) uint8
+    images and int64 labels, balanced over classes."""
+    patterns = torch.randn(num_classes, 3, 4, 4, generator=torch.Generator().manual_seed(pattern_seed))
+    patterns = torch.nn.functional.interpolate(patterns, size=(32, 32), mode="bicubic", align_corners=False)
+    g = torch.Generator().manual_seed(seed)
+    labels = torch.arange(num) % num_classes
+    labels = labels[torch.randperm(num, generator=g)]
+    shifts = torch.randint(-3, 4, (num, 2), generator=g)
+    images = torch.empty(num, 3, 32, 32)
+    for i in range(num):
+        images[i] = torch.roll(patterns[labels[i]], shifts=tuple(shifts[i].tolist()), dims=(1, 2))
+    images = 128 + 50 * images + noise * torch.randn(images.shape, generator=g)
+    images = images.round().clamp(0, 255).to(torch.uint8)
+    return images.permute(0, 2, 3, 1).numpy(), labels.numpy()
+
+
+@dataclass
+class CIFAR10Config(DatasetConfig):
+    name: str = "cifar10"
+    root: str = "data/cifar10"
+    download: bool = False
+    verify_checksums: bool = True
+    augment: bool = True
+
+
+@dataclass
+class SyntheticImagesConfig(DatasetConfig):
+    name: str = "synthetic_images"
+    root: str | None = None
+    """Where to write the files; default: ``<run dir>/data``."""
+    num_train: int = 2000
+    num_test: int = 500
+    noise: float = 48.0
+    seed: int = 0
+    augment: bool = True
+
+
+def _task(
+    train: tuple[torch.Tensor, torch.Tensor, list[str]],
+    test: tuple[torch.Tensor, torch.Tensor, list[str]],
+    cfg: Mapping[str, Any],
+    run_cfg: Mapping[str, Any],
+    device: torch.device,
+) -> ImageClassificationTask:
+    return ImageClassificationTask(
+        train_images=train[0],
+        train_labels=train[1],
+        test_images=test[0],
+        test_labels=test[1],
+        num_classes=len(train[2]),
+        batch_size=int(run_cfg["batch_size"]),
+        eval_batch_size=int(run_cfg.get("eval_batch_size", 500)),
+        augment=bool(cfg.get("augment", True)),
+        device=device,
+    )
+
+
+@register_dataset("cifar10", CIFAR10Config)
+def cifar10(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+    """The CIFAR-10 train split for training and its test split for ``val/*``."""
+    kw = {"download": cfg.get("download", False), "verify_checksums": cfg.get("verify_checksums", True)}
+    return _task(load_cifar10(cfg["root"], True, **kw), load_cifar10(cfg["root"], False, **kw), cfg, run_cfg, device)
+
+
+def synthetic_root(cfg: Mapping[str, Any], run_dir: Path) -> Path:
+    key = f"{cfg['num_train']}-{cfg['num_test']}-{cfg['noise']}-{cfg['seed']}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    base = Path(cfg["root"]).expanduser() if cfg.get("root") else Path(run_dir) / "data"
+    return base / f"synthetic_images-{digest}"
+
+
+@register_dataset("synthetic_images", SyntheticImagesConfig)
+def synthetic_images(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+    """Write the synthetic task as CIFAR-10 files (once per settings), then load it as CIFAR-10."""
+    root = synthetic_root(cfg, run_dir)
+    if not (root / BASE_FOLDER / "test_batch").is_file():
+        seed = int(cfg["seed"])
+        train = make_synthetic_images(int(cfg["num_train"]), seed, noise=float(cfg["noise"]))
+        test = make_synthetic_images(int(cfg["num_test"]), seed + 1_000_003, noise=float(cfg["noise"]))
+        write_cifar_batches(root, train, test)
+    kw = {"download": False, "verify_checksums": False}
+    return _task(load_cifar10(root, True, **kw), load_cifar10(root, False, **kw), cfg, run_cfg, device)
