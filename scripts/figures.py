@@ -11,6 +11,7 @@ Writes ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and ``<out>/claims.csv``, ``cl
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 
@@ -18,7 +19,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from normbench.analysis import figure_fn, load_local_runs, load_wandb_runs, make_figures, write_outputs  # noqa: E402
 from normbench.analysis.claims import claims_markdown  # noqa: E402
+from normbench.analysis.runs import Run  # noqa: E402
 from normbench.errors import ConfigError  # noqa: E402
+
+
+def write_runs_table(runs: list[Run], path: Path) -> Path:
+    """One row per run: where it came from, its overrides, status, wall time and seed."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["source", "overrides", "status", "seed", "steps", "wall_time_s"])
+        for r in runs:
+            writer.writerow(
+                [r.source, " ".join(r.overrides), r.status, r.seed, r.final_step, r.summary.get("wall_time_s")]
+            )
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"figures: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or Path("results") / args.preset)
-    for path in write_outputs(results, out):
+    for path in [*write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]:
         print(f"[figures] wrote {path}")
+    total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
+    print(f"[figures] {len(runs)} runs, {total:.0f} s of run wall time in all")
     print(claims_markdown([c for r in results for c in r.claims]))
     return 0
 

@@ -102,6 +102,7 @@ def santurkar_runs(tmp_path: Path) -> Path:
                 for step in STEPS:
                     v = santurkar_value(norm, lr, seed, step)
                     rows.append({"step": step, "epoch": 0, **{k: x for k, x in v.items() if k.startswith("diag/")}})
+                    rows.append({"step": step, "epoch": 0, "train/batch_loss": 2.0 - v["train/acc"]})
                     rows.append(
                         {"step": step, "epoch": step // 10, "train/acc": v["train/acc"], "val/acc": v["val/acc"]}
                     )
@@ -132,6 +133,7 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
             accs = [100 * santurkar_value(norm, lr, s, step)["train/acc"] for s in SEEDS]
             assert_point(fig1, "train_acc", label, step, accs)
             assert_point(fig1, "test_acc", label, step, [a - 5 for a in accs])
+            assert_point(fig1, "train_loss", label, step, [2.0 - a / 100 for a in accs])
 
     fig4 = read_csv(out / "santurkar_fig4.csv")
     for norm, label in (("none", "Standard"), ("bn", "Standard + BatchNorm")):

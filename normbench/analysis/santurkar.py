@@ -26,6 +26,7 @@ from normbench.analysis.runs import Run, select
 from normbench.analysis.stats import FAILS, HOLDS, fraction_less, median_over_steps, stack
 
 TRAIN_ACC = "train/acc"
+BATCH_LOSS = "train/batch_loss"
 VAL_ACC = "val/acc"
 LANDSCAPE_MIN = "diag/landscape/loss_min"
 LANDSCAPE_MAX = "diag/landscape/loss_max"
@@ -72,8 +73,14 @@ def _range_series(run: Run) -> tuple[np.ndarray, np.ndarray]:
 def accuracy_figure(
     runs: Sequence[Run], norms: Sequence[str], lrs: Sequence[float], name: str, title: str
 ) -> FigureResult:
-    fig, axes = new_figure(1, 2, title)
+    """Training loss per logged step, and training / test accuracy per epoch, against steps."""
+    fig, axes = new_figure(1, 3, title)
     rows: list[dict] = []
+    panels = (
+        (axes[0, 0], BATCH_LOSS, "train_loss", 1.0),
+        (axes[0, 1], TRAIN_ACC, "train_acc", 100.0),
+        (axes[0, 2], VAL_ACC, "test_acc", 100.0),
+    )
     for norm in norms:
         for lr in lrs:
             group = select(runs, norm__name=norm, lr=lr)
@@ -81,12 +88,13 @@ def accuracy_figure(
                 continue
             style = LR_STYLES.get(lr, "-.")
             color = NORM_COLORS.get(norm)
-            for ax, key, panel in ((axes[0, 0], TRAIN_ACC, "train_acc"), (axes[0, 1], VAL_ACC, "test_acc")):
-                ys = [(s, 100 * v) for s, v in _series(group, key)]
+            for ax, key, panel, scale in panels:
+                ys = [(s, scale * v) for s, v in _series(group, key)]
                 if ys:
-                    seed_curve(ax, rows, panel, _label(norm, lr), ys, color=color, linestyle=style)
-    finish_axes(axes[0, 0], "steps", "training accuracy (%)", "training accuracy")
-    finish_axes(axes[0, 1], "steps", "test accuracy (%)", "test accuracy")
+                    seed_curve(ax, rows, panel, _label(norm, lr), ys, color=color, linestyle=style, marker=".")
+    finish_axes(axes[0, 0], "steps", "training loss (batch)", "training loss")
+    finish_axes(axes[0, 1], "steps", "training accuracy (%)", "training accuracy (epoch mean)")
+    finish_axes(axes[0, 2], "steps", "test accuracy (%)", "test accuracy")
     return FigureResult(name, fig, rows)
 
 
