@@ -352,11 +352,11 @@ def test_stats_and_verdicts() -> None:
     assert verdict_less(spread([5, 6]), spread([3, 4])) == FAILS
 
 
-def test_every_preset_has_a_figure_and_unknown_ones_fail() -> None:
-    presets = {p.stem for p in (REPO / "conf" / "experiment").glob("*.yaml")} - {"quickstart"}
-    for preset in presets:
-        figure_fn(preset)
-    assert set(FIGURES) <= presets
+def test_every_figure_has_its_presets_and_unknown_ones_fail() -> None:
+    for name in FIGURES:
+        for preset in (name, f"{name}_cpu"):
+            assert (REPO / "conf" / "experiment" / f"{preset}.yaml").is_file()
+            assert figure_fn(preset) is FIGURES[name]
     with pytest.raises(ConfigError, match="valid choices"):
         figure_fn("santurkar")
 
