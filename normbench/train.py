@@ -11,6 +11,7 @@ import random
 import sys
 import time
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.errors import ConfigError
 from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
+from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.sinks import LocalSink, MetricLogger, WandbSink, git_commit
 
@@ -215,6 +217,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 logger.log(step, epoch, epoch_metrics)
                 break
             if (epoch + 1) % cfg.eval_every_epochs == 0 or epoch + 1 == epochs:
+                # norm.eval_stats=population: exact BN statistics of K training batches (no-op otherwise)
+                refresh_population_stats(model, partial(task.train_batches, epoch), task.forward_loss, cfg.seed + epoch)
                 model.eval()
                 with torch.no_grad(), autocast:
                     epoch_metrics.update(task.evaluate(step_model))

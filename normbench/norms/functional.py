@@ -65,3 +65,82 @@ def batch_moments(x: Tensor, layout: str) -> tuple[Tensor, Tensor]:
     dims = [0, *range(2, xc.dim())]
     var, mean = torch.var_mean(xc, dim=dims, correction=0)
     return mean, var
+
+
+# ---------------------------------------------------------------------------------------------
+# Masks. A mask is (N, T) bool, True on real tokens, and goes with the NTC layout only.
+
+
+def check_mask(x: Tensor, layout: str, mask: Tensor | None) -> None:
+    """Raise ``ValueError`` unless ``mask`` is None or an (N, T) bool tensor for an NTC input."""
+    if mask is None:
+        return
+    if layout != "NTC":
+        raise ValueError(f"mask given for layout {layout!r}; masks go with layout 'NTC' (N, T, C) only")
+    if mask.dtype != torch.bool or tuple(mask.shape) != tuple(x.shape[:2]):
+        raise ValueError(
+            f"mask must be a bool tensor of shape {tuple(x.shape[:2])}, got {mask.dtype} {tuple(mask.shape)}"
+        )
+
+
+def as_acl(x: Tensor, layout: str) -> Tensor:
+    """View ``x`` as (A, C, L) so that batch statistics are sums over axes 0 and 2.
+
+    ``NCHW`` → (N, C, H·W); ``NTC`` → (N·T, C, 1). A view when ``x`` is contiguous.
+    """
+    if layout == "NCHW":
+        return x.reshape(x.shape[0], x.shape[1], -1)
+    return x.reshape(-1, x.shape[-1], 1)
+
+
+def acl_weights(mask: Tensor | None, dtype: torch.dtype) -> Tensor | None:
+    """The (N·T, 1, 1) 0/1 weights of `as_acl`'s rows for an (N, T) mask."""
+    return None if mask is None else mask.reshape(-1, 1, 1).to(dtype)
+
+
+def masked_group_norm(x: Tensor, mask: Tensor, groups: int, eps: float) -> Tensor:
+    """GroupNorm of an (N, T, C) input over real tokens: per sentence and group of C/groups
+    channels, over its real tokens × the group's channels. ``groups=1`` is ``ln_sample`` (T×C),
+    ``groups=C`` is ``in`` (over T). Biased variance, eps inside the square root, 0 at padding.
+    """
+    n, t, c = x.shape
+    xg = x.reshape(n, t, groups, c // groups)
+    w = mask.reshape(n, t, 1, 1).to(x.dtype)
+    count = w.sum(1, keepdim=True).clamp_min(1) * (c // groups)  # (N, 1, 1, 1); all-padding rows give 0
+    mean = (xg * w).sum((1, 3), keepdim=True) / count
+    d = (xg - mean) * w
+    var = d.square().sum((1, 3), keepdim=True) / count
+    return (d * torch.rsqrt(var + eps)).reshape(x.shape)
+
+
+def masked_channel_affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, mask: Tensor | None) -> Tensor:
+    """y·γ + β for an NTC tensor whose padding positions stay 0."""
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias if mask is None else torch.addcmul(y, mask.unsqueeze(-1).to(y.dtype), bias)
+    return y
+
+
+def partial_rms_norm(x: Tensor, layout: str, weight: Tensor | None, k: int, eps: float) -> Tensor:
+    """Partial RMSNorm: x / sqrt(mean(x[:k]²) + eps) over the channel axis at each position.
+
+    The RMS is taken over the first ``k`` channels only (indices 0..k−1); the whole vector is
+    divided by it. eps sits inside the square root, as in `per_position_rms_norm`.
+    """
+    if layout == "NTC":
+        ms = x[..., :k].square().mean(-1, keepdim=True)
+    else:
+        ms = x[:, :k].square().mean(1, keepdim=True)
+    return channel_affine(x * torch.rsqrt(ms + eps), weight, None, layout)
+
+
+def group_scaling(x: Tensor, layout: str, groups: int, eps: float) -> Tensor:
+    """PowerNorm's GroupScaling (Shen et al. 2020): at each position, divide each group of
+    C/groups channels by sqrt(mean over the group of x² + eps)."""
+    c = x.shape[channel_dim(layout)]
+    if layout == "NTC":
+        xg = x.reshape(*x.shape[:-1], groups, c // groups)
+        return (xg * torch.rsqrt(xg.square().mean(-1, keepdim=True) + eps)).reshape(x.shape)
+    xg = x.reshape(x.shape[0], groups, c // groups, *x.shape[2:])
+    return (xg * torch.rsqrt(xg.square().mean(2, keepdim=True) + eps)).reshape(x.shape)

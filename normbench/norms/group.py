@@ -1,12 +1,16 @@
 """Per-sample norms with statistics over groups of channels: GroupNorm, InstanceNorm and
 LayerNorm over whole samples. Same computation in training and evaluation; no running
 statistics. eps sits inside the square root: (x − μ) / sqrt(σ² + eps), σ² biased.
+
+On sequences (NTC) with a mask, the statistics are taken over real tokens only and the
+outputs at padding positions are 0.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch.nn.functional as F
 from torch import Tensor
 
 from normbench.errors import ConfigError
@@ -34,6 +38,10 @@ class GroupNorm(Norm):
         self.groups = groups
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
+        if mask is not None:
+            y = NF.masked_group_norm(x, mask, self.groups, self.eps)
+            return NF.masked_channel_affine(y, self.weight, self.bias, mask)
         return NF.group_norm(x, self.layout, self.groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
@@ -47,9 +55,14 @@ class InstanceNormConfig(NormConfig):
 
 @register_norm("in", InstanceNormConfig)
 class InstanceNorm(Norm):
-    """InstanceNorm (Ulyanov et al. 2016): per sample and channel, over H×W (or over T)."""
+    """InstanceNorm (Ulyanov et al. 2016): per sample and channel, over H×W (or over the real
+    tokens of T)."""
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
+        if mask is not None:
+            y = NF.masked_group_norm(x, mask, self.num_features, self.eps)
+            return NF.masked_channel_affine(y, self.weight, self.bias, mask)
         return NF.group_norm(x, self.layout, self.num_features, self.weight, self.bias, self.eps)
 
 
@@ -61,7 +74,15 @@ class SampleLayerNormConfig(NormConfig):
 @register_norm("ln_sample", SampleLayerNormConfig)
 class SampleLayerNorm(Norm):
     """LayerNorm over every non-batch axis of each sample (C×H×W, or T×C for sequences), as
-    in Ba et al. 2016 for conv nets; equal to GroupNorm with one group. γ, β per channel."""
+    in Ba et al. 2016 for conv nets; equal to GroupNorm with one group. On sequences with a
+    mask: over the T×C real positions of each sentence. γ, β per channel."""
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
+        if mask is not None:
+            y = NF.masked_group_norm(x, mask, 1, self.eps)
+            return NF.masked_channel_affine(y, self.weight, self.bias, mask)
+        if self.layout == "NTC":  # one fused pass over the contiguous T×C block of each sample
+            y = F.layer_norm(x, x.shape[1:], None, None, self.eps)
+            return NF.channel_affine(y, self.weight, self.bias, self.layout)
         return NF.group_norm(x, self.layout, 1, self.weight, self.bias, self.eps)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
+from normbench.norms import functional as NF
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
 
@@ -17,4 +18,5 @@ class NoNorm(Norm):
         super().__init__(num_features, **kw)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
         return x

@@ -1,12 +1,16 @@
 """Per-position norms over the channel axis: LayerNorm (Ba et al. 2016) as Transformers use
-it, and RMSNorm (Zhang & Sennrich 2019). Same computation in training and evaluation."""
+it, RMSNorm and partial RMSNorm (Zhang & Sennrich 2019). Same computation in training and
+evaluation. They never mix positions, so padding cannot reach real tokens and the mask is
+ignored (outputs at padding positions are the norm of whatever the padding holds)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from torch import Tensor
 
+from normbench.errors import ConfigError
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
@@ -23,6 +27,7 @@ class LayerNorm(Norm):
     (x − mean_C x) / sqrt(var_C x + eps) · γ + β, var biased, eps inside the square root."""
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
         return NF.per_position_layer_norm(x, self.layout, self.weight, self.bias, self.eps)
 
 
@@ -42,4 +47,35 @@ class RMSNorm(Norm):
         super().__init__(num_features, bias=False, **kw)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
         return NF.per_position_rms_norm(x, self.layout, self.weight, self.eps)
+
+
+@dataclass
+class PartialRMSNormConfig(NormConfig):
+    name: str = "prms"
+    eps: float = 1e-6
+    p: float = 0.0625
+
+
+@register_norm("prms", PartialRMSNormConfig)
+class PartialRMSNorm(Norm):
+    """Partial RMSNorm (Zhang & Sennrich 2019, pRMSNorm): at each position, the RMS over the
+    first k = ⌈p·C⌉ channels (indices 0..k−1, at least one) divides the whole vector:
+    x / sqrt(mean_{c<k}(x_c²) + eps) · γ, no β. eps is inside the square root (as ``rms``; the
+    authors' code adds eps to the RMS instead), so ``p = 1`` is exactly ``rms``.
+    """
+
+    def __init__(self, num_features: int, *, p: float = 0.0625, **kw) -> None:
+        if not 0 < p <= 1:
+            raise ConfigError(f"norm.p={p} must be in (0, 1]")
+        super().__init__(num_features, bias=False, **kw)
+        self.p = p
+        self.k = max(1, math.ceil(p * num_features))
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        NF.check_mask(x, self.layout, mask)
+        return NF.partial_rms_norm(x, self.layout, self.weight, self.k, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, p={self.p}, k={self.k}"

@@ -39,12 +39,31 @@ def _affine(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
     return y
 
 
+STOCHASTIC = {"bn_noisy", "noise_only"}
+NO_TORCH_LAYER = {"pn", "prms", "noise_only"}  # torch has no such layer; see their own tests
+
+
+def _noise(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
+    shift, scale = m.last_noise  # checked against its distribution in test_noisy.py
+    return y * scale[:, :, None, None] + shift[:, :, None, None]
+
+
 def reference_nchw(name: str, x: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
-    """Each norm's training-mode output, from explicit means and variances (float64)."""
+    """Each norm's first training-mode output, from explicit means and variances (float64)."""
     eps, n = m.eps, x.shape[0]
     if name == "none":
         return x
-    if name == "bn":
+    if name == "noise_only":
+        return _noise(x, m)
+    if name == "bn_noisy":
+        return _noise(reference_nchw("bn", x, m), m)
+    if name == "prms":
+        return _affine(x / torch.sqrt(x[:, : m.k].pow(2).mean(1, keepdim=True) + eps), m)
+    if name == "pn":  # GroupScaling, then the batch's quadratic mean (step 1 is in the warm-up)
+        xg = x.view(n, m.groups, -1, *x.shape[2:])
+        xs = (xg / torch.sqrt(xg.pow(2).mean(2, keepdim=True) + eps)).view_as(x)
+        return _affine(xs / torch.sqrt(xs.pow(2).mean((0, 2, 3), keepdim=True) + eps), m)
+    if name in ("bn", "brn"):  # brn is plain BatchNorm during its warm-up
         mu, var = _stats(x, (0, 2, 3))
     elif name == "in":
         mu, var = _stats(x, (2, 3))
@@ -66,8 +85,10 @@ def reference_nchw(name: str, x: torch.Tensor, m: torch.nn.Module) -> torch.Tens
 def torch_reference_nchw(name: str, x: torch.Tensor, m: torch.nn.Module) -> torch.Tensor | None:
     """torch's own layer where one exists."""
     w, b = getattr(m, "weight", None), getattr(m, "bias", None)
-    if name == "bn":
+    if name in ("bn", "brn"):
         return F.batch_norm(x, None, None, w, b, True, 0.0, m.eps)
+    if name == "bn_noisy":
+        return _noise(F.batch_norm(x, None, None, w, b, True, 0.0, m.eps), m)
     if name == "in":
         return F.instance_norm(x, weight=w, bias=b, eps=m.eps)
     if name == "gn":
@@ -102,6 +123,9 @@ def test_matches_formula_and_torch_float64(name: str) -> None:
     y = m(x)
     torch.testing.assert_close(y, reference_nchw(name, x, m), atol=1e-10, rtol=0)
     ref = torch_reference_nchw(name, x, m)
+    if name in NO_TORCH_LAYER:
+        assert ref is None
+        return
     assert ref is not None, f"add a torch reference for norm {name!r}"
     torch.testing.assert_close(y, ref, atol=1e-10, rtol=0)
 
@@ -124,13 +148,17 @@ def test_state_dict_round_trip(name: str) -> None:
 
 @pytest.mark.parametrize("name", list_norms())
 def test_train_vs_eval(name: str) -> None:
-    """Norms with running statistics use them in eval; per-sample norms behave the same."""
+    """Norms with running statistics use them in eval, noisy norms drop their noise in eval,
+    per-sample norms behave the same."""
     m = make(name)
     x = torch.randn(8, C, 4, 4) * 2 + 3
-    y_train = m.train()(x)
+    m.train()(torch.randn(8, C, 4, 4))  # one earlier step, so running estimates ≠ this batch's
+    y_train = m(x)
     y_eval = m.eval()(x)
-    if any("running" in k for k in m.state_dict()):
+    if any("running" in k for k in m.state_dict()) or name in STOCHASTIC:
         assert not torch.allclose(y_train, y_eval, atol=1e-3)
+        if name == "noise_only":
+            torch.testing.assert_close(y_eval, x, atol=0, rtol=0)
     else:
         torch.testing.assert_close(y_train, y_eval, atol=0, rtol=0)
 

@@ -1,0 +1,140 @@
+"""Forward+backward time of every registered norm, against torch's fused layers.
+
+Shapes (the issue's): images (128, 64, 16, 16) NCHW, and sequences 64 × 32 tokens × 512
+channels NTC with about 10 % padding (the mask is passed to every norm). Each norm runs in
+training mode; one timed call is forward + ``torch.autograd.grad`` of (y·dy).sum() with respect
+to the input and the parameters. The machine may be shared and noisy, so the script times all
+norms in ``--rounds`` interleaved rounds and reports, per norm, the median over rounds of the
+time and of its ratio to the reference timed in the same round:
+
+- ``ratio_torch``: to torch's fused layer on the same shape (``torch_bn`` = F.batch_norm for
+  images, ``torch_ln`` = F.layer_norm over C for sequences) — the issue's 1.5× target;
+- ``ratio_ours``: to our ``bn`` (images) and ``ln`` (sequences), as the issue asks to print.
+
+    python scripts/bench_norms.py                   # CPU, and CUDA when present
+    python scripts/bench_norms.py --device cpu --rounds 7
+
+Writes ``results/bench/norms_<device>.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils import benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # this checkout's normbench, not an installed one
+
+from normbench.norms import build_norm, list_norms  # noqa: E402
+
+KW = {"gn": {"groups": 8}, "pn": {"groups": 4}}
+
+
+def image_input(device: torch.device) -> tuple[torch.Tensor, None]:
+    return torch.randn(128, 64, 16, 16, device=device), None
+
+
+def sequence_input(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    n, t, c = 64, 32, 512
+    lengths = t - (torch.arange(n) * 5 % 7)  # 0..6 pad tokens per sentence: ~9.4 % padding
+    mask = torch.arange(t)[None] < lengths[:, None]
+    return torch.randn(n, t, c, device=device), mask.to(device)
+
+
+class TorchLayer(torch.nn.Module):
+    """torch's own fused layer, the reference of each shape."""
+
+    def __init__(self, c: int, kind: str) -> None:
+        super().__init__()
+        self.kind = kind
+        self.weight = torch.nn.Parameter(torch.ones(c))
+        self.bias = torch.nn.Parameter(torch.zeros(c))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.kind == "bn":
+            return F.batch_norm(x, None, None, self.weight, self.bias, True, 0.1, 1e-5)
+        return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, 1e-5)
+
+
+def step_fn(m: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> Callable[[], None]:
+    x = x.clone().requires_grad_(True)
+    dy = torch.randn_like(x)
+    inputs = [x, *m.parameters()]
+
+    def step() -> None:
+        y = m(x, mask)
+        torch.autograd.grad(y, inputs, dy)
+
+    return step
+
+
+def bench_shape(label: str, x: torch.Tensor, mask: torch.Tensor | None, rounds: int, min_time: float) -> list[dict]:
+    layout = "NCHW" if x.dim() == 4 else "NTC"
+    c = x.shape[1] if layout == "NCHW" else x.shape[-1]
+    ref_torch, ref_ours = ("torch_bn", "bn") if layout == "NCHW" else ("torch_ln", "ln")
+    modules: dict[str, torch.nn.Module] = {ref_torch: TorchLayer(c, ref_torch[-2:])}
+    for name in list_norms():
+        modules[name] = build_norm(name, c, layout, **KW.get(name, {}))
+    steps = {name: step_fn(m.to(x.device).train(), x, mask) for name, m in modules.items()}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, fn in steps.items():
+            fn()  # warm-up
+            t = benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_time)
+            times[name].append(t.median)
+    rows = []
+    for name, ts in times.items():
+        rows.append(
+            {
+                "device": x.device.type,
+                "shape": label,
+                "norm": name,
+                "median_ms": round(statistics.median(ts) * 1e3, 3),
+                "ratio_torch": round(statistics.median(a / b for a, b in zip(ts, times[ref_torch])), 2),
+                "ratio_ours": round(statistics.median(a / b for a, b in zip(ts, times[ref_ours])), 2),
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds per measurement")
+    args = parser.parse_args()
+    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
+    for dev in devices:
+        if dev == "cuda" and not torch.cuda.is_available():
+            print("no CUDA device: skipping cuda")
+            continue
+        device = torch.device(dev)
+        torch.manual_seed(0)
+        img, _ = image_input(device)
+        seq, mask = sequence_input(device)
+        pad = 1 - mask.float().mean().item()
+        rows = bench_shape("image 128x64x16x16", img, None, args.rounds, args.min_time)
+        rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args.rounds, args.min_time)
+        out = ROOT / "results" / "bench" / f"norms_{dev}.csv"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with open(out, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"\n{dev}: torch {torch.__version__}, {torch.get_num_threads()} threads → {out.relative_to(ROOT)}")
+        print(f"{'shape':<34} {'norm':<11} {'ms':>8} {'× torch':>8} {'× bn/ln':>8}")
+        for r in rows:
+            ms, rt, ro = r["median_ms"], r["ratio_torch"], r["ratio_ours"]
+            print(f"{r['shape']:<34} {r['norm']:<11} {ms:>8.3f} {rt:>8.2f} {ro:>8.2f}")
+
+
+if __name__ == "__main__":
+    main()

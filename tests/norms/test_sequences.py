@@ -1,0 +1,159 @@
+"""Every norm on sequences (N, T, C) with a padding mask: exact against torch / the formulas over
+the documented axes (float64), and invariant to padding in training and evaluation."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from normbench.norms import build_norm, list_norms
+
+C = 8
+KW = {"gn": {"groups": 4}, "pn": {"groups": 2}}
+LENGTHS = (7, 4, 6, 2, 7)
+MASKED = {"bn", "bn_noisy", "brn", "pn", "gn", "in", "ln_sample", "noise_only", "none"}
+"""Norms whose outputs at padding positions do not depend on their parameters (0 or the input)."""
+
+
+def make(name: str, **kw) -> torch.nn.Module:
+    m = build_norm(name, C, "NTC", **{**KW.get(name, {}), **kw}).double()
+    g = torch.Generator().manual_seed(3)
+    for p in m.parameters():
+        p.data = torch.randn(p.shape, generator=g, dtype=p.dtype)
+    return m
+
+
+def batch(lengths=LENGTHS, t: int = 7, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(len(lengths), t, C, generator=g, dtype=torch.float64) * 2 + 1
+    mask = torch.arange(t)[None] < torch.tensor(lengths)[:, None]
+    return x, mask
+
+
+def affine(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
+    if getattr(m, "weight", None) is not None:
+        y = y * m.weight
+    if getattr(m, "bias", None) is not None:
+        y = y + m.bias
+    return y
+
+
+def reference_ntc(name: str, m: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The first training-mode output at real tokens, from torch's layers or the formulas."""
+    eps = m.eps
+    real = x[mask]  # (M, C): every real token
+    if name in ("bn", "brn"):
+        return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps)
+    if name == "bn_noisy":
+        shift, scale = m.last_noise
+        sample = torch.arange(x.shape[0])[:, None].expand_as(mask)[mask]
+        return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps) * scale[sample] + shift[sample]
+    if name == "noise_only":
+        shift, scale = m.last_noise
+        sample = torch.arange(x.shape[0])[:, None].expand_as(mask)[mask]
+        return real * scale[sample] + shift[sample]
+    if name == "none":
+        return real
+    if name == "ln":
+        return F.layer_norm(real, (C,), m.weight, m.bias, eps)
+    if name == "rms":
+        return F.rms_norm(real, (C,), m.weight, eps)
+    if name == "prms":
+        return real / torch.sqrt(real[:, : m.k].pow(2).mean(1, keepdim=True) + eps) * m.weight
+    if name == "pn":
+        g = real.view(-1, m.groups, C // m.groups)
+        xs = (g / torch.sqrt(g.pow(2).mean(-1, keepdim=True) + eps)).view_as(real)
+        return affine(xs / torch.sqrt(xs.pow(2).mean(0) + eps), m)
+    rows = []
+    for i, t in enumerate(mask.sum(1).tolist()):  # per-sentence norms over its real tokens
+        xi = x[i, :t].T[None]  # (1, C, t)
+        if name == "ln_sample":
+            yi = affine(F.layer_norm(x[i, :t], (t, C), None, None, eps), m)
+        elif name == "in":
+            yi = F.instance_norm(xi, weight=m.weight, bias=m.bias, eps=eps)[0].T
+        elif name == "gn":
+            yi = F.group_norm(xi, m.groups, m.weight, m.bias, eps)[0].T
+        else:
+            raise KeyError(name)
+        rows.append(yi)
+    return torch.cat(rows)
+
+
+@pytest.mark.parametrize("name", list_norms())
+def test_matches_reference_on_real_tokens(name: str) -> None:
+    m = make(name)
+    x, mask = batch()
+    y = m(x, mask)
+    torch.testing.assert_close(y[mask], reference_ntc(name, m, x, mask), atol=1e-10, rtol=0)
+    if name in MASKED - {"none", "noise_only"}:
+        assert (y[~mask] == 0).all()
+
+
+def pad(x: torch.Tensor, mask: torch.Tensor, extra_t: int = 3, extra_n: int = 2) -> tuple[torch.Tensor, torch.Tensor]:
+    """Append ``extra_t`` pad tokens to every sentence and ``extra_n`` all-padding sentences,
+    filled with large garbage."""
+    n, t, c = x.shape
+    g = torch.Generator().manual_seed(9)
+    xp = torch.randn(n + extra_n, t + extra_t, c, generator=g, dtype=x.dtype) * 100 + 50
+    mp = torch.zeros(n + extra_n, t + extra_t, dtype=torch.bool)
+    xp[:n, :t][mask] = x[mask]
+    mp[:n, :t] = mask
+    return xp, mp
+
+
+def run(m: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, dy: torch.Tensor, seed: int) -> tuple:
+    x = x.clone().requires_grad_(True)
+    torch.manual_seed(seed)
+    y = m(x, mask)
+    (y * dy).sum().backward()
+    return y, x.grad, {k: p.grad for k, p in m.named_parameters()}
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("name", list_norms())
+def test_padding_does_not_change_real_tokens(name: str, mode: str) -> None:
+    base = make(name)
+    x, mask = batch()
+    base(batch(seed=1)[0], mask)  # one training step first, so eval uses moved running statistics
+    base.train(mode == "train")
+    xp, mp = pad(x, mask)
+    dyp = torch.randn(xp.shape, generator=torch.Generator().manual_seed(5), dtype=x.dtype)
+    dy = dyp[: x.shape[0], : x.shape[1]]
+    a, b = copy.deepcopy(base), copy.deepcopy(base)
+    y, gx, gp = run(a, x, mask, dy, seed=11)
+    yp, gxp, gpp = run(b, xp, mp, dyp, seed=11)
+    n, t = x.shape[:2]
+    torch.testing.assert_close(yp[:n, :t][mask], y[mask], atol=1e-10, rtol=0)
+    torch.testing.assert_close(gxp[:n, :t][mask], gx[mask], atol=1e-10, rtol=0)
+    if name in MASKED:
+        for k in gp:
+            torch.testing.assert_close(gpp[k], gp[k], atol=1e-10, rtol=0)
+    for (k, v), (_, vp) in zip(a.named_buffers(), b.named_buffers()):
+        torch.testing.assert_close(vp, v, atol=1e-10, rtol=0, msg=f"buffer {k}")
+
+
+@pytest.mark.parametrize("name", list_norms())
+def test_mask_must_match_input(name: str) -> None:
+    m = make(name)
+    x, mask = batch()
+    with pytest.raises(ValueError, match="mask must be a bool tensor of shape"):
+        m(x, mask[:, :3])
+    with pytest.raises(ValueError, match="masks go with layout 'NTC'"):
+        build_norm(name, C, "NCHW", **KW.get(name, {}))(torch.randn(2, C, 3, 3), mask)
+
+
+def test_ln_on_sequences_is_per_token_instance_norm_over_channels() -> None:
+    """The README's equivalence: per-token LN on (N, T, C) = InstanceNorm over C of each token."""
+    m = make("ln")
+    x, _ = batch()
+    y_in = F.instance_norm(x.reshape(1, -1, C), eps=m.eps).reshape(x.shape)
+    torch.testing.assert_close(m(x), affine(y_in, m), atol=1e-12, rtol=0)
+
+
+def test_ln_sample_on_images_is_groupnorm_with_one_group() -> None:
+    m = build_norm("ln_sample", C, "NCHW").double()
+    x = torch.randn(3, C, 4, 5, dtype=torch.float64)
+    torch.testing.assert_close(m(x), F.group_norm(x, 1, m.weight, m.bias, m.eps), atol=1e-12, rtol=0)
