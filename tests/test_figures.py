@@ -291,7 +291,7 @@ def test_gn_batch_size_figure(tmp_path: Path) -> None:
         assert_point(rows, "val_error", "Batch Norm", bs, [100 * (1 - acc("bn", bs, s)) for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["BN's error grows as the batch shrinks (32 → 2)"] == HOLDS
-    assert verdicts["GN's error is flat in the batch size: it rises less than BN's from 32 to 2"] == HOLDS
+    assert verdicts["GN's error is flat in the batch size: it moves less than BN's rises from 32 to 2"] == HOLDS
     assert verdicts["At batch 2, Group Norm beats Batch Norm"] == HOLDS
     assert verdicts["At batch 2, Batch Renorm beats Batch Norm"] == HOLDS
 
