@@ -256,7 +256,7 @@ def _progress(cfg: DictConfig, epoch: int, epochs: int, steps: int) -> Any:
 
 
 def _print_summary(summary: Mapping[str, Any], unit: str) -> None:
-    keys = ["val/acc", "val/loss", "train/loss", f"perf/{unit}_per_s"]
+    keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
     parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
     print(
         f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "

@@ -1,6 +1,6 @@
 """Data sets, each returning a `normbench.tasks.base.Task`."""
 
-from normbench.data import cifar  # noqa: F401  (registration)
+from normbench.data import cifar, translation  # noqa: F401  (registration)
 from normbench.data.registry import DATASETS, DatasetConfig, build_task, list_datasets, register_dataset
 from normbench.errors import DatasetMissingError
 

@@ -1,0 +1,85 @@
+"""VGG11/16 for CIFAR with every norm: exact parameter counts, no BatchNorm left, both inits."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from normbench.errors import ConfigError
+from normbench.models import build_model
+from normbench.norms import build_norm, list_norms, norm_factory
+from normbench.norms.batch import BatchNorm
+
+NORM_KW = {"gn": {"groups": 8}}
+# (c_in, c_out) of every 3x3 conv, by hand from Simonyan & Zisserman's configurations A and D.
+CONVS = {
+    "vgg11": [(3, 64), (64, 128), (128, 256), (256, 256), (256, 512), (512, 512), (512, 512), (512, 512)],
+    "vgg16": [(3, 64), (64, 64), (64, 128), (128, 128), (128, 256), (256, 256), (256, 256), (256, 512)]
+    + [(512, 512)] * 5,
+}
+CLASSIFIER = 512 * 10 + 10
+
+
+def factory(name: str):
+    return norm_factory({"name": name, **NORM_KW.get(name, {})})
+
+
+def per_channel_params(name: str) -> int:
+    return sum(p.numel() for p in build_norm(name, 64, "NCHW", **NORM_KW.get(name, {})).parameters()) // 64
+
+
+def expected_params(model_name: str, norm: str) -> int:
+    convs = sum(c_in * c_out * 9 + c_out for c_in, c_out in CONVS[model_name])  # weights + biases
+    channels = sum(c_out for _, c_out in CONVS[model_name])  # one norm after every conv
+    return convs + per_channel_params(norm) * channels + CLASSIFIER
+
+
+def test_counts_match_the_usual_cifar_vgg_with_bn() -> None:
+    # The widely quoted CIFAR VGG sizes with BatchNorm: 9,231,114 (VGG11) and 14,728,266 (VGG16).
+    assert expected_params("vgg11", "bn") == 9_231_114
+    assert expected_params("vgg16", "bn") == 14_728_266
+
+
+@pytest.mark.parametrize("model_name", ["vgg11", "vgg16"])
+@pytest.mark.parametrize("norm", list_norms())
+def test_parameter_count(model_name: str, norm: str) -> None:
+    model = build_model({"name": model_name}, factory(norm))
+    assert sum(p.numel() for p in model.parameters()) == expected_params(model_name, norm)
+
+
+@pytest.mark.parametrize("model_name", ["vgg11", "vgg16"])
+@pytest.mark.parametrize("norm", list_norms())
+def test_every_norm_trains_a_step_and_no_batchnorm_is_left(model_name: str, norm: str) -> None:
+    torch.manual_seed(0)
+    model = build_model({"name": model_name}, factory(norm))
+    has_bn = any(isinstance(m, (nn.modules.batchnorm._BatchNorm, BatchNorm)) for m in model.modules())
+    assert has_bn == isinstance(build_norm(norm, 16, **NORM_KW.get(norm, {})), BatchNorm)  # only bn and its family
+    assert not any("bn" in name.split(".")[-1] for name, _ in model.named_modules())
+    out = model(torch.randn(4, 3, 32, 32))
+    out.sum().backward()
+    assert out.shape == (4, 10) and torch.isfinite(out).all()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize("init", ["glorot", "kaiming"])
+def test_init_follows_its_formula(init: str) -> None:
+    torch.manual_seed(0)
+    model = build_model({"name": "vgg11", "init": init}, factory("none"))
+    conv = model.features[2].conv  # 64 -> 128, 3x3
+    w = conv.weight.detach()
+    fan_in, fan_out = 64 * 9, 128 * 9
+    if init == "glorot":  # U(-a, a), a = sqrt(6 / (fan_in + fan_out)): std a / sqrt(3)
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        assert w.abs().max() <= bound
+        assert w.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.02)
+    else:  # N(0, 2 / fan_out)
+        assert w.std().item() == pytest.approx(math.sqrt(2 / fan_out), rel=0.02)
+    assert torch.count_nonzero(conv.bias) == 0
+
+
+def test_unknown_init_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="model.init='xavier'; valid choices: glorot, kaiming"):
+        build_model({"name": "vgg16", "init": "xavier"}, factory("bn"))
