@@ -14,10 +14,23 @@ import math
 import os
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 EPOCH_KEY_PREFIXES = ("train/", "val/", "test/", "perf/")
+
+
+@dataclass
+class Histogram:
+    """A histogram metric: ``counts[i]`` values fell in [edges[i], edges[i+1]).
+
+    W&B logs it as ``wandb.Histogram``; ``metrics.jsonl`` leaves it out (log its summary numbers
+    beside it).
+    """
+
+    counts: list[float]
+    edges: list[float]
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -65,7 +78,8 @@ class LocalSink:
         self._metrics = open(run_dir / "metrics.jsonl", "a")  # noqa: SIM115  (open for the run)
 
     def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
-        row = {"step": step, "epoch": epoch, **{k: _jsonable(v) for k, v in metrics.items()}}
+        row = {"step": step, "epoch": epoch}
+        row.update({k: _jsonable(v) for k, v in metrics.items() if not isinstance(v, Histogram)})
         self._metrics.write(json.dumps(row) + "\n")
         self._metrics.flush()
 
@@ -103,7 +117,11 @@ class WandbSink:
         return self.run.id
 
     def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
-        self.run.log(dict(metrics), step=step)
+        row = {
+            k: self.wandb.Histogram(np_histogram=(v.counts, v.edges)) if isinstance(v, Histogram) else v
+            for k, v in metrics.items()
+        }
+        self.run.log(row, step=step)
 
     def finish(self, summary: Mapping[str, Any]) -> None:
         try:

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from normbench import hardware
 from normbench.data import build_task
-from normbench.diagnostics import DiagContext, build_diagnostics
+from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
 from normbench.errors import ConfigError
 from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
@@ -105,6 +105,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     t_start = time.time()
     check_config(cfg)
+    hooks = build_diagnostics(cfg.diagnostics)  # validates the diagnostics config before anything is written
     hw = cfg.hardware
     hardware.configure_backends(hw)
     device = hardware.resolve_device(hw)
@@ -127,9 +128,14 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     epochs = math.ceil(total_steps / steps_per_epoch)
     optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.schedule, total_steps))
-    hooks = build_diagnostics(cfg.diagnostics)
+    for hook in hooks:
+        hook.setup(model)
     generator = torch.Generator().manual_seed(cfg.seed)
     autocast = hardware.autocast(hw, device)
+
+    def diag_loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
+        with autocast:
+            return task.forward_loss(m, b).loss
 
     plain = _plain(cfg)
     sinks: list[Any] = []
@@ -164,25 +170,22 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                     timer.stop()
                     t0 = time.perf_counter()
                     ctx = DiagContext(
-                        model,
-                        batch,
-                        lambda m, b: task.forward_loss(m, b).loss,
-                        optimizer,
-                        step,
-                        epoch,
-                        scheduler.get_last_lr()[0],
+                        model, batch, diag_loss, optimizer, step, epoch, scheduler.get_last_lr()[0], task=task
                     )
-                    for hook in due:
-                        logger.log(step, epoch, {f"diag/{hook.name}/{k}": v for k, v in hook(ctx).items()})
+                    logger.log(step, epoch, run_hooks(due, ctx))
                     diag_seconds += time.perf_counter() - t0
                 if step >= cfg.throughput_warmup_steps:
                     timer.start()
+                for hook in hooks:
+                    hook.before_step(step)
                 with autocast:
                     out = task.forward_loss(step_model, batch)
                 optimizer.zero_grad(set_to_none=True)
                 out.loss.backward()
                 optimizer.step()
                 scheduler.step()
+                for hook in hooks:
+                    hook.after_step(step)
                 if timer.running:
                     timed_units += task.batch_units(batch)
                 for k, v in out.stats.items():
@@ -222,8 +225,12 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 model.eval()
                 with torch.no_grad(), autocast:
                     epoch_metrics.update(task.evaluate(step_model))
+            t0 = time.perf_counter()
+            diag_metrics = {f"diag/{h.name}/{k}": v for h in hooks for k, v in h.epoch_end().items()}
+            diag_seconds += time.perf_counter() - t0
             epoch_metrics["perf/diag_seconds"] = diag_seconds
-            logger.log(step, epoch, epoch_metrics)
+            epoch_metrics["perf/diag_share"] = diag_seconds / max(time.time() - t_start, 1e-9)
+            logger.log(step, epoch, {**epoch_metrics, **diag_metrics})
             final.update(epoch_metrics)
         if status == "running":
             status = "finished"

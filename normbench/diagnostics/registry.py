@@ -1,27 +1,41 @@
-"""The diagnostics registry and the hook protocol the runner calls.
+"""The diagnostics registry, the typed diagnostics config and the hook protocol the runner calls.
 
 A diagnostic is a pure function at its core (``compute(...) -> dict[str, float]``) and a thin
-hook built by ``builder(cfg) -> Hook``. The runner calls ``hook.due(step)`` before each training
-step and, when due, ``hook(ctx)`` with the step's `DiagContext`; the returned keys are logged as
-``diag/<name>/<metric>``. A hook must leave parameters, buffers, optimizer state and RNG
-streams as it found them.
+hook built by ``builder(cfg) -> Hook`` from its typed config (a `CadenceConfig` subclass). The
+runner, for each hook:
+
+- ``setup(model)`` once, on the uncompiled model, before training;
+- ``due(step)`` before each training step and, when due, ``hook(ctx)`` with the step's
+  `DiagContext` (parameters θ_t, the batch the step is about to use), through `run_hooks`, which
+  restores parameters, buffers, gradients, optimizer state, module modes and RNG streams after
+  every hook; the returned keys are logged as ``diag/<name>/<metric>``;
+- ``before_step(step)`` / ``after_step(step)`` around every training step (forward, backward,
+  optimizer step), for diagnostics that read what the step's own forward recorded (``bn_stats``);
+- ``epoch_end() -> dict`` after every epoch, for per-epoch aggregates;
+- ``state_dict()`` / ``load_state_dict(d)`` for accumulators a checkpoint must keep.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
+from normbench.diagnostics.state import RngState, TrainingState
+from normbench.errors import ConfigError
 from normbench.registry import Registry
 
 
 @dataclass
 class DiagContext:
     model: nn.Module
+    """The uncompiled model (the compiled one shares its parameters and buffers)."""
     batch: Any
     loss_fn: Callable[[nn.Module, Any], torch.Tensor]
     """``loss_fn(model, batch)``: the training loss of this step, as the step computes it."""
@@ -29,26 +43,111 @@ class DiagContext:
     step: int
     epoch: int
     lr: float
+    task: Any = None
+    """The run's `Task`: ``train_batches(epoch, generator)`` draws fresh batches."""
     extra: dict[str, Any] = field(default_factory=dict)
+    """Shared between the hooks due at one step (e.g. the gradient-step probe's cache)."""
+    rng: RngState = field(default_factory=RngState.capture)
+    """The RNG streams as the training step will find them."""
+
+    def closure(self) -> Callable[[], torch.Tensor]:
+        """The step's loss at the model's current parameters, with the step's own RNG draws.
+
+        Each call rewinds the RNG streams to where the training step will start, so that a
+        forward with dropout sees the same mask the step does and L(θ_t) is the step's loss.
+        """
+
+        def loss() -> torch.Tensor:
+            self.rng.restore()
+            return self.loss_fn(self.model, self.batch)
+
+        return loss
 
 
 class Hook(Protocol):
     name: str
 
+    def setup(self, model: nn.Module) -> None: ...
+
     def due(self, step: int) -> bool: ...
 
-    def __call__(self, ctx: DiagContext) -> dict[str, float]: ...
+    def __call__(self, ctx: DiagContext) -> dict[str, Any]: ...
 
+    def before_step(self, step: int) -> None: ...
 
-DIAGNOSTICS: Registry[Callable[..., Hook]] = Registry("diagnostic")
+    def after_step(self, step: int) -> None: ...
+
+    def epoch_end(self) -> dict[str, Any]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None: ...
 
 
 @dataclass
 class CadenceConfig:
-    """When a diagnostic runs: every N steps (0 = off), or at an explicit list of steps."""
+    """When a diagnostic runs: every N steps (0 = never), and/or at an explicit list of steps.
+
+    Steps count optimizer steps from 0; the diagnostic at step t sees θ_t, before step t's update.
+    """
 
     every_n_steps: int = 0
     steps: list[int] = field(default_factory=list)
+
+    def check(self, name: str) -> None:
+        """Raise `ConfigError` for values the types allow but the diagnostic cannot use."""
+        if self.every_n_steps < 0:
+            raise ConfigError(f"diagnostics.{name}.every_n_steps={self.every_n_steps} must be >= 0 (0 = off)")
+        bad = [s for s in self.steps if s < 0]
+        if bad:
+            raise ConfigError(f"diagnostics.{name}.steps has negative steps {bad}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.every_n_steps > 0 or bool(self.steps)
+
+
+class DiagnosticHook:
+    """Base of the hooks: the cadence from a `CadenceConfig`, no-op extras."""
+
+    name = "diagnostic"
+    order = 0
+    """Hooks due at one step run in increasing ``order`` (then config order)."""
+
+    def __init__(self, cfg: CadenceConfig) -> None:
+        self.cfg = cfg
+        self._steps = frozenset(cfg.steps)
+
+    def on_cadence(self, step: int) -> bool:
+        every = self.cfg.every_n_steps
+        return (every > 0 and step % every == 0) or step in self._steps
+
+    def setup(self, model: nn.Module) -> None:
+        return None
+
+    def due(self, step: int) -> bool:
+        return self.on_cadence(step)
+
+    def __call__(self, ctx: DiagContext) -> dict[str, Any]:  # pragma: no cover
+        raise NotImplementedError
+
+    def before_step(self, step: int) -> None:
+        return None
+
+    def after_step(self, step: int) -> None:
+        return None
+
+    def epoch_end(self) -> dict[str, Any]:
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        return None
+
+
+DIAGNOSTICS: Registry[Callable[..., Hook]] = Registry("diagnostic")
 
 
 def is_due(cfg: Mapping[str, Any], step: int) -> bool:
@@ -66,11 +165,65 @@ def list_diagnostics() -> list[str]:
     return DIAGNOSTICS.names()
 
 
-def build_diagnostics(cfg: Mapping[str, Any]) -> list[Hook]:
-    """Hooks for every diagnostic named in ``cfg`` (``cfg.diagnostics``) that is switched on."""
-    hooks = []
-    for name, sub in dict(cfg or {}).items():
-        builder = DIAGNOSTICS.get(name)
-        if sub and (int(sub.get("every_n_steps", 0) or 0) > 0 or sub.get("steps")):
-            hooks.append(builder(sub))
-    return hooks
+def diagnostics_config(cfg: Mapping[str, Any] | None) -> dict[str, CadenceConfig]:
+    """Check ``cfg.diagnostics`` against the registered dataclasses; return one typed config each.
+
+    An unknown diagnostic name, an unknown key or a value of the wrong type raises `ConfigError`
+    in one line naming the key and the valid choices.
+    """
+    if cfg is None:
+        return {}
+    plain = OmegaConf.to_container(cfg, resolve=True) if OmegaConf.is_config(cfg) else dict(cfg)
+    if not isinstance(plain, dict):
+        raise ConfigError(f"diagnostics must be a mapping of diagnostic name to settings, got {plain!r}")
+    typed: dict[str, CadenceConfig] = {}
+    for name, sub in plain.items():
+        entry = DIAGNOSTICS.entry(name)  # unknown name: lists the registered ones
+        schema = entry.config or CadenceConfig
+        if sub is None:
+            sub = {}
+        elif dataclasses.is_dataclass(sub) and not isinstance(sub, type):
+            sub = dataclasses.asdict(sub)
+        if not isinstance(sub, dict):
+            raise ConfigError(f"diagnostics.{name} must be a mapping of settings, got {sub!r}")
+        valid = [f.name for f in dataclasses.fields(schema)]
+        unknown = sorted(set(sub) - set(valid))
+        if unknown:
+            raise ConfigError(f"unknown key diagnostics.{name}.{unknown[0]}; valid keys: {', '.join(valid)}")
+        try:
+            merged = OmegaConf.merge(OmegaConf.structured(schema), sub)
+        except OmegaConfBaseException as e:
+            key = getattr(e, "full_key", "") or "?"
+            raise ConfigError(f"diagnostics.{name}.{key}: {getattr(e, 'msg', e)}".splitlines()[0]) from None
+        obj = OmegaConf.to_object(merged)
+        obj.check(name)
+        typed[name] = obj
+    return typed
+
+
+def build_diagnostics(cfg: Mapping[str, Any] | None) -> list[Hook]:
+    """Hooks for every diagnostic named in ``cfg`` (``cfg.diagnostics``) that is switched on, in run order."""
+    hooks = [DIAGNOSTICS.get(name)(sub) for name, sub in diagnostics_config(cfg).items() if sub.enabled]
+    return sorted(hooks, key=lambda h: getattr(h, "order", 0))
+
+
+def run_hooks(hooks: list[Hook], ctx: DiagContext) -> dict[str, Any]:
+    """Call each due hook on ``ctx``; restore the training state after each one.
+
+    Returns the hooks' metrics as ``diag/<name>/<metric>``. Whatever a hook does to parameters,
+    gradients, buffers (BN running statistics, PowerNorm's ψ²), optimizer state, module modes or
+    the python/numpy/torch/CUDA RNG streams is undone bit for bit before the next hook and the
+    training step.
+    """
+    metrics: dict[str, Any] = {}
+    state = TrainingState.capture(ctx.model, ctx.optimizer)
+    try:
+        for hook in hooks:
+            try:
+                out = hook(ctx)
+            finally:
+                state.restore()
+            metrics.update({f"diag/{hook.name}/{k}": v for k, v in out.items()})
+    finally:
+        ctx.rng.restore()
+    return metrics

@@ -63,10 +63,11 @@ class BatchNorm(Norm):
     the single-process computation.
 
     Diagnostics: with ``record_stats = True`` each training forward keeps
-    ``last_stats = {"mean": μ_B, "var": σ²_B}`` (detached) and ``last_stats_live``, the same
-    tensors still in the autograd graph (call ``retain_grad()`` on them before ``backward`` to
-    read ∂L/∂σ²_B). Recording switches to the differentiable-ops implementation (slower, same
-    maths).
+    ``last_stats = {"mean": μ_B, "var": σ²_B}`` (detached), from whichever kernel runs (no extra
+    pass, no change to the numbers). With ``record_live_stats = True`` it also keeps
+    ``last_stats_live``, the same tensors still in the autograd graph (call ``retain_grad()`` on
+    them before ``backward`` to read ∂L/∂σ²_B); that switches to the differentiable-ops
+    implementation (slower, same maths, and twice differentiable: Hessian-vector products).
     """
 
     def __init__(
@@ -96,6 +97,7 @@ class BatchNorm(Norm):
             self.register_buffer("population_var", torch.ones(num_features))
             self.register_buffer("population_count", torch.tensor(0.0, dtype=torch.float64))
         self.record_stats = False
+        self.record_live_stats = False
         self.last_stats: dict[str, Tensor] | None = None
         self.last_stats_live: dict[str, Tensor] | None = None
         self.population_sums: list[Tensor] | None = None
@@ -116,6 +118,8 @@ class BatchNorm(Norm):
         self.num_batches_tracked.add_(1)
         xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
         y, mean, var, n = self._normalize_batch(xf, mask)
+        if self.record_stats:
+            self.last_stats = {"mean": mean.detach(), "var": var.detach()}
         self._update_running(mean, var, n)
         return y.to(x.dtype)
 
@@ -126,13 +130,12 @@ class BatchNorm(Norm):
         w = NF.acl_weights(mask, x.dtype)
         all_reduce = _differentiable_all_reduce() if self.sync else None
         renorm = self.renorm()
-        if all_reduce is not None or self.record_stats:
+        if all_reduce is not None or self.record_live_stats:
             y3, mean, var, n = BF.batch_norm_composed(
                 x3, w, self.weight, self.bias, self.eps, renorm, all_reduce, shift=self.running_mean
             )
-            if self.record_stats:
+            if self.record_live_stats:
                 self.last_stats_live = {"mean": mean, "var": var}
-                self.last_stats = {"mean": mean.detach(), "var": var.detach()}
             return y3.reshape(x.shape), mean.detach(), var.detach(), n.detach()
         if self._use_torch_kernel(x, mask):
             var, mean = torch.var_mean(x3.detach(), (0, 2), correction=0)

@@ -79,12 +79,12 @@ def test_fused_backward_passes_gradcheck(with_mask: bool, eps: float) -> None:
 @pytest.mark.parametrize("name", ["bn", "brn"])
 @pytest.mark.parametrize("layout", ["NCHW", "NTC"])
 def test_recorded_stats_and_composed_path_match_fused(name: str, layout: str) -> None:
-    """record_stats switches to differentiable ops: same outputs, gradients, running estimates;
-    last_stats holds (μ_B, σ²_B); last_stats_live carries ∂L/∂σ²_B."""
+    """record_live_stats switches to differentiable ops: same outputs, gradients, running
+    estimates; last_stats holds (μ_B, σ²_B); last_stats_live carries ∂L/∂σ²_B."""
     kw = {"r_max": 2.0, "d_max": 0.5, "warmup_steps": 0, "r_max_steps": 1, "d_max_steps": 1} if name == "brn" else {}
     fused, composed = (with_params(build_norm(name, C, layout, **kw)) for _ in range(2))
     composed.load_state_dict(fused.state_dict())
-    composed.record_stats = True
+    composed.record_stats = composed.record_live_stats = True
     if layout == "NCHW":
         x, mask = torch.randn(4, C, 3, 3, dtype=torch.float64) * 2 + 1, None
     else:

@@ -1,0 +1,83 @@
+"""``activations``: the distribution of each norm layer's input and output (Santurkar et al. 2018, Fig. 1).
+
+One extra forward of the step's batch at θ_t, in train mode as the step (same RNG draws), with
+forward hooks on every normbench norm (``none`` included, so a network without normalization
+shows the same positions). For each layer, over all elements (real tokens only when the norm
+gets a padding mask): ``<layer>/pre_mean``, ``pre_std``, ``post_mean``, ``post_std`` (population
+std) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.Histogram`: W&B shows
+them as histograms; ``metrics.jsonl`` keeps the means and stds only).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from normbench.diagnostics.layers import norm_layers
+from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
+from normbench.errors import ConfigError
+from normbench.sinks import Histogram
+
+
+def real_values(x: Tensor, mask: Tensor | None, layout: str) -> Tensor:
+    """The elements of ``x`` at real tokens: all of them unless an (N, T) ``mask`` comes with ``NTC``."""
+    if mask is None or layout != "NTC":
+        return x
+    return x[mask]  # (real tokens, C)
+
+
+def summarize(x: Tensor, bins: int) -> tuple[Tensor, Tensor, Histogram]:
+    """(mean, population std, histogram over [min, max] with ``bins`` equal bins) of all elements."""
+    flat = x.detach().float().reshape(-1)
+    std, mean = torch.std_mean(flat, correction=0)
+    lo, hi = (float(v) for v in torch.stack([flat.min(), flat.max()]).tolist())
+    if hi == lo:  # all values equal: one bin's worth of width around them
+        lo, hi = lo - 0.5, hi + 0.5
+    counts = torch.histc(flat, bins=bins, min=lo, max=hi)
+    edges = torch.linspace(lo, hi, bins + 1)
+    return mean, std, Histogram(counts.tolist(), edges.tolist())
+
+
+@dataclass
+class ActivationsConfig(CadenceConfig):
+    bins: int = 64
+
+    def check(self, name: str) -> None:
+        super().check(name)
+        if self.bins < 1:
+            raise ConfigError(f"diagnostics.{name}.bins={self.bins} must be >= 1")
+
+
+@register_diagnostic("activations", ActivationsConfig)
+class ActivationsHook(DiagnosticHook):
+    name = "activations"
+
+    def __call__(self, ctx: DiagContext) -> dict[str, Any]:
+        bins = self.cfg.bins  # type: ignore[attr-defined]
+        seen: dict[str, tuple[Tensor, Tensor]] = {}
+
+        def record(name: str, module: nn.Module):
+            def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+                mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
+                layout = getattr(mod, "layout", "NCHW")
+                seen.setdefault(name, (real_values(args[0], mask, layout), real_values(output, mask, layout)))
+
+            return module.register_forward_hook(hook, with_kwargs=True)
+
+        handles = [record(name, m) for name, m in norm_layers(ctx.model)]
+        try:
+            with torch.no_grad():
+                ctx.closure()()
+        finally:
+            for h in handles:
+                h.remove()
+        out: dict[str, Any] = {}
+        for name, (pre, post) in seen.items():
+            for side, x in (("pre", pre), ("post", post)):
+                mean, std, hist = summarize(x, bins)
+                out[f"{name}/{side}_mean"], out[f"{name}/{side}_std"] = float(mean), float(std)
+                out[f"{name}/{side}_hist"] = hist
+        return out

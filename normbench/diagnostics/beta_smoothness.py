@@ -1,0 +1,34 @@
+"""``beta_smoothness``: "effective β-smoothness" (Santurkar et al. 2018, Figure 4c).
+
+max over the probe's step sizes η of ‖∇L(θ) − ∇L(θ_η)‖₂ / ‖θ − θ_η‖₂ with θ_η = θ − η·∇L(θ),
+on the step's batch (see `normbench.diagnostics.probe`): the largest gradient Lipschitz ratio
+seen along the step. ``hessian`` gives the local curvature at θ to set beside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from normbench.diagnostics.probe import StepProbe, StepProbeConfig, StepProbeHook
+from normbench.diagnostics.registry import register_diagnostic
+
+
+def compute(probe: StepProbe) -> dict[str, float]:
+    """``beta``: max over η of the ratio; nan where the gradient is 0 (no step was taken)."""
+    if probe.grad_dists is None:
+        raise ValueError("beta_smoothness needs a probe computed with gradients")
+    ratios = [d / s for d, s in zip(probe.grad_dists, probe.step_norms) if s > 0]
+    return {"beta": max(ratios) if ratios else float("nan")}
+
+
+@dataclass
+class BetaSmoothnessConfig(StepProbeConfig):
+    pass
+
+
+@register_diagnostic("beta_smoothness", BetaSmoothnessConfig)
+class BetaSmoothnessHook(StepProbeHook):
+    name = "beta_smoothness"
+
+    def summarize(self, probe: StepProbe) -> dict[str, float]:
+        return compute(probe)

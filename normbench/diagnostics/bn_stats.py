@@ -1,0 +1,201 @@
+"""``bn_stats``: how far the batch statistics stray from the running ones (Shen et al. 2020, Fig. 2).
+
+Shen, Yao, Gholami, Mahoney, Keutzer 2020 ("PowerNorm: Rethinking Batch Normalization in
+Transformers"): for every norm layer that keeps running statistics, at every training step,
+(1/d)·‖μ_B − μ‖₂ and (1/d)·‖σ²_B − σ²‖₂ with d the number of channels, μ_B and σ²_B (biased)
+the statistics of the step's batch over real tokens only, μ and σ² the running estimates as the
+batch finds them (before the step updates them). For PowerNorm the same for ψ²_B against the
+running ψ². With ``grad_norms``, also (1/d)·‖∂L/∂σ²_B‖₂ (and for each other live statistic) —
+their Figure 3.
+
+Cheap: nothing is recomputed. The norms record their batch statistics inside the training
+forward (``record_stats = True`` makes them keep ``last_stats``, detached, from whichever kernel
+runs; ``record_live_stats = True`` also ``last_stats_live`` in the graph, for the gradients);
+the running buffers are copied before the step; the distances are accumulated on the device
+and read once per epoch. Logged at the end of each epoch, as the mean
+over the epoch's recorded steps: ``<layer>/<stat>_dist`` for each layer and
+``first_layer/<stat>_dist`` for the first norm layer (what the paper plots, against the
+percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
+from normbench.errors import ConfigError
+
+RUNNING_BUFFERS = {"mean": "running_mean", "var": "running_var", "psi2": "running_psi2"}
+"""Batch statistic recorded in ``last_stats`` → the buffer holding its running estimate."""
+
+
+def stat_distance(batch_stat: Tensor, running_stat: Tensor) -> Tensor:
+    """(1/d)·‖batch_stat − running_stat‖₂ over the d channels (float64, 0-d)."""
+    d = batch_stat.numel()
+    return torch.linalg.vector_norm(batch_stat.double() - running_stat.double()) / d
+
+
+def compute(batch_stats: Mapping[str, Tensor], running: Mapping[str, Tensor]) -> dict[str, float]:
+    """``<stat>_dist`` for each statistic present in both mappings (e.g. ``mean``, ``var``, ``psi2``)."""
+    return {f"{k}_dist": float(stat_distance(v, running[k])) for k, v in batch_stats.items() if k in running}
+
+
+@dataclass
+class BNStatsConfig(CadenceConfig):
+    """``every_n_steps``: the steps recorded (1 = every step); the log is per epoch."""
+
+    grad_norms: bool = False
+    """Also (1/d)·‖∂L/∂stat‖₂ of the batch statistics; needs norms with ``record_live_stats``
+    (BatchNorm's differentiable-ops path: slower steps)."""
+
+
+@register_diagnostic("bn_stats", BNStatsConfig)
+class BNStatsHook(DiagnosticHook):
+    name = "bn_stats"
+
+    def __init__(self, cfg: BNStatsConfig) -> None:
+        super().__init__(cfg)
+        self.layers: list[tuple[str, nn.Module]] = []
+        self.pairs: list[tuple[int, str]] = []  # (layer index, statistic) measured
+        self._resolved = False
+        self._prev: Tensor | None = None
+        self._prev_index = self._segment = self._channels = torch.zeros(0)
+        self._sum: Tensor | None = None
+        self._count = 0
+        self._recording = False
+        self._grad_sums: dict[str, Tensor] = {}
+        self._grad_counts: dict[str, int] = {}
+
+    def setup(self, model: nn.Module) -> None:
+        self.layers = [(name or "model", m) for name, m in model.named_modules() if hasattr(m, "record_stats")]
+        for _, module in self.layers:
+            module.record_stats = True
+        self.pairs = [
+            (i, stat)
+            for i, (_, module) in enumerate(self.layers)
+            for stat, buffer in RUNNING_BUFFERS.items()
+            if isinstance(getattr(module, buffer, None), Tensor)
+        ]
+        if self.cfg.grad_norms:  # type: ignore[attr-defined]
+            for name, module in self.layers:
+                if not hasattr(module, "record_live_stats"):
+                    raise ConfigError(
+                        f"diagnostics.bn_stats.grad_norms=true needs norms that can keep their batch statistics in "
+                        f"the graph (record_live_stats); {name!r} ({type(module).__name__}) cannot"
+                    )
+                module.record_live_stats = True
+                module.register_forward_hook(self._capture_grads(name))
+
+    def due(self, step: int) -> bool:
+        return False  # nothing to do before the step but copy the running statistics
+
+    def __call__(self, ctx: DiagContext) -> dict[str, Any]:
+        return {}
+
+    def before_step(self, step: int) -> None:
+        self._recording = bool(self.pairs) and self.on_cadence(step)
+        if self._recording:  # one concatenated copy: a single kernel, whatever the number of layers
+            self._prev = torch.cat([self._running(i, s).detach().reshape(-1) for i, s in self.pairs])
+
+    def _running(self, i: int, stat: str) -> Tensor:
+        return getattr(self.layers[i][1], RUNNING_BUFFERS[stat])
+
+    def _batch(self, i: int, stat: str) -> Tensor | None:
+        recorded = self.layers[i][1].last_stats
+        return None if recorded is None else recorded.get(stat)
+
+    def _resolve(self) -> None:
+        """Keep the statistics the norms actually record; index each one's channels in the flat copy."""
+        sizes = [self._running(i, s).numel() for i, s in self.pairs]
+        keep = [j for j, (i, s) in enumerate(self.pairs) if self._batch(i, s) is not None]
+        starts = [sum(sizes[:j]) for j in range(len(sizes))]
+        device = self._prev.device  # type: ignore[union-attr]
+        self._prev_index = torch.cat(
+            [torch.arange(starts[j], starts[j] + sizes[j], device=device) for j in keep]
+            or [torch.zeros(0, dtype=torch.long, device=device)]
+        )
+        self.pairs = [self.pairs[j] for j in keep]
+        kept = [sizes[j] for j in keep]
+        self._segment = torch.repeat_interleave(
+            torch.arange(len(kept), device=device), torch.tensor(kept, device=device)
+        )
+        self._channels = torch.tensor(kept, dtype=torch.float64, device=device)
+        self._resolved = True
+
+    def after_step(self, step: int) -> None:
+        if not self._recording or self._prev is None:
+            return
+        self._recording = False
+        if not self._resolved:
+            self._resolve()
+        if not self.pairs:
+            return
+        stats = [self._batch(i, s) for i, s in self.pairs]
+        if any(b is None for b in stats):
+            return  # a layer the step's forward did not reach: the step is not recorded
+        prev = self._prev if len(self._prev_index) == len(self._prev) else self._prev[self._prev_index]
+        diff = torch.cat([b.reshape(-1) for b in stats]).double() - prev.double()  # type: ignore[union-attr]
+        sq = torch.zeros(len(self.pairs), dtype=torch.float64, device=diff.device)
+        dists = sq.index_add_(0, self._segment, diff * diff).sqrt_() / self._channels  # (1/d)·‖·‖₂ per pair
+        self._sum = dists if self._sum is None else self._sum.to(dists.device).add_(dists)
+        self._count += 1
+        for _, module in self.layers:
+            module.last_stats = None  # stale statistics are never read twice
+        self._prev = None
+
+    def _capture_grads(self, name: str):
+        def forward_hook(module: nn.Module, args: Any, output: Any) -> None:
+            live = getattr(module, "last_stats_live", None)
+            if not self._recording or not module.training or not live:
+                return
+            for stat, tensor in live.items():
+                if isinstance(tensor, Tensor) and tensor.requires_grad:
+                    tensor.register_hook(self._grad_sink(f"{name}/{stat}_grad"))
+
+        return forward_hook
+
+    def _grad_sink(self, key: str):
+        def grad_hook(grad: Tensor) -> None:
+            value = torch.linalg.vector_norm(grad.detach().double()) / grad.numel()
+            self._grad_sums[key] = self._grad_sums[key].to(value.device) + value if key in self._grad_sums else value
+            self._grad_counts[key] = self._grad_counts.get(key, 0) + 1
+
+        return grad_hook
+
+    def epoch_end(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        if self._sum is not None and self._count:
+            means = (self._sum / self._count).tolist()
+            first = self.pairs[0][0] if self.pairs else None
+            for (i, stat), value in zip(self.pairs, means):
+                out[f"{self.layers[i][0]}/{stat}_dist"] = value
+                if i == first:
+                    out[f"first_layer/{stat}_dist"] = value
+        for key, total in self._grad_sums.items():
+            out[key] = float(total) / self._grad_counts[key]
+        self._sum, self._count = None, 0
+        self._grad_sums, self._grad_counts = {}, {}
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch's accumulators so far (on the CPU), for checkpoints."""
+        return {
+            "sum": None if self._sum is None else self._sum.detach().cpu(),
+            "count": self._count,
+            "grad_sums": {k: v.detach().cpu() for k, v in self._grad_sums.items()},
+            "grad_counts": dict(self._grad_counts),
+            "pairs": [list(p) for p in self.pairs],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._sum = state["sum"]
+        self._count = int(state["count"])
+        self._grad_sums = dict(state["grad_sums"])
+        self._grad_counts = dict(state["grad_counts"])
+        self.pairs = [(int(i), str(s)) for i, s in state["pairs"]]
+        self._resolved = False  # re-index the flat copy at the next recorded step

@@ -1,0 +1,34 @@
+"""``landscape``: the loss along the gradient step (Santurkar et al. 2018, Figure 4a).
+
+L(θ − η·∇L(θ)) on the step's batch for step sizes η from ``min_lr_multiple``·lr to
+``max_lr_multiple``·lr (log-spaced, see `normbench.diagnostics.probe`). Logged: the smallest and
+largest of these losses and the range (max − min) — the shaded band of their Figure 4a — and
+the loss at θ itself. Train mode, as the step: BatchNorm uses the batch's statistics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from normbench.diagnostics.probe import StepProbe, StepProbeConfig, StepProbeHook
+from normbench.diagnostics.registry import register_diagnostic
+
+
+def compute(probe: StepProbe) -> dict[str, float]:
+    """``loss_min``, ``loss_max``, ``loss_range`` over the step sizes, and ``loss`` = L(θ)."""
+    lo, hi = min(probe.losses), max(probe.losses)
+    return {"loss_min": lo, "loss_max": hi, "loss_range": hi - lo, "loss": probe.loss}
+
+
+@dataclass
+class LandscapeConfig(StepProbeConfig):
+    pass
+
+
+@register_diagnostic("landscape", LandscapeConfig)
+class LandscapeHook(StepProbeHook):
+    name = "landscape"
+    with_grads = False  # losses only: one forward per step size
+
+    def summarize(self, probe: StepProbe) -> dict[str, float]:
+        return compute(probe)

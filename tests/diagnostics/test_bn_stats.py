@@ -1,0 +1,196 @@
+"""bn_stats (Shen et al. 2020, Fig. 2-3): batches of known mean and variance give closed-form distances."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import Tensor, nn
+
+from normbench.diagnostics import build_diagnostics
+from normbench.diagnostics.bn_stats import compute, stat_distance
+from normbench.norms import build_norm
+from normbench.norms.base import Norm
+from tests.diagnostics.common import TinyNet
+
+C, MOMENTUM = 3, 0.1
+
+
+def batch_with(mean: list[float], var: list[float], shape: tuple[int, ...], seed: int) -> Tensor:
+    """An (N, C, *) batch whose per-channel mean and biased variance are exactly ``mean``, ``var`` (float64)."""
+    z = torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    dims = [0, *range(2, len(shape))]
+    z = (z - z.mean(dims, keepdim=True)) / z.std(dims, keepdim=True, correction=0)
+    view = [1, -1] + [1] * (len(shape) - 2)
+    return z * torch.tensor(var, dtype=torch.float64).sqrt().view(view) + torch.tensor(mean, dtype=torch.float64).view(
+        view
+    )
+
+
+def hook_for(model: nn.Module, **cfg):
+    (hook,) = build_diagnostics({"bn_stats": {"every_n_steps": 1, **cfg}})
+    hook.setup(model)
+    return hook
+
+
+def train_step(hook, model: nn.Module, step: int, *inputs: Tensor) -> Tensor:
+    hook.before_step(step)
+    out = model(*inputs)
+    hook.after_step(step)
+    return out
+
+
+def test_two_steps_give_the_closed_form_distances_averaged_over_the_epoch() -> None:
+    model = nn.Sequential(build_norm("bn", C, momentum=MOMENTUM)).double()
+    norm = model[0]
+    m0, v0 = torch.tensor([0.5, -1.0, 0.0]), torch.tensor([1.0, 2.0, 0.5])
+    norm.running_mean.copy_(m0)
+    norm.running_var.copy_(v0)
+    mu1, s1, mu2, s2 = [1.0, 0.0, 2.0], [4.0, 1.0, 0.25], [-1.0, 3.0, 0.5], [0.5, 9.0, 1.0]
+    shape = (8, C, 4, 4)
+    n = 8 * 4 * 4
+    hook = hook_for(model)
+    train_step(hook, model, 0, batch_with(mu1, s1, shape, 0))
+    train_step(hook, model, 1, batch_with(mu2, s2, shape, 1))
+    out = hook.epoch_end()
+
+    def dist(a, b) -> float:
+        return float((torch.tensor(a, dtype=torch.float64) - b.double()).norm() / C)
+
+    m1 = (1 - MOMENTUM) * m0.double() + MOMENTUM * torch.tensor(mu1, dtype=torch.float64)
+    v1 = (1 - MOMENTUM) * v0.double() + MOMENTUM * torch.tensor(s1, dtype=torch.float64) * n / (n - 1)
+    want_mean = (dist(mu1, m0) + dist(mu2, m1)) / 2
+    want_var = (dist(s1, v0) + dist(s2, v1)) / 2
+    assert out["0/mean_dist"] == pytest.approx(want_mean, rel=1e-12)
+    assert out["0/var_dist"] == pytest.approx(want_var, rel=1e-12)
+    assert out["first_layer/mean_dist"] == out["0/mean_dist"]
+    assert out["first_layer/var_dist"] == out["0/var_dist"]
+    assert hook.epoch_end() == {}  # the accumulators start afresh each epoch
+
+
+def test_pure_distance_is_the_channel_averaged_euclidean_distance() -> None:
+    a, b = torch.tensor([3.0, 0.0, 4.0, 0.0]), torch.zeros(4)
+    assert float(stat_distance(a, b)) == pytest.approx(5.0 / 4)
+    assert compute({"mean": a, "var": a}, {"mean": b}) == {"mean_dist": pytest.approx(1.25)}
+
+
+def test_cadence_records_only_the_due_steps_and_state_dict_resumes() -> None:
+    torch.manual_seed(0)
+    xs = [torch.randn(4, 3, 8, 8) for _ in range(4)]
+
+    def run(split: bool) -> dict[str, float]:
+        torch.manual_seed(0)
+        m = TinyNet("bn", dropout=0.0)
+        hook = hook_for(m, every_n_steps=2)
+        for step, x in enumerate(xs):
+            if split and step == 2:
+                state = hook.state_dict()
+                hook = hook_for(m, every_n_steps=2)
+                hook.load_state_dict(state)
+            train_step(hook, m, step, x)
+        return hook.epoch_end()
+
+    whole, resumed = run(False), run(True)
+    assert whole == resumed and set(whole) == {
+        f"{k}/{s}_dist" for k in ("norm1", "first_layer") for s in ("mean", "var")
+    }
+    # only steps 0 and 2 were recorded: compare with recording them by hand
+    torch.manual_seed(0)
+    m = TinyNet("bn", dropout=0.0)
+    dists = []
+    for step, x in enumerate(xs):
+        prev = m.norm1.running_mean.clone()
+        h = m.conv(x)
+        m(x)
+        if step % 2 == 0:
+            dists.append(float(stat_distance(h.detach().mean((0, 2, 3)), prev)))
+    assert whole["norm1/mean_dist"] == pytest.approx(sum(dists) / 2, rel=1e-5)
+
+
+def test_models_without_running_statistics_log_nothing() -> None:
+    model = TinyNet("gn")
+    hook = hook_for(model)
+    train_step(hook, model, 0, torch.randn(4, 3, 8, 8))
+    assert hook.epoch_end() == {}
+
+
+def test_padding_does_not_change_the_distances() -> None:
+    real = batch_with([1.0, -2.0, 0.5], [2.0, 0.5, 1.0], (12, C), 3)  # 12 real tokens (N·T, C)
+
+    def distances(x: Tensor, mask: Tensor | None) -> dict[str, float]:
+        model = nn.Sequential(build_norm("bn", C, layout="NTC")).double()
+        hook = hook_for(model)
+        hook.before_step(0)
+        model[0](x, mask)
+        hook.after_step(0)
+        return hook.epoch_end()
+
+    unpadded = distances(real.view(3, 4, C), None)
+    padded = torch.full((3, 7, C), 1e3, dtype=torch.float64)
+    padded[:, :4] = real.view(3, 4, C)
+    mask = torch.zeros(3, 7, dtype=torch.bool)
+    mask[:, :4] = True
+    assert distances(padded, mask) == pytest.approx(unpadded, rel=1e-12)
+    # running statistics start at (0, 1): the distances are those of the batch moments from them
+    assert unpadded["0/mean_dist"] == pytest.approx(float(torch.tensor([1.0, 2.0, 0.5]).double().norm() / C), rel=1e-12)
+    assert unpadded["0/var_dist"] == pytest.approx(float(torch.tensor([1.0, 0.5, 0.0]).double().norm() / C), rel=1e-12)
+
+
+class LiveBatchNorm(Norm):
+    """A BatchNorm that keeps its batch statistics in the graph (``last_stats_live``), for the test."""
+
+    def __init__(self, num_features: int, **kw) -> None:
+        super().__init__(num_features, **kw)
+        self.register_buffer("running_mean", torch.zeros(num_features))
+        self.register_buffer("running_var", torch.ones(num_features))
+        self.record_stats = self.record_live_stats = False
+        self.last_stats: dict[str, Tensor] | None = None
+        self.last_stats_live: dict[str, Tensor] | None = None
+
+    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
+        var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
+        if self.record_stats:
+            self.last_stats = {"mean": mean.detach(), "var": var.detach()}
+        if self.record_live_stats:
+            self.last_stats_live = {"var": var}
+        y = (x - mean[:, None, None]) / (var[:, None, None] + self.eps).sqrt()
+        return y * self.weight[:, None, None] + self.bias[:, None, None]
+
+
+def test_grad_norms_are_the_gradient_of_the_loss_in_the_batch_variance() -> None:
+    torch.manual_seed(0)
+    norm = LiveBatchNorm(C, eps=1e-5)
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.0, 2.0, -0.5]))
+    model = nn.Sequential(norm)
+    hook = hook_for(model, grad_norms=True)
+    x, c = torch.randn(4, C, 3, 3, requires_grad=True), torch.randn(4, C, 3, 3)
+    hook.before_step(0)
+    (model(x) * c).sum().backward()
+    hook.after_step(0)
+    out = hook.epoch_end()
+    x = x.detach()
+    var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
+    # ∂L/∂σ² = Σ c·γ·(x − μ)·(−½)(σ² + eps)^(-3/2) per channel
+    grad = (c * norm.weight.detach()[:, None, None] * (x - mean[:, None, None])).sum((0, 2, 3))
+    grad = -0.5 * grad * (var + 1e-5) ** -1.5
+    assert out["0/var_grad"] == pytest.approx(float(grad.norm() / C), rel=1e-5)
+
+
+def test_grad_norms_of_bn_match_the_closed_form() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(build_norm("bn", C)).double()
+    hook = hook_for(model, grad_norms=True)
+    x, c = torch.randn(4, C, 3, 3, dtype=torch.float64, requires_grad=True), torch.randn(4, C, 3, 3).double()
+    hook.before_step(0)
+    (model(x) * c).sum().backward()
+    hook.after_step(0)
+    var, mean = torch.var_mean(x.detach(), dim=(0, 2, 3), correction=0)
+    grad = -0.5 * (c * (x.detach() - mean[:, None, None])).sum((0, 2, 3)) * (var + 1e-5) ** -1.5
+    assert hook.epoch_end()["0/var_grad"] == pytest.approx(float(grad.norm() / C), rel=1e-10)
+
+
+def test_grad_norms_need_live_statistics() -> None:
+    from normbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="record_live_stats.*'norm1' \\(PowerNorm\\)"):
+        hook_for(TinyNet("pn"), grad_norms=True)

@@ -1,0 +1,74 @@
+"""The typed diagnostics config: unknown names and keys fail in one line; the conf files validate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from normbench.cli import config_dir
+from normbench.diagnostics import build_diagnostics, diagnostics_config, list_diagnostics
+from normbench.errors import ConfigError
+from tests.conf.test_compose import compose_cfg
+from tests.conftest import TINY_RUN, run_cli
+
+CONF = Path(config_dir()) / "diagnostics"
+
+
+def test_unknown_diagnostic_lists_the_valid_names() -> None:
+    with pytest.raises(
+        ConfigError, match="unknown diagnostic 'landscap'; valid choices: " + ", ".join(list_diagnostics())
+    ):
+        diagnostics_config({"landscap": {"every_n_steps": 1}})
+
+
+@pytest.mark.parametrize(
+    ("cfg", "needle"),
+    [
+        (
+            {"landscape": {"every_n_step": 1}},
+            "unknown key diagnostics.landscape.every_n_step; valid keys: every_n_steps",
+        ),
+        ({"hessian": {"iterations": "many"}}, "diagnostics.hessian.iterations"),
+        ({"ics": {"every_n_steps": -1}}, "diagnostics.ics.every_n_steps=-1"),
+        ({"grad_variance": {"method": "jackknife"}}, "valid choices: batches, per_sample"),
+        ({"landscape": {"min_lr_multiple": 2.0, "max_lr_multiple": 1.0}}, "min_lr_multiple <= max_lr_multiple"),
+        ({"activations": 5}, "diagnostics.activations must be a mapping"),
+    ],
+)
+def test_bad_settings_are_one_line_config_errors(cfg: dict, needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        diagnostics_config(cfg)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_each_sub_config_is_its_registered_dataclass_with_defaults() -> None:
+    typed = diagnostics_config({"hessian": {"every_n_steps": 5}, "bn_stats": None})
+    assert typed["hessian"].every_n_steps == 5 and typed["hessian"].iterations == 20
+    assert not typed["bn_stats"].enabled
+    assert build_diagnostics({"hessian": {"every_n_steps": 0}, "bn_stats": {"steps": [3]}})[0].name == "bn_stats"
+
+
+@pytest.mark.parametrize("option", sorted(p.stem for p in CONF.glob("*.yaml")))
+def test_conf_files_compose_and_validate(option: str) -> None:
+    cfg = compose_cfg([f"diagnostics={option}"])
+    hooks = build_diagnostics(cfg.diagnostics)
+    names = {h.name for h in hooks}
+    if option == "off":
+        assert hooks == []
+    if option == "full":
+        assert names == set(list_diagnostics())
+        assert set(yaml.safe_load((CONF / "full.yaml").read_text())) == set(list_diagnostics())
+    if option == "default":
+        assert {"bn_stats", "landscape", "predictiveness", "beta_smoothness"} <= names
+        assert not names & {"hessian", "grad_variance", "ics"}  # the expensive ones stay off
+
+
+def test_cli_rejects_an_unknown_diagnostic_in_one_line(tmp_path) -> None:
+    out = tmp_path / "run"
+    r = run_cli(*TINY_RUN, "+diagnostics.hesian.every_n_steps=1", f"hydra.run.dir={out}")
+    assert r.returncode == 2
+    lines = [line for line in r.stderr.splitlines() if line.startswith("normbench: error:")]
+    assert len(lines) == 1 and "unknown diagnostic 'hesian'; valid choices: activations" in lines[0]
+    assert not (out / "metrics.jsonl").exists()
