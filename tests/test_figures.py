@@ -85,10 +85,10 @@ def santurkar_value(norm: str, lr: float, seed: int, step: int) -> dict[str, flo
         "diag/predictiveness/grad_diff_min": 0.1 * rng,
         "diag/predictiveness/grad_diff_max": rng,
         "diag/beta_smoothness/beta": 3 * rng,
-        "diag/ics/5/l2_diff": (2.0 if norm == "bn" else 1.0) + 0.1 * seed,
-        "diag/ics/5/cosine": 0.5,
-        "diag/ics/10/l2_diff": 1.0 + 0.1 * seed,
-        "diag/ics/10/cosine": 0.4,
+        "diag/ics/5/grad_diff": (2.0 if norm == "bn" else 1.0) + 0.1 * seed,
+        "diag/ics/5/cos": 0.5,
+        "diag/ics/10/grad_diff": 1.0 + 0.1 * seed,
+        "diag/ics/10/cos": 0.4,
     }
 
 
@@ -144,7 +144,7 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
             assert_point(fig4, "beta_smoothness", label, step, [v["diag/beta_smoothness/beta"] for v in vals])
 
     fig3 = read_csv(out / "santurkar_fig3.csv")
-    assert_point(fig3, "5/l2_diff", "Standard + BatchNorm, lr=0.1", 20, [2.0 + 0.1 * s for s in SEEDS])
+    assert_point(fig3, "5/grad_diff", "Standard + BatchNorm, lr=0.1", 20, [2.0 + 0.1 * s for s in SEEDS])
 
     verdicts = claims(out)
     # BN's range is 4× smaller at every step and seed: the landscape claims hold without overlap.
@@ -185,8 +185,8 @@ def test_powernorm_stats_figure(tmp_path: Path) -> None:
                 {
                     "step": step,
                     "epoch": step // 10,
-                    "diag/bn_stats/first/mean_dist": scale * (1 + seed) * step,
-                    "diag/bn_stats/first/var_dist": 2 * scale * (1 + seed),
+                    "diag/bn_stats/first_layer/mean_dist": scale * (1 + seed) * step,
+                    "diag/bn_stats/first_layer/var_dist": 2 * scale * (1 + seed),
                 }
                 for step in range(10, total + 1, 10)
             ]

@@ -19,8 +19,8 @@ from normbench.analysis.plot import FigureResult, finish_axes, new_figure, seed_
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
 
-MEAN_DIST = "diag/bn_stats/first/mean_dist"
-VAR_DIST = "diag/bn_stats/first/var_dist"
+MEAN_DIST = "diag/bn_stats/first_layer/mean_dist"
+VAR_DIST = "diag/bn_stats/first_layer/var_dist"
 ARMS = {"cv": ("CV: ResNet20 + BN, CIFAR-10", "tab:blue"), "nlp": ("NLP: Transformer + BN, translation", "tab:red")}
 
 

@@ -33,7 +33,7 @@ LANDSCAPE_MAX = "diag/landscape/loss_max"
 PRED_MIN = "diag/predictiveness/grad_diff_min"
 PRED_MAX = "diag/predictiveness/grad_diff_max"
 BETA = "diag/beta_smoothness/beta"
-ICS_KEY = re.compile(r"^diag/ics/(?P<layer>.+)/(?P<metric>l2_diff|cosine)$")
+ICS_KEY = re.compile(r"^diag/ics/(?P<layer>.+)/(?P<metric>grad_diff|rel_grad_diff|cos)$")
 
 MAIN_LR = 0.1
 HIGH_LR = 0.5
@@ -180,7 +180,7 @@ def figure3(runs: Sequence[Run]) -> FigureResult:
         for norm in ("none", "bn"):
             for lr in lrs:
                 group = select(runs, norm__name=norm, lr=lr)
-                for i, (metric, ylabel) in enumerate((("l2_diff", "‖G − G′‖₂"), ("cosine", "cos(G, G′)"))):
+                for i, (metric, ylabel) in enumerate((("grad_diff", "‖G − G′‖₂"), ("cos", "cos(G, G′)"))):
                     ys = _series(group, f"diag/ics/{layer}/{metric}")
                     if ys:
                         seed_curve(
@@ -195,7 +195,7 @@ def figure3(runs: Sequence[Run]) -> FigureResult:
                     finish_axes(axes[i, j], "steps", ylabel, f"layer {layer}")
         for lr in lrs:
             none, bn = select(runs, norm__name="none", lr=lr), select(runs, norm__name="bn", lr=lr)
-            key = f"diag/ics/{layer}/l2_diff"
+            key = f"diag/ics/{layer}/grad_diff"
             if not _series(none, key) or not _series(bn, key):
                 continue
             res.claims.append(
