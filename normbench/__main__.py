@@ -1,3 +1,3 @@
-from normbench.cli import main
+from normbench.cli import cli
 
-main()
+cli()

@@ -9,14 +9,24 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-SUMMARY_KEYS = ("val/acc", "val/loss", "val/bleu", "test/bleu", "train/loss", "perf/samples_per_s", "perf/tokens_per_s")
+SUMMARY_KEYS = (
+    "diverged_step",
+    "val/acc",
+    "val/loss",
+    "val/bleu",
+    "test/bleu",
+    "train/loss",
+    "perf/samples_per_s",
+    "perf/tokens_per_s",
+)
 
 
 def collect_sweep(sweep_dir: Path) -> list[dict[str, Any]]:
     """One row per job directory under ``sweep_dir``: overrides, status, final metrics, wall time.
 
-    A job that left no ``summary.json`` (killed, or crashed before writing it) is listed as
-    ``failed``."""
+    ``status`` is the job's own (``finished``, ``diverged`` with ``diverged_step``, ``failed`` with
+    its ``error``, ``interrupted``); a job that left no ``summary.json`` (killed, or crashed
+    before writing it) is listed as ``failed``."""
     import yaml
 
     rows = []

@@ -41,7 +41,7 @@ def main(cfg: DictConfig) -> Any:
     try:
         return run(cfg, run_dir)
     except ConfigError as e:
-        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+        if full_error():
             raise
         message = f"normbench: error: {e}"
         if hc.mode == RunMode.MULTIRUN:  # this job fails alone; the sweep goes on
@@ -51,11 +51,38 @@ def main(cfg: DictConfig) -> Any:
             if not (run_dir / "summary.json").exists():
                 atomic_write_text(run_dir / "summary.json", json.dumps({"status": "failed", "error": str(e)}) + "\n")
             return {"status": "failed", "error": str(e)}
-        if not (run_dir / "summary.json").exists() and not (run_dir / "metrics.jsonl").exists():
+        if only_hydra_files(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing there that could pass for a result
         print(message, file=sys.stderr, flush=True)
         sys.exit(2)
 
 
+def full_error() -> bool:
+    return os.environ.get("HYDRA_FULL_ERROR") == "1"
+
+
+def only_hydra_files(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds only what Hydra wrote for this job (``.hydra/``, its log file):
+    a directory of an earlier run (checkpoints, metrics) is never removed."""
+    if not run_dir.is_dir():
+        return False
+    return all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir())
+
+
+def cli() -> Any:
+    """The ``normbench`` command: the command line's overrides are checked against ``conf/``
+    first (one line and exit 2 on an unknown choice or key), then Hydra runs `main`."""
+    from normbench.validate import check_overrides
+
+    try:
+        check_overrides(sys.argv[1:], config_dir())
+    except ConfigError as e:
+        if full_error():
+            raise
+        print(f"normbench: error: {e}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return main()
+
+
 if __name__ == "__main__":
-    main()
+    cli()

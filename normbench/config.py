@@ -12,6 +12,8 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from normbench.checkpoint import CheckpointConfig
+from normbench.divergence import DivergenceConfig
 from normbench.hardware import HardwareConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
 
@@ -33,6 +35,8 @@ class LoggerConfig:
     """``online`` / ``offline`` / ``disabled``; default: ``$WANDB_MODE``, else ``offline``."""
     log_every_n_steps: int = 10
     progress_bar: bool = True
+    init_timeout_s: float = 60.0
+    """How long ``wandb.init`` may try to reach the server before the run falls back to offline."""
 
 
 @dataclass
@@ -56,6 +60,10 @@ class RunConfig:
     eval_every_epochs: int = 1
     throughput_warmup_steps: int = 3
     """Steps at the start of the run left out of ``perf/*`` (allocator, autotuning, compile)."""
+    resume: bool = False
+    """Continue from the last checkpoint in the run directory (``hydra.run.dir=<that dir>``)."""
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    divergence: DivergenceConfig = field(default_factory=DivergenceConfig)
 
 
 def register_configs() -> None:

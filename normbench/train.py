@@ -6,6 +6,7 @@ diagnostics on their cadence → evaluation under ``no_grad`` → ``summary.json
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import sys
@@ -19,15 +20,18 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from normbench import hardware
+from normbench import distributed, hardware
+from normbench.checkpoint import Checkpointer, restore, training_state, warn
 from normbench.data import build_task
 from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
+from normbench.divergence import DivergenceMonitor
 from normbench.errors import ConfigError
 from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
 from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.sinks import LocalSink, MetricLogger, WandbSink, git_commit
+from normbench.validate import check_norm_in_model, validate_config
 
 
 def seed_everything(seed: int) -> None:
@@ -72,15 +76,30 @@ def _plain(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Checks that need more than the schema types; raise `ConfigError` naming the key."""
-    for key in ("lr", "batch_size"):
-        if not cfg[key] > 0:
-            raise ConfigError(f"{key}={cfg[key]} must be positive")
-    if cfg.max_steps is None and cfg.epochs <= 0:
-        raise ConfigError(f"epochs={cfg.epochs} must be positive (or set max_steps)")
-    if cfg.max_steps is not None and cfg.max_steps <= 0:
-        raise ConfigError(f"max_steps={cfg.max_steps} must be positive")
+def resume_state(cfg: DictConfig, checkpointer: Checkpointer, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint to continue from (``resume=true``); refuse to start over an existing run."""
+    if cfg.get("resume", False):
+        state = checkpointer.resume_state(config)
+        if state is None:
+            warn(f"resume=true but {checkpointer.folder} holds no checkpoint; starting from step 0")
+        return state
+    if checkpointer.has_checkpoints() or (checkpointer.run_dir / "summary.json").exists():
+        raise ConfigError(
+            f"the run directory {checkpointer.run_dir} already holds a run; pass resume=true to continue it, "
+            "or choose another hydra.run.dir"
+        )
+    return None
+
+
+def call_diagnostic(hook: Any, ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
+    """``hook(ctx)`` with the training state restored after it (`run_hooks`); a diagnostic that
+    raises is reported once and removed from ``hooks``."""
+    try:
+        return run_hooks([hook], ctx)
+    except Exception as e:
+        hooks.remove(hook)
+        warn(f"diagnostic {hook.name} failed at step {ctx.step} ({type(e).__name__}: {e}); switched off for this run")
+        return {}
 
 
 def _wandb_group() -> str | None:
@@ -104,14 +123,33 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         run_dir = HydraConfig.get().runtime.output_dir
     run_dir = Path(run_dir)
     t_start = time.time()
-    check_config(cfg)
-    hooks = build_diagnostics(cfg.diagnostics)  # validates the diagnostics config before anything is written
+    validate_config(cfg)
     hw = cfg.hardware
+    hardware.check(hw)
+    ddp = distributed.init(hw, hardware.device_type(hw))
+    try:
+        result = _run(cfg, run_dir, t_start, ddp)
+    except BaseException:
+        distributed.shutdown(ddp, wait_for_others=False)  # the others may be stuck in a collective
+        raise
+    distributed.shutdown(ddp)
+    return result
+
+
+def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistState) -> dict[str, Any]:
+    hw = cfg.hardware
+    distributed.check_batch(cfg.batch_size, ddp)
+    run_dir = distributed.shared_run_dir(run_dir, ddp)
+    hooks = build_diagnostics(cfg.diagnostics)  # validates the diagnostics config before anything is written
+    config = _plain(cfg)  # what a checkpoint is checked against (before the resolved hardware is added)
+    checkpointer = Checkpointer(run_dir, cfg.checkpoint)
+    resumed = resume_state(cfg, checkpointer, config)
     hardware.configure_backends(hw)
-    device = hardware.resolve_device(hw)
+    device = hardware.resolve_device(hw, ddp.local_rank if ddp.active else None)
     seed_everything(cfg.seed)
 
-    task = build_task(cfg.dataset, cfg, device, run_dir)
+    with distributed.main_first(ddp):
+        task = build_task(cfg.dataset, cfg, device, run_dir)
     if task.kind != model_input_kind(cfg.model.name):
         raise ConfigError(
             f"model={cfg.model.name} takes {model_input_kind(cfg.model.name)} inputs but "
@@ -119,10 +157,11 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         )
     if hw.channels_last:
         task.memory_format = torch.channels_last
+    check_norm_in_model(cfg, task.model_kwargs())
+    task = distributed.shard_task(task, ddp)
     model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
-    if hw.channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    step_model = torch.compile(model) if hw.compile else model
+    hardware.prepare_model(model, hw)
+    step_model = hardware.maybe_compile(distributed.wrap_model(model, ddp, device), hw)
     steps_per_epoch = task.steps_per_epoch()
     total_steps = cfg.max_steps or cfg.epochs * steps_per_epoch
     epochs = math.ceil(total_steps / steps_per_epoch)
@@ -132,37 +171,89 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         hook.setup(model)
     generator = torch.Generator().manual_seed(cfg.seed)
     autocast = hardware.autocast(hw, device)
+    monitor = DivergenceMonitor(cfg.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
+    step, start_epoch, skip, final = 0, 0, 0, {}
+    resumed_sums: dict[str, torch.Tensor] = {}
+    if resumed is not None:
+        restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
+        step, start_epoch, skip = resumed["step"], resumed["epoch"], resumed["batch_in_epoch"]
+        final = dict(resumed["final"])
+        resumed_sums = {k: v.to(device) for k, v in resumed["epoch_sums"].items()}
+        if ddp.is_main:
+            print(f"[normbench] resuming from step {step} (epoch {start_epoch + 1}, batch {skip})", flush=True)
 
     def diag_loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
         with autocast:
             return task.forward_loss(m, b).loss
 
+    resolved = {**hardware.describe(device, hw), **distributed.describe(ddp, cfg.batch_size, cfg.norm)}
+    cfg.hardware.resolved = resolved
     plain = _plain(cfg)
     sinks: list[Any] = []
-    if cfg.logger.local:
-        sinks.append(LocalSink(run_dir, plain, OmegaConf.to_yaml(cfg, resolve=True)))
-    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group()) if cfg.logger.wandb else None
+    local_sink = None
+    if cfg.logger.local and ddp.is_main:
+        offset = resumed["metrics_offset"] if resumed else None
+        local_sink = LocalSink(run_dir, plain, OmegaConf.to_yaml(cfg, resolve=True), resume_offset=offset)
+        sinks.append(local_sink)
+    wandb_id = resumed["wandb_run_id"] if resumed else None
+    use_wandb = cfg.logger.wandb and ddp.is_main
+    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group(), wandb_id) if use_wandb else None
     if wandb_sink is not None:
         sinks.append(wandb_sink)
     logger = MetricLogger(sinks)
 
     info = {
-        **hardware.describe(device),
+        **resolved,
         "git_commit": git_commit(),
         "seed": cfg.seed,
         "num_params": sum(p.numel() for p in model.parameters()),
     }
-    final: dict[str, Any] = {}
-    status, step, epoch, diag_seconds = "running", 0, 0, 0.0
+    status, diag_seconds, epochs_done, diverged_at = "running", 0.0, start_epoch, None
     timer = StepTimer(device)
     log_every = max(int(cfg.logger.log_every_n_steps), 1)
+
+    def checkpoint(epoch: int, batch_in_epoch: int, epoch_generator_state: torch.Tensor, sums: dict) -> None:
+        if not checkpointer.enabled or not ddp.is_main:
+            return
+        checkpointer.save(
+            training_state(
+                config=config,
+                model=model,
+                optimizer=optimizer,
+                scheduler=scheduler,
+                hooks=hooks,
+                epoch_generator_state=epoch_generator_state,
+                step=step,
+                epoch=epoch,
+                batch_in_epoch=batch_in_epoch,
+                epoch_sums=sums,
+                final=final,
+                reference_loss=monitor.reference_loss(),
+                wandb_run_id=wandb_sink.run_id if wandb_sink is not None else None,
+                metrics_offset=local_sink.offset() if local_sink is not None else None,
+            )
+        )
+
+    def diverged() -> int | None:
+        """The step where the loss diverged on any rank (every rank agrees), or None."""
+        at = monitor.diverged_step()
+        if ddp.active:
+            flag = torch.tensor(float(at if at is not None else -1), device=device)
+            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+            at = int(flag.item()) if flag.item() >= 0 else None
+        return at
+
     try:
-        for epoch in range(epochs):
+        for epoch in range(start_epoch, epochs):
             model.train()
-            sums: dict[str, torch.Tensor] = {}
-            timed_units, timer.elapsed = 0, 0.0
-            bar = _progress(cfg, epoch, epochs, min(steps_per_epoch, total_steps - step))
-            for batch in task.train_batches(epoch, generator):
+            epoch_generator_state = generator.get_state()  # the loader replays from here on resume
+            sums: dict[str, torch.Tensor] = resumed_sums if skip else {}
+            batch_in_epoch, timed_units, timer.elapsed = skip, 0, 0.0
+            steps_left = min(steps_per_epoch - skip, total_steps - step)
+            bar = _progress(cfg, epoch, epochs, steps_left) if ddp.is_main else None
+            batches = itertools.islice(task.train_batches(epoch, generator), skip, None)  # replay to the position
+            skip = 0
+            for batch in batches:
                 if step >= total_steps:
                     break
                 due = [h for h in hooks if h.due(step)]
@@ -172,7 +263,8 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                     ctx = DiagContext(
                         model, batch, diag_loss, optimizer, step, epoch, scheduler.get_last_lr()[0], task=task
                     )
-                    logger.log(step, epoch, run_hooks(due, ctx))
+                    for hook in due:
+                        logger.log(step, epoch, call_diagnostic(hook, ctx, hooks))
                     diag_seconds += time.perf_counter() - t0
                 if step >= cfg.throughput_warmup_steps:
                     timer.start()
@@ -186,17 +278,18 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                 scheduler.step()
                 for hook in hooks:
                     hook.after_step(step)
+                monitor.observe(out.loss, step + 1)  # on the device: no sync
                 if timer.running:
                     timed_units += task.batch_units(batch)
                 for k, v in out.stats.items():
                     sums[k] = sums[k] + v if k in sums else v.clone()
                 step += 1
-                if step % log_every == 0 or step == total_steps:
-                    loss = out.loss.item()
+                batch_in_epoch += 1
+                log_now = step % log_every == 0 or step == total_steps
+                mid_epoch_checkpoint = checkpointer.due(step) and batch_in_epoch < steps_per_epoch
+                if log_now:
+                    loss = distributed.mean_over_ranks(out.loss.detach(), ddp).item()
                     logger.log(step, epoch, {"train/batch_loss": loss, "lr": scheduler.get_last_lr()[0]})
-                    if not math.isfinite(loss):
-                        status = "diverged"
-                        break
                     if bar is not None:
                         running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
                         speed = timed_units / max(timer.elapsed + timer.lap(), 1e-9)
@@ -207,15 +300,27 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
                             },
                             refresh=False,
                         )
+                if log_now or mid_epoch_checkpoint:  # points that sync anyway: check for divergence
+                    diverged_at = diverged()
+                    if diverged_at is not None:
+                        status = "diverged"
+                        break
+                    if mid_epoch_checkpoint and step < total_steps:
+                        timer.stop()
+                        checkpoint(epoch, batch_in_epoch, epoch_generator_state, sums)
                 if bar is not None:
                     bar.update(1)
             timer.stop()
             if bar is not None:
                 bar.close()
+            sums = distributed.sum_over_ranks(sums, ddp)
+            timed_units, timer.elapsed = distributed.throughput_over_ranks(timed_units, timer.elapsed, ddp, device)
             train_metrics = task.summarize({k: float(v) for k, v in sums.items()}, "train")
             epoch_metrics = {"epoch": epoch + 1, **train_metrics}
             if timer.elapsed > 0:
                 epoch_metrics[f"perf/{task.unit}_per_s"] = timed_units / timer.elapsed
+            if status != "diverged" and (diverged_at := diverged()) is not None:
+                status = "diverged"
             if status == "diverged":
                 logger.log(step, epoch, epoch_metrics)
                 break
@@ -232,25 +337,30 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
             epoch_metrics["perf/diag_share"] = diag_seconds / max(time.time() - t_start, 1e-9)
             logger.log(step, epoch, {**epoch_metrics, **diag_metrics})
             final.update(epoch_metrics)
+            epochs_done = epoch + 1
+            checkpoint(epoch + 1, 0, generator.get_state(), {})
         if status == "running":
             status = "finished"
-    except BaseException:
-        status = "failed"
+    except BaseException as e:
+        status = "interrupted" if isinstance(e, (KeyboardInterrupt, SystemExit)) else "failed"
         raise
     finally:
         wall = time.time() - t_start
         summary = {
             "status": status,
             "step": step,
-            "epoch": epoch + 1 if final else epoch,
+            "epoch": epochs_done,
             "wall_time_s": wall,
             **info,
             **final,
         }
+        if diverged_at is not None:
+            summary["diverged_step"] = diverged_at
         if wandb_sink is not None:
             summary["wandb_run_id"] = wandb_sink.run_id
         logger.finish(summary)
-        _print_summary(summary, task.unit)
+        if ddp.is_main:
+            _print_summary(summary, task.unit)
     return {**final, "status": status}
 
 

@@ -156,7 +156,10 @@ def main() -> None:
 
     def measure(names: list[str], typed: dict[str, Any]) -> tuple[float, float]:
         key = repr(
-            [(n, {k: v for k, v in vars(typed[n]).items() if k not in ("every_n_steps", "steps")}) for n in names]
+            [
+                (n, {k: v for k, v in vars(typed[n]).items() if k not in ("every_n_steps", "steps", "start_step")})
+                for n in names
+            ]
         )
         if key not in measured:
             repeats = 1 if any(n in HEAVY for n in names) else args.repeats

@@ -43,9 +43,9 @@ def test_multirun_gives_distinct_wandb_runs_and_a_sweep_summary(tmp_path) -> Non
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
-        ("norm=batchnorm", "Available options in 'norm'"),
-        ("model=resnet99", "Available options in 'model'"),
-        ("dataset=imagenet", "Available options in 'dataset'"),
+        ("norm=batchnorm", "normbench: error: norm=batchnorm is not an option of norm; valid choices: bn,"),
+        ("model=resnet99", "normbench: error: model=resnet99 is not an option of model; valid choices: "),
+        ("dataset=imagenet", "normbench: error: dataset=imagenet is not an option of dataset; valid choices: "),
     ],
 )
 def test_unknown_choice_fails_listing_valid_ones(tmp_path, override: str, needle: str) -> None:

@@ -86,18 +86,23 @@ class Hook(Protocol):
 
 @dataclass
 class CadenceConfig:
-    """When a diagnostic runs: every N steps (0 = never), and/or at an explicit list of steps.
+    """When a diagnostic runs: every N steps (0 = never) from ``start_step`` on, and/or at an
+    explicit list of steps.
 
     Steps count optimizer steps from 0; the diagnostic at step t sees θ_t, before step t's update.
     """
 
     every_n_steps: int = 0
     steps: list[int] = field(default_factory=list)
+    start_step: int = 0
+    """The first step of the every-N cadence (a short run need not pay for a call at step 0)."""
 
     def check(self, name: str) -> None:
         """Raise `ConfigError` for values the types allow but the diagnostic cannot use."""
         if self.every_n_steps < 0:
             raise ConfigError(f"diagnostics.{name}.every_n_steps={self.every_n_steps} must be >= 0 (0 = off)")
+        if self.start_step < 0:
+            raise ConfigError(f"diagnostics.{name}.start_step={self.start_step} must be >= 0")
         bad = [s for s in self.steps if s < 0]
         if bad:
             raise ConfigError(f"diagnostics.{name}.steps has negative steps {bad}")
@@ -119,8 +124,8 @@ class DiagnosticHook:
         self._steps = frozenset(cfg.steps)
 
     def on_cadence(self, step: int) -> bool:
-        every = self.cfg.every_n_steps
-        return (every > 0 and step % every == 0) or step in self._steps
+        every, start = self.cfg.every_n_steps, self.cfg.start_step
+        return (every > 0 and step >= start and (step - start) % every == 0) or step in self._steps
 
     def setup(self, model: nn.Module) -> None:
         return None

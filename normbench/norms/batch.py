@@ -107,9 +107,14 @@ class BatchNorm(Norm):
         """Batch Renormalization's correction for this step (None: plain BatchNorm)."""
         return None
 
+    def sample_noise(self, x: Tensor) -> tuple[Tensor, Tensor] | None:
+        """Per-sample (s, m), each (N, C), applied as y·s + m after the affine (None: no noise)."""
+        return None
+
     def _use_torch_kernel(self, x: Tensor, mask: Tensor | None) -> bool:
         # cuDNN's fused kernel is faster on CUDA; on the CPU our own pass is (scripts/bench_norms.py).
-        return x.is_cuda and mask is None and self.eps > 0 and type(self).renorm is BatchNorm.renorm
+        plain = type(self).renorm is BatchNorm.renorm and type(self).sample_noise is BatchNorm.sample_noise
+        return x.is_cuda and mask is None and self.eps > 0 and plain
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
@@ -130,10 +135,13 @@ class BatchNorm(Norm):
         w = NF.acl_weights(mask, x.dtype)
         all_reduce = _differentiable_all_reduce() if self.sync else None
         renorm = self.renorm()
+        noise = self.sample_noise(x)
         if all_reduce is not None or self.record_live_stats:
             y3, mean, var, n = BF.batch_norm_composed(
                 x3, w, self.weight, self.bias, self.eps, renorm, all_reduce, shift=self.running_mean
             )
+            if noise is not None:
+                y3 = BF.sample_affine(y3, w, *noise)
             if self.record_live_stats:
                 self.last_stats_live = {"mean": mean, "var": var}
             return y3.reshape(x.shape), mean.detach(), var.detach(), n.detach()
@@ -141,7 +149,7 @@ class BatchNorm(Norm):
             var, mean = torch.var_mean(x3.detach(), (0, 2), correction=0)
             y = F.batch_norm(x3, None, None, self.weight, self.bias, True, 0.0, self.eps)
             return y.reshape(x.shape), mean, var, BF.real_count(x3, w)
-        y3, mean, var = BF.batch_norm_fused(x3, w, self.weight, self.bias, self.eps, renorm)
+        y3, mean, var = BF.batch_norm_fused(x3, w, self.weight, self.bias, self.eps, renorm, noise)
         return y3.reshape(x.shape), mean, var, BF.real_count(x3, w)
 
     @torch.no_grad()
@@ -273,16 +281,13 @@ class SanturkarNoise:
         self.n_mu, self.n_sigma, self.r_mu, self.r_sigma = n_mu, n_sigma, r_mu, r_sigma
         self.last_noise: tuple[Tensor, Tensor] | None = None
 
-    def add_noise(self, y: Tensor, mask: Tensor | None) -> Tensor:
-        """s_ij·y + m_ij, one (m, s) per sample i and channel j (H, W and T share it)."""
-        c = y.shape[NF.channel_dim(self.layout)]
-        m, s = BF.santurkar_noise(y.shape[0], c, self.n_mu, self.n_sigma, self.r_mu, self.r_sigma)
+    def draw_noise(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """A fresh (s, m), each (N, C) in ``x``'s dtype and device; kept as ``last_noise`` = (m, s)."""
+        c = x.shape[NF.channel_dim(self.layout)]
+        m, s = BF.santurkar_noise(x.shape[0], c, self.n_mu, self.n_sigma, self.r_mu, self.r_sigma)
+        s, m = s.to(x.device, x.dtype), m.to(x.device, x.dtype)
         self.last_noise = (m, s)
-        shape = (y.shape[0], 1, c) if self.layout == "NTC" else (y.shape[0], c) + (1,) * (y.dim() - 2)
-        m = m.to(y.device, y.dtype).view(shape)
-        s = s.to(y.device, y.dtype).view(shape)
-        y = torch.addcmul(m, y, s)
-        return y if mask is None else y * mask.unsqueeze(-1).to(y.dtype)
+        return s, m
 
 
 @dataclass
@@ -318,9 +323,8 @@ class NoisyBatchNorm(SanturkarNoise, BatchNorm):
         super().__init__(num_features, **kw)
         self._set_noise(n_mu, n_sigma, r_mu, r_sigma)
 
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        y = super().forward(x, mask)
-        return self.add_noise(y, mask) if self.training else y
+    def sample_noise(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        return self.draw_noise(x)
 
 
 @register_norm("noise_only", NoiseConfig)
@@ -345,4 +349,7 @@ class NoiseOnly(SanturkarNoise, Norm):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
-        return self.add_noise(x, mask) if self.training else x
+        if not self.training:
+            return x
+        s, m = self.draw_noise(x)
+        return BF.sample_affine(NF.as_acl(x, self.layout), NF.acl_weights(mask, x.dtype), s, m).reshape(x.shape)

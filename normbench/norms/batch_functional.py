@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normbench.norms.functional import exact_precision
+
 AllReduce = Callable[[Tensor], Tensor]
 
 
@@ -32,6 +34,18 @@ def weighted_sum(v: Tensor, w: Tensor | None) -> Tensor:
         v2 = v.view(v.shape[0], v.shape[1])
         return v2.sum(0) if w is None else (w.view(1, -1) @ v2).view(-1)
     return v.sum((0, 2)) if w is None else (v * w).sum((0, 2))
+
+
+def sample_sums(v3: Tensor, w: Tensor | None, num_samples: int) -> Tensor:
+    """Per-sample Σ over axes 0 and 2 of an (A, C, L) tensor whose A rows are ``num_samples``
+    samples of A/N rows each, weighted by ``w`` (A, 1, L) when given → (N, C)."""
+    a, c, length = v3.shape
+    if w is None:
+        return v3.view(num_samples, -1, c, length).sum((1, 3))
+    rows = a // num_samples
+    if length == 1:  # sequences: one batched vector-matrix product per sentence
+        return torch.bmm(w.view(num_samples, 1, rows), v3.view(num_samples, rows, c)).view(num_samples, c)
+    return (v3 * w).view(num_samples, -1, c, length).sum((1, 3))
 
 
 def real_count(x3: Tensor, w: Tensor | None) -> Tensor:
@@ -60,10 +74,12 @@ class Renorm:
 
 
 class _BatchNormFunction(torch.autograd.Function):
-    """y = γ·((x − μ_B)/sqrt(σ²_B + eps)·r + d) + β over real positions, 0 at padding."""
+    """y = γ·((x − μ_B)/sqrt(σ²_B + eps)·r + d) + β over real positions, 0 at padding; with a
+    per-sample affine (s, m), y·s + m (one (s, m) per sample and channel)."""
 
     @staticmethod
-    def forward(ctx, x3, w, weight, bias, eps, renorm):  # type: ignore[override]
+    @exact_precision
+    def forward(ctx, x3, w, weight, bias, eps, renorm, sample_affine):  # type: ignore[override]
         n = real_count(x3, w)
         mean = weighted_sum(x3, w) / n
         buf = x3 - mean[:, None]
@@ -80,36 +96,53 @@ class _BatchNormFunction(torch.autograd.Function):
             shift = shift + (d if weight is None else d * weight)
         if bias is not None:
             shift = shift + bias
-        y = torch.addcmul(shift[:, None], x3, scale[:, None], out=buf)
+        s = None
+        if sample_affine is None:
+            y = torch.addcmul(shift[:, None], x3, scale[:, None], out=buf)
+        else:  # (s, m) folded into the same pass: x·(s·scale) + (s·shift + m)
+            s, m = (v[:, None, :, None] for v in sample_affine)  # (N, 1, C, 1)
+            x4 = x3.view(s.shape[0], -1, *x3.shape[1:])
+            y = torch.addcmul(torch.addcmul(m, s, shift[:, None]), x4, s * scale[:, None], out=buf.view(x4.shape))
+            y = y.view(x3.shape)
         if w is not None:
             y.mul_(w)
-        ctx.save_for_backward(x3, w, weight, mean, invstd, r, d)
+        ctx.save_for_backward(x3, w, weight, mean, invstd, r, d, s)
         ctx.n = n
         ctx.mark_non_differentiable(mean, var)
         return y, mean, var
 
     @staticmethod
+    @exact_precision
     def backward(ctx, dy, _dmean, _dvar):  # type: ignore[override]
-        x3, w, weight, mean, invstd, r, d = ctx.saved_tensors
+        x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
         n = ctx.n
         gain = invstd if r is None else invstd * r
         dy = dy.contiguous()
-        sum_dy = weighted_sum(dy, w)
         buf = x3 - mean[:, None]
         buf.mul_(dy)
-        sum_dy_xhat = weighted_sum(buf, w) * invstd  # Σ dy·x̂, x̂ = (x − μ_B)/σ_B
+        if s is None:
+            sum_dy = weighted_sum(dy, w)
+            sum_dy_xc = weighted_sum(buf, w)
+        else:  # the gradient reaching the BatchNorm output is dy·s, never materialised
+            s2 = s.view(s.shape[0], -1)
+            sum_dy = (sample_sums(dy, w, s2.shape[0]) * s2).sum(0)
+            sum_dy_xc = (sample_sums(buf, w, s2.shape[0]) * s2).sum(0)
+        sum_dy_xhat = sum_dy_xc * invstd  # Σ dy·x̂, x̂ = (x − μ_B)/σ_B
         g = gain if weight is None else gain * weight  # ∂y/∂x through the affine
         k1 = -g * invstd * sum_dy_xhat / n
         k0 = -g * sum_dy / n - k1 * mean
         dx = torch.addcmul(k0[:, None], x3, k1[:, None], out=buf)
-        dx.addcmul_(dy, g[:, None])
+        if s is None:
+            dx.addcmul_(dy, g[:, None])
+        else:
+            dx.view(s.shape[0], -1, *dx.shape[1:]).addcmul_(dy.view(s.shape[0], -1, *dy.shape[1:]), s * g[:, None])
         if w is not None:
             dx.mul_(w)
         dweight = None
         if weight is not None and ctx.needs_input_grad[2]:
             dweight = sum_dy_xhat if r is None else sum_dy_xhat * r + d * sum_dy
         dbias = sum_dy if ctx.needs_input_grad[3] else None
-        return dx, None, dweight, dbias, None, None
+        return dx, None, dweight, dbias, None, None, None
 
 
 def batch_norm_fused(
@@ -119,14 +152,44 @@ def batch_norm_fused(
     bias: Tensor | None,
     eps: float,
     renorm: Renorm | None = None,
+    sample_affine: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """BatchNorm (Ioffe & Szegedy 2015) over the real positions of an (A, C, L) tensor.
 
     Returns (y, μ_B, σ²_B) with σ²_B biased; μ_B and σ²_B carry no gradient. Exact two-pass
     statistics (the mean first, then the centred squares). eps is inside the square root and
-    may be 0. With ``renorm``, Batch Renormalization's r and d are applied (see `Renorm`).
+    may be 0. With ``renorm``, Batch Renormalization's r and d are applied (see `Renorm`). With
+    ``sample_affine`` = (s, m), each (N, C) where the A rows are N samples of A/N rows each, the
+    output is y·s + m per sample and channel (noisy BatchNorm), in the same pass.
     """
-    return _BatchNormFunction.apply(x3, w, weight, bias, eps, renorm)
+    return _BatchNormFunction.apply(x3, w, weight, bias, eps, renorm, sample_affine)
+
+
+class _SampleAffineFunction(torch.autograd.Function):
+    """y = (x·s + m)·w on (N, A/N, C, L) with s, m (N, 1, C, 1); dx = dy·s·w."""
+
+    @staticmethod
+    def forward(ctx, x4, w4, s, m):  # type: ignore[override]
+        y = torch.addcmul(m, x4, s)
+        if w4 is not None:
+            y.mul_(w4)
+        ctx.save_for_backward(w4, s)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        w4, s = ctx.saved_tensors
+        dx = dy * s
+        return (dx if w4 is None else dx.mul_(w4)), None, None, None
+
+
+def sample_affine(y3: Tensor, w: Tensor | None, s: Tensor, m: Tensor) -> Tensor:
+    """y·s + m with one (s, m) per sample and channel, on an (A, C, L) tensor of N samples of
+    A/N rows each (s, m: (N, C), constants); 0 where the row weights ``w`` are 0."""
+    n = s.shape[0]
+    y4 = y3.view(n, -1, *y3.shape[1:])
+    w4 = None if w is None else w.view(n, -1, *w.shape[1:])
+    return _SampleAffineFunction.apply(y4, w4, s[:, None, :, None], m[:, None, :, None]).view(y3.shape)
 
 
 def batch_norm_composed(
@@ -190,69 +253,104 @@ def santurkar_noise(
 
     Per unit j: μ_j ~ U(−n_μ, n_μ), σ_j ~ U(1, n_σ); per sample i and unit j:
     m_ij ~ U(μ_j − r_μ, μ_j + r_μ), s_ij ~ N(σ_j, r_σ) with r_σ a standard deviation (the paper
-    leaves this open). Drawn on the CPU in float64, unit draws first, then sample by sample, so
-    that sample i's noise does not depend on how many samples follow it.
+    leaves this open). Drawn on the CPU in float32, unit draws first, then sample by sample (C
+    uniforms for m, then ⌈C/2⌉ + ⌈C/2⌉ for the normals of s: Box–Muller, both of its outputs
+    used, interleaved), so that sample i's noise does not depend on how many samples follow it.
     """
-    unit = torch.rand(2, num_features, generator=generator, dtype=torch.float64)
+    unit = torch.rand(2, num_features, generator=generator)
     mu = (2 * unit[0] - 1) * n_mu
     sigma = 1 + unit[1] * (n_sigma - 1)
-    per_sample = torch.rand(num_samples, 3, num_features, generator=generator, dtype=torch.float64)
-    m = mu + (2 * per_sample[:, 0] - 1) * r_mu
-    # Box–Muller from the two remaining uniforms (1 − u keeps the logarithm finite).
-    normal = torch.sqrt(-2 * torch.log1p(-per_sample[:, 1])) * torch.cos(2 * torch.pi * per_sample[:, 2])
+    half = (num_features + 1) // 2
+    per_sample = torch.rand(num_samples, num_features + 2 * half, generator=generator)
+    m = mu + (2 * per_sample[:, :num_features] - 1) * r_mu
+    # Box–Muller: radius from one uniform (1 − u keeps the logarithm finite), angle from the
+    # other; polar() gives the pair (r·cos θ, r·sin θ) in one pass.
+    radius = torch.log1p(-per_sample[:, num_features : num_features + half]).mul_(-2).sqrt_()
+    angle = per_sample[:, num_features + half :].mul(2 * torch.pi)
+    normal = torch.view_as_real(torch.polar(radius, angle)).view(num_samples, 2 * half)[:, :num_features]
     s = sigma + r_sigma * normal
     return m, s
 
 
-class _PowerFunction(torch.autograd.Function):
-    """PowerNorm's normalization with its approximate backward (Shen et al. 2020, Alg. 1 as in
-    the authors' released code). Input: the group-scaled x̃ as (A, C, L)."""
+class _PowerNormFunction(torch.autograd.Function):
+    """PowerNorm's training step, GroupScaling included, with its approximate backward
+    (Shen et al. 2020, Alg. 1 as in the authors' released code). Input (A, G, C/G, L), row
+    weights (A, 1, 1, 1) or None; see `power_norm_train`. One full-size tensor is allocated each
+    way; x̃ = x·s is recomputed from x rather than kept."""
 
     @staticmethod
-    def forward(ctx, x3, w, weight, bias, psi2_forward, psi2_batch, ema_gz, eps, alpha_bkw, n):  # type: ignore[override]
-        z = x3 * torch.rsqrt(psi2_forward + eps)[:, None]
-        y = z if weight is None else z * weight[:, None]
-        if bias is not None:
-            y = y + bias[:, None]
-        if w is not None:
-            y = y * w
-        ctx.save_for_backward(z, w, weight, psi2_batch)
+    @exact_precision
+    def forward(ctx, x4, w4, weight, bias, psi2_running, ema_gz, eps, alpha_bkw):  # type: ignore[override]
+        a, groups, cg, length = x4.shape
+        # GroupScaling: s = w / sqrt(mean over the group of x² + eps) per position and group.
+        y = torch.mul(x4, x4)
+        inv = y.sum(2, keepdim=True).div_(cg).add_(eps).rsqrt_()
+        if w4 is not None:
+            inv.mul_(w4)
+        n = x4.new_tensor(float(a * length)) if w4 is None else w4.sum() * length
+        psi2_batch = y.mul_(inv.square()).sum((0, 3)).div_(n)  # mean of x̃² over real positions, (G, C/G)
+        torch.mul(x4, inv, out=y)  # x̃, 0 at padding
+        psi2 = psi2_batch if psi2_running is None else psi2_running.view(groups, cg)
+        scale = (psi2 + eps).rsqrt()
+        y.mul_((scale if weight is None else scale * weight.view(groups, cg))[:, :, None])
+        if bias is not None and w4 is None:
+            y.add_(bias.view(groups, cg, 1))
+        elif bias is not None:
+            y.addcmul_(w4, bias.view(groups, cg, 1))
+        ctx.save_for_backward(x4, inv, w4, weight, scale, psi2_batch, n)
         ctx.ema_gz = ema_gz  # a buffer updated in place by the backward: kept out of the version checks
-        ctx.eps, ctx.alpha_bkw, ctx.n = eps, alpha_bkw, n
-        return y
+        ctx.eps, ctx.alpha_bkw = eps, alpha_bkw
+        ctx.mark_non_differentiable(psi2_batch)
+        return y, psi2_batch.view(-1)
 
     @staticmethod
-    def backward(ctx, dy):  # type: ignore[override]
-        z, w, weight, psi2_batch = ctx.saved_tensors
-        ema_gz = ctx.ema_gz
-        g = dy if weight is None else dy * weight[:, None]
-        g_hat = g - (1 - ctx.alpha_bkw) * ema_gz[:, None] * z
-        ema_gz.add_(weighted_sum(g_hat * z, w) / ctx.n)
-        dx = g_hat * torch.rsqrt(psi2_batch + ctx.eps)[:, None]
-        if w is not None:
-            dx = dx * w
-        dweight = weighted_sum(dy * z, w) if weight is not None and ctx.needs_input_grad[2] else None
-        dbias = weighted_sum(dy, w) if ctx.needs_input_grad[3] else None
-        return dx, None, dweight, dbias, None, None, None, None, None, None
+    @exact_precision
+    def backward(ctx, dy, _dpsi2):  # type: ignore[override]
+        x4, inv, w4, weight, scale, psi2_batch, n = ctx.saved_tensors
+        a, groups, cg, length = x4.shape
+        gamma = torch.ones_like(scale) if weight is None else weight.view(groups, cg)
+        dbias = None
+        if ctx.needs_input_grad[3]:
+            dbias = dy.sum((0, 3)).view(-1) if w4 is None else (w4.view(1, a) @ dy.reshape(a, -1)).view(-1)
+        # ĝ = γ·dy − (1 − α_bkw)·ema_gz·z with z = x̃·scale; dx̃ = ĝ/sqrt(ψ²_B + eps) = dy·p − x̃·q
+        ema = ctx.ema_gz.view(groups, cg)
+        damp = 1 - ctx.alpha_bkw
+        inv_batch = (psi2_batch + ctx.eps).rsqrt()
+        p = gamma * inv_batch
+        q = damp * ema * scale * inv_batch
+        buf = torch.mul(dy, x4).mul_(inv)  # dy·x̃
+        sum_dy_xt = buf.sum((0, 3))  # Σ dy·x̃ over real positions (x̃ = 0 at padding)
+        dweight = (sum_dy_xt * scale).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
+        # GroupScaling's backward needs Σ_group dx̃·x̂ = Σ p·dy·x̃ − s²·Σ q·x² (x̂ = x̃ at real positions)
+        dot = buf.mul_(p[:, :, None]).sum(2, keepdim=True)  # (A, G, 1, L)
+        dot.sub_(torch.mul(x4, x4, out=buf).mul_(q[:, :, None]).sum(2, keepdim=True).mul_(inv.square()))
+        # ema_gz += Σ ĝ·z / n with Σ dy·z = scale·Σ dy·x̃ and Σ z² = n·ψ²_B·scale² (after q is taken)
+        ema.add_((gamma * sum_dy_xt * scale - damp * ema * n * psi2_batch * scale.square()) / n)
+        # dx = s·(dx̃ − x̂·dot/(C/G)) = s·(p·dy − s·x·(q + dot/(C/G)))
+        dx = torch.mul(x4, q[:, :, None], out=buf).addcmul_(x4, dot.mul_(1.0 / cg)).mul_(-inv)
+        dx.addcmul_(dy, p[:, :, None]).mul_(inv)
+        return dx, None, dweight, dbias, None, None, None, None
 
 
 def power_norm_train(
-    x3: Tensor,
-    w: Tensor | None,
+    x4: Tensor,
+    w4: Tensor | None,
     weight: Tensor | None,
     bias: Tensor | None,
-    psi2_forward: Tensor,
-    psi2_batch: Tensor,
+    psi2_running: Tensor | None,
     ema_gz: Tensor,
     eps: float,
     alpha_bkw: float,
-    n: Tensor,
-) -> Tensor:
-    """PowerNorm's training step on group-scaled input x̃ (A, C, L).
+) -> tuple[Tensor, Tensor]:
+    """PowerNorm's training step on x viewed as (A, G, C/G, L): G GroupScaling groups, batch
+    statistics over axes 0 and 3 (``NCHW`` → (N, G, C/G, H·W); ``NTC`` → (N·T, G, C/G, 1) with
+    row weights ``w4`` (N·T, 1, 1, 1) from the mask). Returns (y, ψ²_B), ψ²_B per channel.
 
-    Forward: z = x̃ / sqrt(ψ² + eps) with ψ² = ``psi2_forward`` (the batch's ψ²_B during
-    warm-up, the running ψ² after), y = γ·z + β. Backward (approximate, not the derivative of the
-    forward): ĝ = γ·dy − (1 − α_bkw)·ema_gz·z; ema_gz += mean over real positions of ĝ·z
-    (in place, before returning); dx̃ = ĝ / sqrt(ψ²_B + eps) with ψ²_B = ``psi2_batch``.
+    Forward: x̃ = x / sqrt(mean over the group of x² + eps) (0 at padding); ψ²_B = mean over
+    real positions of x̃²; z = x̃ / sqrt(ψ² + eps) with ψ² = ψ²_B when ``psi2_running`` is None
+    (warm-up) and ``psi2_running`` otherwise; y = γ·z + β (0 at padding). Backward (approximate,
+    not the derivative of the forward): ĝ = γ·dy − (1 − α_bkw)·ema_gz·z; ema_gz += mean over real
+    positions of ĝ·z (in place, ĝ with the old ema_gz); dx̃ = ĝ / sqrt(ψ²_B + eps); then the exact
+    backward of GroupScaling. No gradient reaches padding. One autograd node.
     """
-    return _PowerFunction.apply(x3, w, weight, bias, psi2_forward, psi2_batch, ema_gz, eps, alpha_bkw, n)
+    return _PowerNormFunction.apply(x4, w4, weight, bias, psi2_running, ema_gz, eps, alpha_bkw)

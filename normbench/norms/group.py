@@ -40,8 +40,7 @@ class GroupNorm(Norm):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         if mask is not None:
-            y = NF.masked_group_norm(x, mask, self.groups, self.eps)
-            return NF.masked_channel_affine(y, self.weight, self.bias, mask)
+            return NF.masked_group_norm(x, mask, self.groups, self.weight, self.bias, self.eps)
         return NF.group_norm(x, self.layout, self.groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
@@ -61,8 +60,7 @@ class InstanceNorm(Norm):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         if mask is not None:
-            y = NF.masked_group_norm(x, mask, self.num_features, self.eps)
-            return NF.masked_channel_affine(y, self.weight, self.bias, mask)
+            return NF.masked_group_norm(x, mask, self.num_features, self.weight, self.bias, self.eps)
         return NF.group_norm(x, self.layout, self.num_features, self.weight, self.bias, self.eps)
 
 
@@ -80,8 +78,7 @@ class SampleLayerNorm(Norm):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         if mask is not None:
-            y = NF.masked_group_norm(x, mask, 1, self.eps)
-            return NF.masked_channel_affine(y, self.weight, self.bias, mask)
+            return NF.masked_group_norm(x, mask, 1, self.weight, self.bias, self.eps)
         if self.layout == "NTC":  # one fused pass over the contiguous T×C block of each sample
             y = F.layer_norm(x, x.shape[1:], None, None, self.eps)
             return NF.channel_affine(y, self.weight, self.bias, self.layout)

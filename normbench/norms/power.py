@@ -41,9 +41,9 @@ class PowerNorm(Norm):
        ψ² ← α_fwd·ψ² + (1 − α_fwd)·ψ²_B — both updates in the order of the authors' code.
     4. Backward (`batch_functional.power_norm_train`, approximate on purpose):
        ĝ = γ·dy − (1 − α_bkw)·ema_gz·z, ema_gz += mean(ĝ·z) (buffer ``ema_gz``), dx̃ = ĝ /
-       sqrt(ψ²_B + eps); autograd then goes through GroupScaling. The authors' code averages
-       ĝ·z over padded positions too; here only real tokens count, so padding cannot reach
-       real tokens.
+       sqrt(ψ²_B + eps); then the exact derivative of GroupScaling (all in one autograd node
+       with a closed-form backward). The authors' code averages ĝ·z over padded positions too;
+       here only real tokens count, so padding cannot reach real tokens.
     Evaluation: z = x̃ / sqrt(running ψ² + eps). Outputs at padding positions are 0.
 
     With ``record_stats = True`` each training forward keeps ``last_stats = {"psi2": ψ²_B}``.
@@ -74,29 +74,29 @@ class PowerNorm(Norm):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
-        x_gs = NF.group_scaling(x, self.layout, self.groups, self.eps)
-        x3 = NF.as_acl(x_gs, self.layout)  # (A, C, L)
-        w = NF.acl_weights(mask, x.dtype)
         if not self.training:
+            x3 = NF.as_acl(NF.group_scaling(x, self.layout, self.groups, self.eps), self.layout)  # (A, C, L)
             z = x3 * torch.rsqrt(self.running_psi2 + self.eps)[:, None]
             y = NF.channel_affine(z, self.weight, self.bias, "NCHW")
+            w = NF.acl_weights(mask, x.dtype)
             return (y if w is None else y * w).reshape(x.shape)
         self.iters.add_(1)
         step = int(self.iters)
-        with torch.no_grad():
-            n = BF.real_count(x3, w)
-            psi2_batch = BF.weighted_sum(x3.detach().square(), w) / n
+        xf = x if x.dtype in (torch.float32, torch.float64) else x.float()  # bf16/fp16: statistics in fp32
+        x3 = NF.as_acl(xf, self.layout)
+        x4 = x3.reshape(x3.shape[0], self.groups, -1, x3.shape[2])  # (A, G, C/G, L)
+        w4 = None if mask is None else mask.reshape(-1, 1, 1, 1).to(xf.dtype)
+        psi2_running = None if step <= self.warmup_iters else self.running_psi2.clone()
+        y, psi2_batch = BF.power_norm_train(
+            x4, w4, self.weight, self.bias, psi2_running, self.ema_gz, self.eps, self.alpha_bkw
+        )
         if self.record_stats:
             self.last_stats = {"psi2": psi2_batch}
-        psi2_forward = psi2_batch if step <= self.warmup_iters else self.running_psi2.clone()
-        y = BF.power_norm_train(
-            x3, w, self.weight, self.bias, psi2_forward, psi2_batch, self.ema_gz, self.eps, self.alpha_bkw, n
-        )
         with torch.no_grad():
             if step < self.warmup_iters:
-                self.running_psi2.mul_((step - 1) / step).add_(psi2_batch / step)
-            self.running_psi2.lerp_(psi2_batch, 1 - self.alpha_fwd)
-        return y.reshape(x.shape)
+                self.running_psi2.mul_((step - 1) / step).add_(psi2_batch.to(self.running_psi2.dtype) / step)
+            self.running_psi2.lerp_(psi2_batch.to(self.running_psi2.dtype), 1 - self.alpha_fwd)
+        return y.reshape(x.shape).to(x.dtype)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, groups={self.groups}, warmup_iters={self.warmup_iters}"

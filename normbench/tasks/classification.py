@@ -16,6 +16,7 @@ from normbench.data.augment import (
     random_crop,
     random_flip,
 )
+from normbench.errors import ConfigError
 from normbench.tasks.base import StepOutput
 
 
@@ -46,7 +47,10 @@ class ImageClassificationTask:
         memory_format: torch.memory_format = torch.contiguous_format,
     ) -> None:
         if batch_size > len(train_images):
-            raise ValueError(f"batch_size={batch_size} exceeds the {len(train_images)} training images")
+            raise ConfigError(
+                f"batch_size={batch_size} exceeds the {len(train_images)} training images; "
+                f"choose batch_size <= {len(train_images)}"
+            )
         self.train_x = train_images.to(device)
         self.train_y = train_labels.to(device)
         self.test_x = test_images.to(device)

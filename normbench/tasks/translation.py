@@ -121,6 +121,7 @@ class TranslationTask:
                 batch[j, : len(rows[i])] = torch.as_tensor(rows[i])
             batch = batch.to(self.device)
             max_len = max_decode_len(batch, v.pad, self.max_len_a, self.max_len_b)
+            max_len = min(max_len, getattr(model, "max_positions", max_len + 1) - 1)  # BOS takes a position
             if beam == 1:
                 hyps = greedy_search(model, batch, max_len)
             else:

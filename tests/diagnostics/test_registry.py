@@ -70,5 +70,13 @@ def test_cli_rejects_an_unknown_diagnostic_in_one_line(tmp_path) -> None:
     r = run_cli(*TINY_RUN, "+diagnostics.hesian.every_n_steps=1", f"hydra.run.dir={out}")
     assert r.returncode == 2
     lines = [line for line in r.stderr.splitlines() if line.startswith("normbench: error:")]
-    assert len(lines) == 1 and "unknown diagnostic 'hesian'; valid choices: activations" in lines[0]
+    assert len(lines) == 1 and "'hesian'" in lines[0]
+    assert "valid choices: " + ", ".join(list_diagnostics()) in lines[0]
     assert not (out / "metrics.jsonl").exists()
+
+
+def test_cadence_every_n_from_start_step_plus_explicit_steps() -> None:
+    (hook,) = build_diagnostics({"landscape": {"every_n_steps": 3, "start_step": 2, "steps": [0]}})
+    assert [s for s in range(12) if hook.due(s)] == [0, 2, 5, 8, 11]
+    (hook,) = build_diagnostics({"landscape": {"every_n_steps": 4}})
+    assert [s for s in range(9) if hook.due(s)] == [0, 4, 8]

@@ -130,3 +130,14 @@ def test_the_runner_with_every_diagnostic_gives_the_same_run(tmp_path) -> None:
     assert step0["step"] == 0 and first_loss["step"] == 1
     assert step0["diag/landscape/loss"] == first_loss["train/batch_loss"]
     assert "diag/bn_stats/first_layer/var_dist" in rows[-1]
+
+
+@pytest.mark.slow
+def test_diagnostics_run_beside_a_compiled_model(tmp_path) -> None:
+    """hardware.compile=true: the hooks use the uncompiled module, which shares the parameters."""
+    plain = run(compose_cfg([*RUN, "diagnostics=off", "hardware.compile=true"]), tmp_path / "off")
+    full = run(compose_cfg([*RUN, "diagnostics=full", *TINY, "hardware.compile=true"]), tmp_path / "full")
+    keys = set().union(*(json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()))
+    assert all(any(k.startswith(f"diag/{name}/") for k in keys) for name in list_diagnostics())
+    assert full["status"] == plain["status"] == "finished"
+    assert full["train/loss"] == pytest.approx(plain["train/loss"], rel=1e-5)

@@ -180,7 +180,7 @@ def test_bad_settings_are_config_errors() -> None:
         tiny("ln", encoder_norm="layernorm")
     with pytest.raises(ConfigError, match="model.norm_position='middle'; valid choices: pre, post"):
         tiny("ln", norm_position="middle")
-    with pytest.raises(ConfigError, match="needs a translation data set"):
+    with pytest.raises(TypeError, match="vocab_size"):  # sizes come from the data (validation builds it later)
         build_model({"name": "transformer_tiny"}, factory("ln"), num_classes=10)
 
 
@@ -190,3 +190,16 @@ def test_a_decoder_norm_that_mixes_positions_warns() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         build_model({"name": "transformer_tiny", "decoder_norm": "ln"}, factory("bn"), **VOCAB)
+
+
+def test_config_validation_reaches_the_norms_of_the_transformer() -> None:
+    from omegaconf import OmegaConf
+
+    from normbench.validate import check_norm_in_model
+
+    cfg = OmegaConf.create(
+        {"model": {"name": "transformer_tiny"}, "norm": {"name": "gn", "groups": 7}, "batch_size": 8}
+    )
+    check_norm_in_model(cfg)  # no data yet: the model cannot be built, nothing to say
+    with pytest.raises(ConfigError, match="layer encoder_layers.0.attn_block.norm .128 channels.: norm.groups=7"):
+        check_norm_in_model(cfg, VOCAB)

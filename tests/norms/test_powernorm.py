@@ -97,3 +97,19 @@ def test_record_stats_keeps_batch_psi2() -> None:
     x = torch.randn(3, 4, C, dtype=torch.float64)
     m(x)
     torch.testing.assert_close(m.last_stats["psi2"], group_scale(x.reshape(-1, C)).pow(2).mean(0), atol=1e-12, rtol=0)
+
+
+def test_bfloat16_input_keeps_fp32_statistics() -> None:
+    """bf16 activations (autocast): statistics and buffers in fp32, output in bf16, close to fp32."""
+    m16, m32 = (build_norm("pn", C, "NTC", groups=GROUPS, warmup_iters=1) for _ in range(2))
+    x = torch.randn(3, 4, C)
+    mask = torch.tensor([[1, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0]], dtype=torch.bool)
+    for _ in range(2):
+        x16 = x.bfloat16().requires_grad_(True)
+        y16 = m16(x16, mask)
+        y16.float().sum().backward()
+        y32 = m32(x16.detach().float(), mask)
+        assert y16.dtype == torch.bfloat16 and x16.grad.dtype == torch.bfloat16
+        assert m16.running_psi2.dtype == torch.float32
+        torch.testing.assert_close(y16.float(), y32, atol=0.05, rtol=0.02)
+        torch.testing.assert_close(m16.running_psi2, m32.running_psi2)

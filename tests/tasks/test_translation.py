@@ -55,7 +55,7 @@ def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
         "experiment=quickstart_mt",
         "epochs=1",
         "eval_every_epochs=1",
-        "dataset.num_train=300",
+        "dataset.num_train=200",
         "dataset.bleu_max_sentences=16",
         "dataset.beam=2",
         *QUICK,

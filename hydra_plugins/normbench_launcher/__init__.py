@@ -1,0 +1,1 @@
+"""normbench's Hydra plugins: submitit launchers that resume requeued jobs (`launcher`)."""

@@ -1,0 +1,300 @@
+"""Whole-config validation, before any data is loaded or any W&B run is created.
+
+Two stages, each raising `ConfigError` with one line that names the key, the bad value and what
+is allowed:
+
+- `check_overrides` runs on the command line before Hydra composes anything: a config-group
+  choice that does not exist (``norm=batchnorm``, ``hardware=tpu``), a key that the chosen group
+  option does not have (``model.norm_position=pre`` on ``model=resnet20``: a sequence-model
+  option on an image model), or a value of the wrong type. Hydra cannot compose such a job, so
+  in a multirun the whole sweep is refused before any job starts, rather than failing hours in.
+- `validate_config` runs on the composed config of each job: registered names (norm, model,
+  dataset, optimizer, schedule, hardware device and precision, diagnostics), positive numbers,
+  ``dataset.root``, and the norm inside the model: the model is built on the ``meta`` device with
+  probe norms, then the real norm is built for each layer (a GroupNorm whose group count does not
+  divide a layer's channels names that layer) and tested for batch statistics when the
+  per-device batch holds one sample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from normbench.errors import ConfigError
+
+HYDRA_FLAGS_WITHOUT_RUN = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc")
+HYDRA_FLAGS_OTHER_CONFIG = ("--config-path", "-cp", "--config-dir", "-cd", "--config-name", "-cn")
+MAX_COMBINATIONS = 32
+"""Group-choice combinations composed by `check_overrides` (a larger sweep checks the first ones)."""
+
+
+def _choices(conf_dir: Path, group: str) -> list[str]:
+    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
+    """Check the command line's overrides against ``conf/`` before Hydra runs anything."""
+    conf_dir = Path(conf_dir)
+    if any(a.split("=")[0] in HYDRA_FLAGS_WITHOUT_RUN + HYDRA_FLAGS_OTHER_CONFIG for a in args):
+        return
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+    except Exception:  # Hydra reports its own syntax errors
+        return
+    groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
+    group_values: dict[str, list[str]] = {}
+    value_overrides = []
+    for o in parsed:
+        key = o.key_or_group
+        if key.startswith("hydra") or o.package is not None or o.is_delete():
+            continue
+        try:
+            values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
+        except Exception:
+            continue
+        if key in groups:
+            valid = _choices(conf_dir, key)
+            for v in values:
+                if v not in valid:
+                    raise ConfigError(f"{key}={v} is not an option of {key}; valid choices: {', '.join(valid)}")
+            group_values[key] = values
+        elif not (o.is_add() or o.is_force_add()):
+            value_overrides.append(o)
+    if value_overrides:
+        _check_keys_and_types(conf_dir, groups, group_values, value_overrides)
+
+
+def _check_keys_and_types(
+    conf_dir: Path, groups: set[str], group_values: dict[str, list[str]], overrides: list[Any]
+) -> None:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    names = list(group_values)
+    combos = list(itertools.islice(itertools.product(*(group_values[g] for g in names)), MAX_COMBINATIONS))
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
+            for combo in combos:
+                choice = dict(zip(names, combo))
+                try:
+                    cfg = compose("config", overrides=[f"{g}={v}" for g, v in choice.items()])
+                except HydraException:
+                    return  # Hydra will say what is wrong with the composition itself
+                for o in overrides:
+                    _check_override(cfg, o, choice, groups, conf_dir, compose)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def _check_override(
+    cfg: DictConfig, o: Any, choice: dict[str, str], groups: set[str], conf_dir: Path, compose: Any
+) -> None:
+    from hydra.errors import HydraException
+
+    key = o.key_or_group
+    head, _, rest = key.partition(".")
+    parent_key, _, leaf = key.rpartition(".")
+    parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+    if not isinstance(parent, DictConfig) or leaf not in parent:
+        if head in groups and rest:
+            current = choice.get(head) or str(OmegaConf.select(cfg, f"{head}.name", default="?"))
+            others = []
+            for option in _choices(conf_dir, head):
+                if option == current:
+                    continue
+                with contextlib.suppress(HydraException):
+                    if OmegaConf.select(compose("config", overrides=[f"{head}={option}"]), key) is not None:
+                        others.append(option)
+            where = f"; it is an option of {head}={','.join(others)}" if others else ""
+            takes = ", ".join(k for k in parent) if isinstance(parent, DictConfig) else "no such keys"
+            raise ConfigError(f"{key} is not an option of {head}={current}{where}; {head}={current} takes: {takes}")
+        valid = ", ".join(k for k in parent) if isinstance(parent, DictConfig) else ""
+        raise ConfigError(f"{key} is not a config key; valid keys here: {valid} (use +{key}=... to add one)")
+    values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
+    for value in values:
+        trial = OmegaConf.create(cfg)  # typed copy (keeps the schema's node types)
+        try:
+            OmegaConf.update(trial, key, value, merge=True)
+        except Exception as e:
+            reason = _one_line(str(e).splitlines()[0])
+            raise ConfigError(f"{key}={value!r} is not allowed: {reason}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The composed config
+
+
+def _require(cond: bool, key: str, value: Any, allowed: str) -> None:
+    if not cond:
+        raise ConfigError(f"{key}={value} is not allowed; {key} must be {allowed}")
+
+
+def _check_numbers(cfg: DictConfig) -> None:
+    _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
+    _require(cfg.batch_size > 0, "batch_size", cfg.batch_size, "a positive integer")
+    _require(cfg.eval_batch_size > 0, "eval_batch_size", cfg.eval_batch_size, "a positive integer")
+    _require(cfg.weight_decay >= 0, "weight_decay", cfg.weight_decay, ">= 0")
+    if cfg.max_steps is None:
+        _require(cfg.epochs > 0, "epochs", cfg.epochs, "a positive integer (or set max_steps)")
+    else:
+        _require(cfg.max_steps > 0, "max_steps", cfg.max_steps, "a positive integer (or null)")
+    _require(cfg.eval_every_epochs > 0, "eval_every_epochs", cfg.eval_every_epochs, "a positive integer")
+    _require(
+        cfg.logger.log_every_n_steps > 0,
+        "logger.log_every_n_steps",
+        cfg.logger.log_every_n_steps,
+        "a positive integer",
+    )
+    ckpt = cfg.get("checkpoint")
+    if ckpt is not None:
+        _require(ckpt.every_n_steps >= 0, "checkpoint.every_n_steps", ckpt.every_n_steps, ">= 0 (0: epoch ends only)")
+    div = cfg.get("divergence")
+    if div is not None:
+        factor = div.loss_factor
+        _require(factor == 0 or factor > 1, "divergence.loss_factor", factor, "> 1 (or 0: non-finite loss only)")
+
+
+def _check_name(key: str, name: Any, valid: Sequence[str]) -> None:
+    if name not in valid:
+        raise ConfigError(f"{key}={name!r} is not registered; valid choices: {', '.join(valid)}")
+
+
+def _check_names(cfg: DictConfig) -> None:
+    from normbench import hardware
+    from normbench.data import list_datasets
+    from normbench.diagnostics import list_diagnostics
+    from normbench.models import list_models
+    from normbench.norms import list_norms
+    from normbench.optim import OPTIMIZERS, SCHEDULES
+
+    _check_name("norm.name", cfg.norm.name, list_norms())
+    _check_name("model.name", cfg.model.name, list_models())
+    _check_name("dataset.name", cfg.dataset.name, list_datasets())
+    _check_name("optimizer.name", cfg.optimizer.name, OPTIMIZERS)
+    _check_name("schedule.name", cfg.schedule.name, SCHEDULES)
+    _check_name("hardware.precision", cfg.hardware.precision, hardware.PRECISIONS)
+    hardware.resolve_device(cfg.hardware)
+    for name in cfg.diagnostics or {}:
+        _check_name("diagnostics", name, list_diagnostics())
+
+
+def _check_dataset_root(cfg: DictConfig) -> None:
+    """``dataset.root`` must be a directory, unless the data set creates it (download, synthetic)."""
+    root = cfg.dataset.get("root")
+    if root is None:
+        return
+    path = Path(str(root)).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"dataset.root={str(path)!r} is a file, not a directory; pass the folder that holds the data")
+    creates = bool(cfg.dataset.get("download", False)) or str(cfg.dataset.name).startswith("synthetic")
+    if not path.exists() and not creates and not cfg.dataset.get("hub"):
+        if "hub" in cfg.dataset:  # a translation data set: local text files or a Hub data set
+            remedies = "dataset.hub=<Hub data set> (needs network), or dataset=synthetic_translation"
+        else:
+            remedies = "dataset.download=true (needs network), or dataset=synthetic_images"
+        raise ConfigError(
+            f"dataset.root={str(path)!r} is not a directory (it does not exist); pass dataset.root=<the data "
+            f"folder>, {remedies} for offline runs"
+        )
+
+
+class _NormProbe(nn.Module):
+    """Stands where a norm goes while the model is probed; remembers what it was built with."""
+
+    def __init__(self, num_features: int, layout: str = "NCHW") -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.layout = layout
+
+
+def per_device_batch(batch_size: int) -> int:
+    return int(batch_size) // max(int(os.environ.get("WORLD_SIZE", "1")), 1)
+
+
+def uses_batch_statistics(norm_layer: Any, num_features: int, layout: str) -> bool:
+    """Whether the norm's training output for a sample depends on the other samples of the batch.
+
+    Two batches that share their first sample, under the same RNG seed (noise-injecting norms
+    draw the same noise): a per-sample norm gives that sample the same output in both."""
+    g = torch.Generator().manual_seed(0)
+    shape = (3, num_features, 3, 3) if layout == "NCHW" else (3, 4, num_features)
+    x = torch.randn(shape, generator=g, dtype=torch.float64)
+    other = x.clone()
+    other[1:] = 3 * torch.randn(other[1:].shape, generator=g, dtype=torch.float64) + 1
+    outs = []
+    for batch in (x, other):
+        norm = norm_layer(num_features, layout).double().train()
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(0)
+            outs.append(norm(batch)[0])
+    return not torch.allclose(outs[0], outs[1], rtol=1e-9, atol=1e-12)
+
+
+def _per_sample_norms() -> str:
+    from normbench.norms import list_norms, norm_factory
+
+    names = []
+    for name in list_norms():
+        with contextlib.suppress(Exception):
+            if not uses_batch_statistics(norm_factory(name), 8, "NCHW"):
+                names.append(name)
+    return ", ".join(names)
+
+
+def check_norm_in_model(cfg: DictConfig, task_kwargs: Mapping[str, Any] | None = None) -> None:
+    """Build the model on ``meta`` with probe norms, then build the real norm for each layer.
+
+    A model that needs the data set's sizes (``task_kwargs``) to be built is skipped when they are
+    not given; the runner calls this again with them once the data set is loaded."""
+    from normbench.models import build_model
+    from normbench.norms import norm_factory
+
+    try:
+        with torch.device("meta"):
+            model = build_model(cfg.model, _NormProbe, **dict(task_kwargs or {}))
+    except ConfigError:
+        raise
+    except Exception:  # needs sizes known only from the data: checked when the model is built
+        return
+    factory = norm_factory(cfg.norm)
+    seen: set[tuple[int, str]] = set()
+    for name, module in model.named_modules():
+        if not isinstance(module, _NormProbe) or (module.num_features, module.layout) in seen:
+            continue
+        seen.add((module.num_features, module.layout))
+        try:
+            factory(module.num_features, module.layout)
+        except ConfigError as e:
+            raise ConfigError(f"layer {name} ({module.num_features} channels): {e}") from None
+    if seen and per_device_batch(cfg.batch_size) == 1:
+        num_features, layout = min(seen)
+        if uses_batch_statistics(factory, num_features, layout):
+            raise ConfigError(
+                f"norm={cfg.norm.name} normalizes with batch statistics but batch_size={cfg.batch_size} gives one "
+                f"sample per device; use batch_size >= 2 per device, or a per-sample norm ({_per_sample_norms()})"
+            )
+
+
+def validate_config(cfg: DictConfig) -> None:
+    """Every check that needs no data: raise `ConfigError` on the first problem."""
+    _check_numbers(cfg)
+    _check_names(cfg)
+    _check_dataset_root(cfg)
+    check_norm_in_model(cfg)

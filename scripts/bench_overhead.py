@@ -1,0 +1,314 @@
+"""The runner's overhead budget, measured in one process, interleaved.
+
+(a) a plain hand-written PyTorch loop and (b) the normbench runner (``normbench.train.run``,
+default logger: W&B offline + local files + progress bar) train the same model on the same
+batches from the same seed; the runner also runs with each diagnostics preset in
+``conf/diagnostics/`` (``off``, ``default``, ``full`` where present), and with diagnostics off
+and ``logger=local`` (no W&B), which shows what the W&B process costs. Both are timed the same
+way: a timestamp each time the training loop asks for its next batch, so a step's time holds
+the batch's making, forward, backward, optimizer, and whatever the loop does around them
+(metrics, logging, diagnostics); set-up, evaluation and the first ``--warmup`` steps are left
+out. Rounds rotate the order of the variants; ratios are taken within each round, and the
+table gives their median (min–max). The data path alone (permutation, gather, crop, flip,
+normalize) is timed over the same epoch, against the plain loop's training step.
+
+Each time is given twice: wall clock, and CPU seconds (this process's threads plus its
+descendants', i.e. W&B's service process). On a machine shared with other jobs the wall-clock
+ratios scatter; the CPU ratios measure the work the runner adds and scatter much less.
+
+    python scripts/bench_overhead.py                       # CPU: results/bench/overhead_cpu.csv
+    python scripts/bench_overhead.py --device cuda --batch-size 512
+    python scripts/bench_overhead.py --batch-size 2 --override model.depth=8   # the runner's per-step cost
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from hydra import compose, initialize_config_dir  # noqa: E402
+from hydra.core.global_hydra import GlobalHydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from normbench import train  # noqa: E402
+from normbench.cli import config_dir  # noqa: E402
+from normbench.data import build_task  # noqa: E402
+from normbench.models import build_model  # noqa: E402
+from normbench.norms import norm_factory  # noqa: E402
+from normbench.optim import build_optimizer, lr_factor  # noqa: E402
+
+TARGETS = {"runner/diagnostics=off": 1.03, "runner/diagnostics=default": 1.10}
+DATA_PATH_TARGET = 20.0
+
+
+def children_cpu_seconds() -> float:
+    """CPU seconds (user + system) of this process's live descendants, e.g. W&B's service
+    process, from ``/proc`` (Linux); 0 elsewhere."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return 0.0
+    parents: dict[int, list[tuple[int, float]]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        parents.setdefault(ppid, []).append((pid, (int(fields[11]) + int(fields[12])) / tick))
+    total, todo = 0.0, [os.getpid()]
+    while todo:
+        for pid, cpu in parents.get(todo.pop(), []):
+            total += cpu
+            todo.append(pid)
+    return total
+
+
+class Stopwatch:
+    """Wall-clock and CPU timestamps taken each time the training loop asks for its next batch.
+
+    CPU time is this process's (all its threads); the descendants' CPU time (W&B's service
+    process) is read at the first timed step and at the end."""
+
+    def __init__(self, device: torch.device, warmup: int) -> None:
+        self.device = device
+        self.warmup = warmup
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+        self.children: list[float] = []
+
+    def wrap(self, batches: Iterable[Any]) -> Iterator[Any]:
+        it = iter(batches)
+        while True:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            if len(self.wall) == self.warmup:
+                self.children.append(children_cpu_seconds())
+            self.wall.append(time.perf_counter())
+            self.cpu.append(time.process_time())
+            try:
+                batch = next(it)
+            except StopIteration:
+                self.children.append(children_cpu_seconds())
+                return
+            yield batch
+
+    def per_step(self) -> dict[str, float]:
+        """Mean seconds per step after the first ``warmup`` steps: wall, this process's CPU,
+        and the descendants' CPU."""
+        steps = len(self.wall) - 1 - self.warmup
+        return {
+            "wall": (self.wall[-1] - self.wall[self.warmup]) / steps,
+            "cpu": (self.cpu[-1] - self.cpu[self.warmup]) / steps,
+            "children_cpu": (self.children[-1] - self.children[0]) / steps,
+        }
+
+
+class TimedTask:
+    """The task, with its training batches passed through a `Stopwatch`."""
+
+    def __init__(self, task: Any, stopwatch: Stopwatch) -> None:
+        self.task = task
+        self.stopwatch = stopwatch
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.task, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("task", "stopwatch"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.task, name, value)
+
+    def train_batches(self, epoch: int, generator: torch.Generator) -> Iterator[Any]:
+        return self.stopwatch.wrap(self.task.train_batches(epoch, generator))
+
+
+def compose_cfg(overrides: list[str]) -> DictConfig:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides)
+
+
+def plain_loop(cfg: DictConfig, device: torch.device, data_dir: Path, warmup: int) -> tuple[Stopwatch, float]:
+    """What one would write by hand: same seed, data, model, optimizer and schedule."""
+    train.seed_everything(cfg.seed)
+    task = build_task(cfg.dataset, cfg, device, data_dir)
+    model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
+    total = task.steps_per_epoch()
+    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.schedule, total))
+    generator = torch.Generator().manual_seed(cfg.seed)
+    stopwatch = Stopwatch(device, warmup)
+    model.train()
+    for x, y in stopwatch.wrap(task.train_batches(0, generator)):
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+    return stopwatch, loss.item()
+
+
+def runner(cfg: DictConfig, device: torch.device, run_dir: Path, warmup: int) -> tuple[Stopwatch, float]:
+    """``normbench.train.run`` as it is, its task's training batches timed by a `Stopwatch`."""
+    stopwatch = Stopwatch(device, warmup)
+    original = train.build_task
+    train.build_task = lambda *a, **kw: TimedTask(original(*a, **kw), stopwatch)
+    try:
+        result = train.run(cfg, run_dir)
+    finally:
+        train.build_task = original
+    assert result["status"] == "finished", result
+    last = [line for line in (run_dir / "metrics.jsonl").read_text().splitlines() if "train/batch_loss" in line][-1]
+    return stopwatch, float(json.loads(last)["train/batch_loss"])
+
+
+def data_path(cfg: DictConfig, device: torch.device, data_dir: Path) -> dict[str, float]:
+    """Seconds per batch of making the training batches alone (one epoch): wall and CPU."""
+    task = build_task(cfg.dataset, cfg, device, data_dir)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    stopwatch = Stopwatch(device, 0)
+    for _ in stopwatch.wrap(task.train_batches(0, generator)):
+        pass
+    return stopwatch.per_step()
+
+
+def _ratio_stats(values: list[float], reference: list[float]) -> tuple[float, float, float]:
+    ratios = [v / r for v, r in zip(values, reference)]
+    return statistics.median(ratios), min(ratios), max(ratios)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=30, help="training steps per run (one epoch)")
+    parser.add_argument("--warmup", type=int, default=5, help="steps left out at the start of each run")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--model", default="resnet20")
+    parser.add_argument("--norm", default="bn")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--override", action="append", default=[], help="a further config override (repeatable)")
+    parser.add_argument("--out", type=Path, default=None, help="default: results/bench/overhead_<device>.csv")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    out = args.out or REPO / "results" / "bench" / f"overhead_{args.device}.csv"
+    device = torch.device(args.device)
+
+    presets = sorted(p.stem for p in (Path(config_dir()) / "diagnostics").glob("*.yaml"))
+    presets = [p for p in ("off", "default", "full") if p in presets]
+    overrides = {"plain": [], "runner/diagnostics=off,logger=local": ["diagnostics=off", "logger=local"]}
+    overrides.update({f"runner/diagnostics={p}": [f"diagnostics={p}"] for p in presets})
+    variants = list(overrides)
+    work = Path(tempfile.mkdtemp(prefix="bench_overhead-"))
+    base = [
+        f"hardware={args.device}",
+        "dataset=synthetic_images",
+        f"dataset.root={work / 'data'}",
+        f"dataset.num_train={args.steps * args.batch_size}",
+        f"dataset.num_test={args.batch_size}",
+        f"model={args.model}",
+        f"norm={args.norm}",
+        f"batch_size={args.batch_size}",
+        f"eval_batch_size={args.batch_size}",
+        "epochs=1",
+        f"throughput_warmup_steps={args.warmup}",
+        f"hardware.num_threads={torch.get_num_threads()}",
+        *args.override,
+    ]
+    print(f"[bench] {' '.join(base)}; load average {os.getloadavg()}", flush=True)
+    wall: dict[str, list[float]] = {v: [] for v in variants}
+    work_s: dict[str, list[float]] = {v: [] for v in variants}  # this process's + descendants' CPU
+    children: dict[str, list[float]] = {v: [] for v in variants}
+    losses: dict[str, float] = {}
+    data: list[dict[str, float]] = []
+    for r in range(args.rounds):
+        order = variants[r % len(variants) :] + variants[: r % len(variants)]
+        for variant in order:
+            cfg = compose_cfg(base + overrides[variant])
+            run_dir = Path(tempfile.mkdtemp(dir=work))
+            measure = plain_loop if variant == "plain" else runner
+            stopwatch, losses[variant] = measure(cfg, device, run_dir, args.warmup)
+            t = stopwatch.per_step()
+            wall[variant].append(t["wall"])
+            work_s[variant].append(t["cpu"] + t["children_cpu"])
+            children[variant].append(t["children_cpu"])
+        data.append(data_path(compose_cfg(base), device, work))
+        laps = ", ".join(f"{v} {wall[v][-1] * 1e3:.0f} ms ({work_s[v][-1] * 1e3:.0f} ms CPU)" for v in variants)
+        print(f"[bench] round {r + 1}/{args.rounds}: {laps}", flush=True)
+
+    rows = []
+    for variant in variants:
+        ratio, lo, hi = _ratio_stats(wall[variant], wall["plain"])
+        cpu_ratio, cpu_lo, cpu_hi = _ratio_stats(work_s[variant], work_s["plain"])
+        target = TARGETS.get(variant)
+        rows.append(
+            {
+                "device": args.device,
+                "variant": variant,
+                "step_ms": round(statistics.median(wall[variant]) * 1e3, 1),
+                "ratio": round(ratio, 3),
+                "ratio_range": f"{lo:.3f}-{hi:.3f}",
+                "cpu_step_ms": round(statistics.median(work_s[variant]) * 1e3, 1),
+                "cpu_ratio": round(cpu_ratio, 3),
+                "cpu_ratio_range": f"{cpu_lo:.3f}-{cpu_hi:.3f}",
+                "child_cpu_ms": round(statistics.median(children[variant]) * 1e3, 2),
+                "last_loss": round(losses[variant], 6),
+                "target": f"<= {target}" if target else "",
+                "meets_wall": (ratio <= target) if target else "",
+                "meets_cpu": (cpu_ratio <= target) if target else "",
+            }
+        )
+    data_ratio, data_lo, data_hi = _ratio_stats(wall["plain"], [d["wall"] for d in data])
+    cpu_data_ratio, cpu_data_lo, cpu_data_hi = _ratio_stats(work_s["plain"], [d["cpu"] for d in data])
+    rows.append(
+        {
+            "device": args.device,
+            "variant": "data_path (ratio: training step / batch making)",
+            "step_ms": round(statistics.median(d["wall"] for d in data) * 1e3, 2),
+            "ratio": round(data_ratio, 1),
+            "ratio_range": f"{data_lo:.1f}-{data_hi:.1f}",
+            "cpu_step_ms": round(statistics.median(d["cpu"] for d in data) * 1e3, 2),
+            "cpu_ratio": round(cpu_data_ratio, 1),
+            "cpu_ratio_range": f"{cpu_data_lo:.1f}-{cpu_data_hi:.1f}",
+            "child_cpu_ms": "",
+            "last_loss": "",
+            "target": f">= {DATA_PATH_TARGET}",
+            "meets_wall": data_ratio >= DATA_PATH_TARGET,
+            "meets_cpu": cpu_data_ratio >= DATA_PATH_TARGET,
+        }
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    from normbench.callbacks import format_table
+
+    print(format_table(rows, list(rows[0])))
+    setting = f"batch {args.batch_size}, {args.rounds} rounds x {args.steps - args.warmup} timed steps"
+    print(f"[bench] {setting}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"[bench] load average {os.getloadavg()}; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,33 @@
+"""Every norm runs forward and backward on bfloat16 activations under CPU autocast (as the
+runner does with mixed precision), on both layouts, with finite outputs and gradients close to
+the float32 computation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from normbench.norms import build_norm, list_norms
+
+KW = {"gn": {"groups": 4}, "pn": {"groups": 4}}
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NTC"])
+@pytest.mark.parametrize("name", list_norms())
+def test_bfloat16_autocast(name: str, layout: str) -> None:
+    shape = (4, 16, 3, 3) if layout == "NCHW" else (4, 5, 16)
+    mask = torch.arange(5)[None] < torch.tensor([5, 3, 2, 4])[:, None] if layout == "NTC" else None
+    x = torch.randn(shape).bfloat16().float()  # values exactly representable in bf16
+    outs = []
+    for dtype in (torch.bfloat16, torch.float32):
+        torch.manual_seed(0)  # the same noise draws for the noisy norms
+        m = build_norm(name, 16, layout, **KW.get(name, {}))
+        xi = x.to(dtype).requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+            y = m(xi, mask)
+        y.float().square().sum().backward()
+        assert torch.isfinite(y.float()).all() and torch.isfinite(xi.grad.float()).all()
+        outs.append((y.float(), xi.grad.float()))
+    (y16, g16), (y32, g32) = outs
+    torch.testing.assert_close(y16, y32, atol=0.1, rtol=0.05)
+    torch.testing.assert_close(g16, g32, atol=0.2, rtol=0.1)

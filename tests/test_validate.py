@@ -1,0 +1,139 @@
+"""Bad input through the real `normbench` entry point (in process, for speed): one line naming
+the key, the bad value and what is allowed; exit code 2; no traceback; nothing left behind."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from normbench import cli
+from normbench.data import list_datasets
+from normbench.models import list_models
+from normbench.norms import list_norms, norm_factory
+from normbench.validate import uses_batch_statistics
+from tests.conftest import TINY_RUN
+
+HARDWARE = sorted(p.stem for p in (Path(cli.config_dir()) / "hardware").glob("*.yaml"))
+
+BATCH_STATISTIC_NORMS = {"bn", "bn_noisy", "pn", "brn"}
+"""Norms that normalize with statistics over the batch (the norm-zoo issue's list)."""
+
+
+def run_cli_inprocess(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setattr(sys, "argv", ["normbench", *args])
+    code = 0
+    try:
+        cli.cli()
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+CASES = [
+    (["norm=batchnorm"], f"norm=batchnorm is not an option of norm; valid choices: {', '.join(list_norms())}"),
+    (["model=resnet99"], f"model=resnet99 is not an option of model; valid choices: {', '.join(list_models())}"),
+    (
+        ["dataset=imagenet"],
+        f"dataset=imagenet is not an option of dataset; valid choices: {', '.join(list_datasets())}",
+    ),
+    (["hardware=tpu"], f"hardware=tpu is not an option of hardware; valid choices: {', '.join(HARDWARE)}"),
+    (["norm.name=foo"], f"norm.name='foo' is not registered; valid choices: {', '.join(list_norms())}"),
+    (["optimizer.name=lamb"], "optimizer.name='lamb' is not registered; valid choices: sgd, adam, adamw"),
+    (["schedule.name=linear"], "schedule.name='linear' is not registered; valid choices: constant, step, cosine"),
+    (["hardware.device=tpu"], "hardware.device 'tpu'; valid choices: auto, cpu, cuda"),
+    (["hardware.precision=fp8"], "hardware.precision='fp8' is not registered; valid choices: fp32, bf16"),
+    (["norm=gn", "norm.groups=12"], "layer norm1 (16 channels): norm.groups=12 does not divide num_features=16"),
+    (["batch_size=1"], "norm=bn normalizes with batch statistics but batch_size=1 gives one sample per device"),
+    (
+        ["model.norm_position=pre"],
+        "model.norm_position is not an option of model=resnet20; it is an option of model=transformer",
+    ),
+    (["lr=0"], "lr=0.0 is not allowed; lr must be > 0"),
+    (["lr=-0.1"], "lr=-0.1 is not allowed; lr must be > 0"),
+    (["lr=abc"], "lr='abc' is not allowed: Value 'abc' of type 'str' could not be converted to Float"),
+    (["epochs=0"], "epochs=0 is not allowed; epochs must be a positive integer"),
+    (["batch_size=-4"], "batch_size=-4 is not allowed; batch_size must be a positive integer"),
+    (["max_steps=0"], "max_steps=0 is not allowed"),
+    (["divergence.loss_factor=0.5"], "divergence.loss_factor=0.5 is not allowed; divergence.loss_factor must be > 1"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) for a, _ in CASES])
+def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys, args, message) -> None:
+    out = tmp_path / "run"
+    code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, *args, f"hydra.run.dir={out}")
+    assert code == 2
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("normbench: error: "), stderr
+    assert message in lines[0]
+    assert "Traceback" not in stderr + stdout
+    assert not out.exists()
+
+
+def test_dataset_root_that_is_not_a_directory(tmp_path, monkeypatch, capsys) -> None:
+    a_file = tmp_path / "cifar.tar"
+    a_file.write_bytes(b"")
+    for root, message in ((tmp_path / "absent", "is not a directory (it does not exist)"), (a_file, "is a file")):
+        out = tmp_path / "run"
+        args = ("dataset=cifar10", f"dataset.root={root}", "epochs=1", f"hydra.run.dir={out}")
+        code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *args)
+        assert code == 2 and stderr.count("\n") == 1
+        assert f"normbench: error: dataset.root='{root}' {message}" in stderr
+        assert not out.exists()
+
+
+def test_a_bad_value_in_a_multirun_fails_that_job_alone(tmp_path, monkeypatch, capsys) -> None:
+    """Types and choices are refused for the whole sweep before it starts (Hydra could not compose
+    the job); a value that composes but cannot work fails its own job only."""
+    sweep = tmp_path / "sweep"
+    code, stdout, stderr = run_cli_inprocess(
+        monkeypatch, capsys, "-m", *TINY_RUN, "max_steps=2", "lr=-1,0.05", "logger=local", f"hydra.sweep.dir={sweep}"
+    )
+    assert code == 0, stderr
+    import csv
+
+    with open(sweep / "sweep_summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["status"] for r in rows] == ["failed", "finished"]
+    assert rows[0]["error"] == "lr=-1.0 is not allowed; lr must be > 0"
+    assert stderr.count("normbench: error: lr=-1.0") == 1
+
+
+def test_resume_with_another_configuration_is_refused_and_keeps_the_run(tmp_path, monkeypatch, capsys) -> None:
+    out = tmp_path / "run"
+    base = (*TINY_RUN, "max_steps=2", "logger=local", f"hydra.run.dir={out}")
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base)
+    assert code == 0, stderr
+    before = sorted(p.name for p in Path(out).iterdir())
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base, "lr=0.2", "resume=true")
+    assert code == 2 and stderr.count("\n") == 1
+    assert "resume=true but checkpoint" in stderr and "(lr=0.05 there, 0.2 here)" in stderr
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base)  # a new run over an old one
+    assert code == 2 and "already holds a run; pass resume=true" in stderr
+    assert sorted(p.name for p in Path(out).iterdir()) == before  # the run is untouched
+    assert (out / "summary.json").read_text().count('"status": "finished"') == 1
+
+
+@pytest.mark.parametrize("name", list_norms())
+def test_batch_statistics_probe_matches_the_norm_family(name: str) -> None:
+    assert uses_batch_statistics(norm_factory(name), 8, "NCHW") == (name in BATCH_STATISTIC_NORMS)
+
+
+def test_per_device_batch_counts_the_processes(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from normbench.errors import ConfigError
+    from normbench.validate import validate_config
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=cli.config_dir(), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=quickstart", "batch_size=2"])
+    GlobalHydra.instance().clear()
+    with pytest.raises(ConfigError, match="batch_size=2 gives one sample per device"):
+        validate_config(cfg)
