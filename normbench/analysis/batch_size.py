@@ -1,0 +1,99 @@
+"""Wu & He 2018, "Group Normalization", Figure 1 in spirit, from a `gn_batch_size` sweep:
+validation error against the per-device batch size (32 → 2, learning rate scaled linearly),
+for BN, GN and Batch Renormalization. Their ImageNet ResNet-50 numbers: BN 23.6 % → 34.7 %
+error from batch 32 to 2, GN flat at about 24.1 %.
+
+Error = 100 · (1 − final ``val/acc``); points are medians over seeds with min–max error bars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from normbench.analysis.claims import Claim, claim_less, per_seed
+from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, new_figure, seed_curve
+from normbench.analysis.runs import Run, select
+from normbench.analysis.stats import FAILS, HOLDS, NOT_MEASURED
+
+VAL_ACC = "val/acc"
+NORMS = ("bn", "gn", "brn")
+LABELS = {"bn": "Batch Norm", "gn": "Group Norm", "brn": "Batch Renorm"}
+
+
+def error(run: Run) -> float:
+    """Final validation error in percent."""
+    return 100.0 * (1.0 - run.final(VAL_ACC))
+
+
+def gn_batch_size(runs: Sequence[Run]) -> list[FigureResult]:
+    fig, axes = new_figure(1, 1, "Wu & He 2018, Fig. 1: error vs batch size per device", size=(5.0, 3.8))
+    ax = axes[0, 0]
+    res = FigureResult("gn_batch_size", fig)
+    sizes = sorted({int(r.get("batch_size")) for r in runs}, reverse=True)
+    norms = [n for n in NORMS if select(runs, norm__name=n)] + sorted({r.get("norm.name") for r in runs} - set(NORMS))
+    for norm in norms:
+        series = []
+        for seed in sorted({r.seed for r in select(runs, norm__name=norm)}):
+            pts = [(b, error(r)) for b in sizes for r in select(runs, norm__name=norm, batch_size=b, seed=seed)]
+            if pts:
+                xs, ys = zip(*pts)
+                series.append((np.asarray(xs, dtype=np.float64), np.asarray(ys)))
+        if series:
+            seed_curve(
+                ax, res.rows, "val_error", LABELS.get(norm, norm), series, color=NORM_COLORS.get(norm), marker="o"
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [str(b) for b in sizes])
+    ax.invert_xaxis()
+    finish_axes(ax, "batch size (images per worker)", "validation error (%)")
+    if sizes:
+        big, small = sizes[0], sizes[-1]
+        res.claims += _claims(runs, big, small, res.name)
+    return [res]
+
+
+def _claims(runs: Sequence[Run], big: int, small: int, figure: str) -> list[Claim]:
+    err = {(n, b): per_seed(select(runs, norm__name=n, batch_size=b), error) for n in NORMS for b in (big, small)}
+    claims = []
+    if err[("bn", big)].n and err[("bn", small)].n:
+        claims.append(
+            claim_less(
+                f"BN's error grows as the batch shrinks ({big} → {small})",
+                "BN 23.6 % → 34.7 % from batch 32 to 2 (ImageNet)",
+                figure,
+                (f"BN@{big}", err[("bn", big)]),
+                (f"BN@{small}", err[("bn", small)]),
+            )
+        )
+    if all(err[(n, b)].n for n in ("bn", "gn") for b in (big, small)):
+        d_bn = err[("bn", small)].median - err[("bn", big)].median
+        d_gn = err[("gn", small)].median - err[("gn", big)].median
+        claims.append(
+            Claim(
+                f"GN's error is flat in the batch size: it moves less than BN's rises from {big} to {small}",
+                "GN about 24.1 % at every batch size",
+                f"change in median error: GN {d_gn:+.3g} points vs BN {d_bn:+.3g} points (holds when |GN| < BN)",
+                HOLDS if abs(d_gn) < d_bn else FAILS,
+                figure,
+            )
+        )
+    for norm in ("gn", "brn"):
+        if err[(norm, small)].n and err[("bn", small)].n:
+            claims.append(
+                claim_less(
+                    f"At batch {small}, {LABELS[norm]} beats Batch Norm",
+                    "GN 24.1 % vs BN 34.7 % at batch 2"
+                    if norm == "gn"
+                    else "Batch Renorm improves on BN with small batches (Ioffe 2017)",
+                    figure,
+                    (f"{norm}@{small}", err[(norm, small)]),
+                    (f"bn@{small}", err[("bn", small)]),
+                )
+            )
+    if not claims:
+        claims.append(
+            Claim("BN vs GN across batch sizes", "", "no BN/GN runs at two batch sizes", NOT_MEASURED, figure)
+        )
+    return claims

@@ -1,0 +1,165 @@
+"""What a figure function returns, the drawing helpers they share, and writing PNG/PDF/CSV.
+
+Every plotted number goes into the figure's CSV, one row per point:
+``panel, series, x, median, lo, hi, n`` — the median over seeds and their min and max
+(``n`` seeds with a finite value at that x).
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
+import numpy as np  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from normbench.analysis.claims import Claim, claims_markdown  # noqa: E402
+from normbench.analysis.stats import band, stack  # noqa: E402
+
+CSV_COLUMNS = ("panel", "series", "x", "median", "lo", "hi", "n")
+
+# Fixed colours per norm so that every figure reads the same way.
+NORM_COLORS = {
+    "none": "tab:blue",
+    "bn": "tab:red",
+    "bn_noisy": "tab:purple",
+    "gn": "tab:green",
+    "brn": "tab:orange",
+    "ln": "tab:blue",
+    "ln_sample": "tab:brown",
+    "in": "tab:gray",
+    "rms": "tab:red",
+    "prms": "tab:orange",
+    "pn": "tab:green",
+}
+
+
+@dataclass
+class FigureResult:
+    name: str
+    """File stem: ``<name>.png``, ``.pdf``, ``.csv``."""
+    fig: Figure
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
+
+
+def new_figure(n_rows: int, n_cols: int, title: str, size: tuple[float, float] | None = None) -> tuple[Figure, Any]:
+    size = size or (4.2 * n_cols, 3.3 * n_rows)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False)
+    fig.suptitle(title, fontsize=10)
+    return fig, axes
+
+
+def seed_curve(
+    ax: Axes | None,
+    rows: list[dict[str, Any]],
+    panel: str,
+    label: str,
+    series: Sequence[tuple[np.ndarray, np.ndarray]],
+    color: str | None = None,
+    fill: bool = True,
+    linestyle: str = "-",
+    marker: str | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Median over seeds of several (x, y) series, with the seeds' min–max shaded; rows appended
+    to ``rows``. Returns x, median, lo, hi."""
+    xs, matrix = stack(series)
+    med, lo, hi, n = band(matrix)
+    for i in range(len(xs)):
+        rows.append(
+            {"panel": panel, "series": label, "x": xs[i], "median": med[i], "lo": lo[i], "hi": hi[i], "n": int(n[i])}
+        )
+    if ax is not None and len(xs):
+        ax.plot(xs, med, color=color, label=label, linestyle=linestyle, marker=marker, markersize=3)
+        if fill and matrix.shape[0] > 1:
+            ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
+    return xs, med, lo, hi
+
+
+def add_point_rows(rows: list[dict[str, Any]], panel: str, label: str, x: float, values: Sequence[float]) -> None:
+    """One CSV row for a single plotted point (a bar) from per-seed ``values``."""
+    xs, matrix = stack([(np.asarray([x]), np.asarray([v])) for v in values])
+    med, lo, hi, n = band(matrix)
+    rows.append({"panel": panel, "series": label, "x": x, "median": med[0], "lo": lo[0], "hi": hi[0], "n": int(n[0])})
+
+
+def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: bool = True) -> None:
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    if legend and ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7)
+
+
+def write_outputs(results: Sequence[FigureResult], out_dir: str | Path) -> list[Path]:
+    """``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` per figure, and ``claims.csv`` /
+    ``claims.md`` with every figure's claims. Returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for res in results:
+        res.fig.tight_layout()
+        for ext in ("png", "pdf"):
+            path = out / f"{res.name}.{ext}"
+            res.fig.savefig(path, dpi=150)
+            written.append(path)
+        path = out / f"{res.name}.csv"
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+            writer.writeheader()
+            for row in res.rows:
+                writer.writerow({k: _fmt_csv(row[k]) for k in CSV_COLUMNS})
+        written.append(path)
+        plt.close(res.fig)
+    claims = [c for res in results for c in res.claims]
+    path = out / "claims.csv"
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=("figure", "claim", "paper", "measured", "verdict"))
+        writer.writeheader()
+        for c in claims:
+            writer.writerow(
+                {"figure": c.figure, "claim": c.claim, "paper": c.paper, "measured": c.measured, "verdict": c.verdict}
+            )
+    written.append(path)
+    path = out / "claims.md"
+    path.write_text(claims_markdown(claims))
+    written.append(path)
+    return written
+
+
+def _fmt_csv(v: Any) -> Any:
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))
+    return v
+
+
+def bar_panel(
+    ax: Axes,
+    rows: list[dict[str, Any]],
+    panel: str,
+    values: dict[str, Sequence[float]],
+    colors: dict[str, str] | None = None,
+) -> None:
+    """One bar per label at its median over seeds, with a min–max error bar; rows appended."""
+    colors = colors or {}
+    for i, (label, vals) in enumerate(values.items()):
+        add_point_rows(rows, panel, label, float(i), vals)
+        row = rows[-1]
+        if row["n"] == 0:
+            continue
+        err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
+        ax.bar(i, row["median"], color=colors.get(label, "tab:gray"), alpha=0.8)
+        ax.errorbar(i, row["median"], yerr=err, color="black", capsize=4, linewidth=1)
+        ax.text(i, row["median"], f"{row['median']:.3g}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(values)), list(values), fontsize=8)

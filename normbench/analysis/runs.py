@@ -1,0 +1,201 @@
+"""Reading finished runs back: local job directories or the W&B public API, into one `Run` type.
+
+A local job directory is what the runner writes (``metrics.jsonl``, ``config.yaml``,
+``summary.json``) plus Hydra's ``.hydra/overrides.yaml``. A W&B run gives the same three
+things through ``wandb.Api()``: ``run.config``, ``run.scan_history()`` and ``run.summary``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from normbench.errors import ConfigError
+
+
+def _number(v: Any) -> Any:
+    """``"nan"`` / ``"inf"`` / ``"-inf"`` (how the local sink writes non-finite floats) back to floats."""
+    if isinstance(v, str) and v.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+        return float(v)
+    return v
+
+
+@dataclass
+class Run:
+    """One training run: its resolved config, its logged rows and its final summary."""
+
+    name: str
+    config: dict[str, Any]
+    history: list[dict[str, Any]]
+    """One dict per logged row: ``step``, ``epoch`` and the metrics of that row."""
+    summary: dict[str, Any] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def get(self, dotted: str, default: Any = None) -> Any:
+        """A config value by dotted key (``norm.name``), or ``default`` when absent."""
+        node: Any = self.config
+        for part in dotted.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    @property
+    def status(self) -> str:
+        return str(self.summary.get("status", "failed" if not self.summary else "unknown"))
+
+    @property
+    def seed(self) -> int:
+        return int(self.get("seed", 0))
+
+    @property
+    def final_step(self) -> int:
+        """The last optimizer step the run reached."""
+        if "step" in self.summary:
+            return int(self.summary["step"])
+        return max((int(r["step"]) for r in self.history), default=0)
+
+    def metric_keys(self) -> set[str]:
+        return {k for row in self.history for k in row}
+
+    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps, values) of every row that logged ``key``, in logging order; float64 values."""
+        rows = [(int(r["step"]), float(r[key])) for r in self.history if key in r and r[key] is not None]
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        steps, values = zip(*rows)
+        return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
+
+    def final(self, key: str) -> float:
+        """The summary's value of ``key``; else the last logged one; NaN when never logged."""
+        if key in self.summary and isinstance(_number(self.summary[key]), (int, float)):
+            return float(_number(self.summary[key]))
+        _, values = self.series(key)
+        return float(values[-1]) if len(values) else math.nan
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # a run killed mid-write leaves a partial last line
+                continue
+            rows.append({k: _number(v) for k, v in row.items()})
+    return rows
+
+
+def find_job_dirs(root: Path) -> Iterator[Path]:
+    """Every directory under ``root`` (``root`` included) that holds a run's ``metrics.jsonl``."""
+    if (root / "metrics.jsonl").is_file():
+        yield root
+        return
+    for path in sorted(root.rglob("metrics.jsonl")):
+        if "wandb" not in path.parts:
+            yield path.parent
+
+
+def load_local_run(job_dir: Path) -> Run:
+    import yaml
+
+    config_path = job_dir / "config.yaml"
+    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
+    summary_path = job_dir / "summary.json"
+    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    overrides_path = job_dir / ".hydra" / "overrides.yaml"
+    overrides = (yaml.safe_load(overrides_path.read_text()) or []) if overrides_path.is_file() else []
+    return Run(
+        name=job_dir.name,
+        config=config or {},
+        history=_read_jsonl(job_dir / "metrics.jsonl"),
+        summary={k: _number(v) for k, v in summary.items()},
+        overrides=list(overrides),
+        source=str(job_dir),
+    )
+
+
+def load_local_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """All runs found under the given multirun (or single-run) directories."""
+    runs = []
+    for p in paths:
+        root = Path(p).expanduser()
+        if not root.is_dir():
+            raise ConfigError(f"--runs {str(root)!r} is not a directory; pass a multirun directory")
+        runs += [load_local_run(d) for d in find_job_dirs(root)]
+    return runs
+
+
+def _wandb_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"step": int(row.get("_step", 0))}
+    for k, v in row.items():
+        if k.startswith("_") or v is None or isinstance(v, Mapping):  # W&B internals, histograms
+            continue
+        out[k] = _number(v)
+    out.setdefault("epoch", 0)
+    return out
+
+
+def load_wandb_runs(path: str, group: str, api: Any = None) -> list[Run]:
+    """The runs of W&B project ``path`` (``entity/project``) in ``group``, read with
+    ``wandb.Api().runs(path, filters={"group": group})`` and ``run.scan_history()``.
+
+    ``api`` stands in for ``wandb.Api()`` (tests pass a fake)."""
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    runs = []
+    for r in api.runs(path, filters={"group": group}):
+        summary = getattr(r.summary, "_json_dict", None)
+        if summary is None:
+            summary = dict(r.summary)
+        history = [_wandb_row(row) for row in r.scan_history()]
+        runs.append(
+            Run(
+                name=str(r.name or r.id),
+                config=dict(r.config),
+                history=history,
+                summary={k: _number(v) for k, v in summary.items() if not k.startswith("_")},
+                source=f"wandb:{path}/{r.id}",
+            )
+        )
+    return runs
+
+
+def group_runs(runs: Iterable[Run], keys: Iterable[str]) -> dict[tuple[Any, ...], list[Run]]:
+    """Runs grouped by their config values at the dotted ``keys`` (seeds fall into one group)."""
+    keys = list(keys)
+    groups: dict[tuple[Any, ...], list[Run]] = {}
+    for run in runs:
+        groups.setdefault(tuple(run.get(k) for k in keys), []).append(run)
+    for members in groups.values():
+        members.sort(key=lambda r: r.seed)
+    return groups
+
+
+def select(runs: Iterable[Run], **criteria: Any) -> list[Run]:
+    """Runs whose config matches every criterion; keys use ``__`` for dots (``norm__name="bn"``);
+    floats compare with a relative tolerance of 1e-9. Sorted by seed."""
+    out = []
+    for run in runs:
+        for key, want in criteria.items():
+            have = run.get(key.replace("__", "."))
+            if isinstance(want, float) and isinstance(have, (int, float)):
+                if not math.isclose(float(have), want, rel_tol=1e-9):
+                    break
+            elif have != want:
+                break
+        else:
+            out.append(run)
+    return sorted(out, key=lambda r: r.seed)

@@ -1,0 +1,380 @@
+"""Every preset's figure, built from small synthetic run directories written here: the CSV holds
+exactly the medians / min / max over seeds that the synthetic metrics imply, and the claims
+come out as the synthetic numbers say they must."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from normbench.analysis import FIGURES, figure_fn, load_local_runs, load_wandb_runs, make_figures, write_outputs
+from normbench.analysis.stats import FAILS, HOLDS, MIXED, Spread, spread, stack, verdict_less
+from normbench.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+SEEDS = (0, 1, 2)
+
+
+def write_run(
+    root: Path, job: int, config: dict[str, Any], rows: list[dict[str, Any]], summary: dict[str, Any]
+) -> Path:
+    """A job directory as the runner and Hydra leave it."""
+    d = root / str(job)
+    (d / ".hydra").mkdir(parents=True)
+    (d / "config.yaml").write_text(yaml.safe_dump(config))
+    (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={config['seed']}"]))
+    with open(d / "metrics.jsonl", "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    (d / "summary.json").write_text(json.dumps({"status": "finished", **summary}))
+    return d
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def point(rows: list[dict[str, str]], panel: str, series: str, x: float) -> dict[str, float]:
+    hits = [r for r in rows if r["panel"] == panel and r["series"] == series and float(r["x"]) == x]
+    assert len(hits) == 1, (panel, series, x, hits)
+    return {k: float(hits[0][k]) for k in ("median", "lo", "hi", "n")}
+
+
+def assert_point(rows: list[dict[str, str]], panel: str, series: str, x: float, values: list[float]) -> None:
+    got = point(rows, panel, series, x)
+    v = np.asarray(values, dtype=np.float64)
+    assert got["median"] == pytest.approx(np.median(v), rel=1e-12)
+    assert got["lo"] == pytest.approx(v.min(), rel=1e-12)
+    assert got["hi"] == pytest.approx(v.max(), rel=1e-12)
+    assert got["n"] == len(v)
+
+
+def claims(out: Path) -> dict[str, str]:
+    return {r["claim"]: r["verdict"] for r in read_csv(out / "claims.csv")}
+
+
+def build(preset: str, root: Path, out: Path) -> list[Path]:
+    return write_outputs(make_figures(preset, load_local_runs([root])), out)
+
+
+# ---------------------------------------------------------------- Santurkar et al. 2018 (VGG)
+
+ACC = {"none": 0.4, "bn": 0.7, "bn_noisy": 0.65}
+RANGE = {"none": 2.0, "bn": 0.5}
+STEPS = (10, 20, 30)
+
+
+def santurkar_value(norm: str, lr: float, seed: int, step: int) -> dict[str, float]:
+    acc = min(ACC[norm] + 0.01 * seed + 0.001 * step - (0.1 if lr == 0.5 and norm == "none" else 0.0), 1.0)
+    lo = 1.0 + 0.1 * seed + 0.01 * step
+    rng = RANGE.get(norm, 1.0) * (1 + 0.1 * seed) * (1 + (step % 20) / 10)
+    return {
+        "train/acc": acc,
+        "val/acc": acc - 0.05,
+        "diag/landscape/loss_min": lo,
+        "diag/landscape/loss_max": lo + rng,
+        "diag/predictiveness/grad_diff_min": 0.1 * rng,
+        "diag/predictiveness/grad_diff_max": rng,
+        "diag/beta_smoothness/beta": 3 * rng,
+        "diag/ics/5/grad_diff": (2.0 if norm == "bn" else 1.0) + 0.1 * seed,
+        "diag/ics/5/cos": 0.5,
+        "diag/ics/10/grad_diff": 1.0 + 0.1 * seed,
+        "diag/ics/10/cos": 0.4,
+    }
+
+
+@pytest.fixture
+def santurkar_runs(tmp_path: Path) -> Path:
+    root, job = tmp_path / "multirun", 0
+    for norm in ("none", "bn", "bn_noisy"):
+        for lr in (0.1, 0.5):
+            for seed in SEEDS:
+                rows = []
+                for step in STEPS:
+                    v = santurkar_value(norm, lr, seed, step)
+                    rows.append({"step": step, "epoch": 0, **{k: x for k, x in v.items() if k.startswith("diag/")}})
+                    rows.append({"step": step, "epoch": 0, "train/batch_loss": 2.0 - v["train/acc"]})
+                    rows.append(
+                        {"step": step, "epoch": step // 10, "train/acc": v["train/acc"], "val/acc": v["val/acc"]}
+                    )
+                cfg = {"norm": {"name": norm}, "lr": lr, "seed": seed, "model": {"name": "vgg11"}}
+                last = santurkar_value(norm, lr, seed, STEPS[-1])
+                write_run(
+                    root,
+                    job,
+                    cfg,
+                    rows,
+                    {"step": STEPS[-1], "train/acc": last["train/acc"], "val/acc": last["val/acc"]},
+                )
+                job += 1
+    return root
+
+
+def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    written = build("santurkar_vgg_cpu", santurkar_runs, out)
+    for stem in ("santurkar_fig1", "santurkar_fig2", "santurkar_fig3", "santurkar_fig4"):
+        for ext in ("png", "pdf", "csv"):
+            assert out / f"{stem}.{ext}" in written and (out / f"{stem}.{ext}").stat().st_size > 0
+
+    fig1 = read_csv(out / "santurkar_fig1.csv")
+    for norm, lr in (("none", 0.1), ("bn", 0.5)):
+        label = {"none": "Standard", "bn": "Standard + BatchNorm"}[norm] + f", lr={lr:g}"
+        for step in STEPS:
+            accs = [100 * santurkar_value(norm, lr, s, step)["train/acc"] for s in SEEDS]
+            assert_point(fig1, "train_acc", label, step, accs)
+            assert_point(fig1, "test_acc", label, step, [a - 5 for a in accs])
+            assert_point(fig1, "train_loss", label, step, [2.0 - a / 100 for a in accs])
+
+    fig4 = read_csv(out / "santurkar_fig4.csv")
+    for norm, label in (("none", "Standard"), ("bn", "Standard + BatchNorm")):
+        for step in STEPS:
+            vals = [santurkar_value(norm, 0.1, s, step) for s in SEEDS]
+            assert_point(fig4, "landscape/min", label, step, [v["diag/landscape/loss_min"] for v in vals])
+            assert_point(fig4, "landscape/max", label, step, [v["diag/landscape/loss_max"] for v in vals])
+            assert_point(fig4, "beta_smoothness", label, step, [v["diag/beta_smoothness/beta"] for v in vals])
+
+    fig3 = read_csv(out / "santurkar_fig3.csv")
+    assert_point(fig3, "5/grad_diff", "Standard + BatchNorm, lr=0.1", 20, [2.0 + 0.1 * s for s in SEEDS])
+
+    verdicts = claims(out)
+    # BN's range is 4× smaller at every step and seed: the landscape claims hold without overlap.
+    assert {v for c, v in verdicts.items() if c.startswith("With BN")} == {HOLDS}
+    landscape = next(r for r in read_csv(out / "claims.csv") if "loss range" in r["claim"])
+    bn_ranges = [
+        np.median(
+            [
+                santurkar_value("bn", 0.1, s, t)["diag/landscape/loss_max"]
+                - santurkar_value("bn", 0.1, s, t)["diag/landscape/loss_min"]
+                for t in STEPS
+            ]
+        )
+        for s in SEEDS
+    ]
+    assert f"BN: {spread(bn_ranges).fmt()}" in landscape["measured"]
+    assert "smaller at 3 of 3 measured steps" in landscape["measured"]
+    # ICS: layer 5 is larger with BN (claim holds), layer 10 is equal (medians not ordered: fails).
+    assert (
+        verdicts["BN does not reduce ICS: ‖G − G′‖₂ with BN is not below the standard network's (layer 5, lr 0.1)"]
+        == HOLDS
+    )
+    assert (
+        verdicts["BN does not reduce ICS: ‖G − G′‖₂ with BN is not below the standard network's (layer 10, lr 0.1)"]
+        == FAILS
+    )
+    assert verdicts["BN trains faster: higher final training accuracy than the standard network (lr 0.1)"] == HOLDS
+
+
+# ---------------------------------------------------------------- Shen et al. 2020, Figure 2
+
+
+def test_powernorm_stats_figure(tmp_path: Path) -> None:
+    root, job, total = tmp_path / "multirun", 0, 50
+    for model, scale in (("resnet20", 0.01), ("transformer_tiny", 0.5)):
+        for seed in SEEDS:
+            rows = [
+                {
+                    "step": step,
+                    "epoch": step // 10,
+                    "diag/bn_stats/first_layer/mean_dist": scale * (1 + seed) * step,
+                    "diag/bn_stats/first_layer/var_dist": 2 * scale * (1 + seed),
+                }
+                for step in range(10, total + 1, 10)
+            ]
+            write_run(
+                root, job, {"model": {"name": model}, "norm": {"name": "bn"}, "seed": seed}, rows, {"step": total}
+            )
+            job += 1
+    out = tmp_path / "out"
+    build("powernorm_stats", root, out)
+    rows = read_csv(out / "powernorm_fig2.csv")
+    for step in range(10, total + 1, 10):
+        pct = 100.0 * step / total
+        assert_point(rows, "mean", "NLP: Transformer + BN, translation", pct, [0.5 * (1 + s) * step for s in SEEDS])
+        assert_point(rows, "var", "CV: ResNet20 + BN, CIFAR-10", pct, [0.02 * (1 + s) for s in SEEDS])
+    assert set(claims(out).values()) == {HOLDS}
+
+
+# ---------------------------------------------------------------- Transformer figures
+
+
+def _mt_runs(root: Path, norms: dict[str, float], key: str, speed: dict[str, float] | None = None) -> None:
+    """One run per norm and seed: BLEU = norms[norm] + seed, val/loss falling with the step."""
+    job = 0
+    for norm, bleu in norms.items():
+        for seed in SEEDS:
+            rows = [
+                {
+                    "step": s,
+                    "epoch": e,
+                    "val/loss": 5.0 - e - 0.1 * seed - bleu / 100,
+                    "perf/tokens_per_s": (speed or {}).get(norm, 1.0) * (1 + 0.1 * e) + seed,
+                }
+                for e, s in enumerate((100, 200, 300), start=1)
+            ]
+            if key == "encoder":
+                cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": norm}}
+            else:
+                cfg = {"norm": {"name": norm}, "model": {"name": "transformer_tiny"}}
+            write_run(root, job, {**cfg, "seed": seed}, rows, {"step": 300, "test/bleu": bleu + seed})
+            job += 1
+
+
+def test_powernorm_mt_figure(tmp_path: Path) -> None:
+    _mt_runs(tmp_path / "runs", {"ln": 20.0, "bn": 10.0, "pn": 20.5}, "encoder")
+    out = tmp_path / "out"
+    build("powernorm_mt_cpu", tmp_path / "runs", out)
+    rows = read_csv(out / "powernorm_mt.csv")
+    assert_point(rows, "bleu", "pn", 2.0, [20.5 + s for s in SEEDS])
+    assert_point(rows, "val_loss", "bn", 200, [5.0 - 2 - 0.1 * s - 0.1 for s in SEEDS])
+    verdicts = claims(out)
+    assert verdicts["PN's BLEU is above LN's (test/bleu)"] == MIXED  # 0.5 apart, seeds spread over 2
+    assert verdicts["BN's BLEU is below LN's (test/bleu)"] == HOLDS
+
+
+def test_rmsnorm_speed_figure(tmp_path: Path) -> None:
+    _mt_runs(
+        tmp_path / "runs", {"ln": 20.0, "rms": 20.2, "prms": 19.9}, "norm", {"ln": 100.0, "rms": 130.0, "prms": 90.0}
+    )
+    out = tmp_path / "out"
+    build("rmsnorm_speed", tmp_path / "runs", out)
+    rows = read_csv(out / "rmsnorm_speed.csv")
+    # throughput of a run: median over its epochs of speed·(1 + 0.1·epoch) + seed (epochs 1..3 → the 2nd)
+    assert_point(rows, "tokens_per_s", "rms", 1.0, [130.0 * 1.2 + s for s in SEEDS])
+    verdicts = claims(out)
+    assert verdicts["rms trains faster than ln (training tokens/s)"] == HOLDS
+    assert verdicts["prms trains faster than ln (training tokens/s)"] == FAILS
+    rms = next(r for r in read_csv(out / "claims.csv") if r["claim"].startswith("rms trains faster"))
+    assert f"ratio of medians {(130.0 * 1.2 + 1) / (100.0 * 1.2 + 1):.3f}" in rms["measured"]
+    assert verdicts["rms matches ln's quality at equal steps (test/bleu)"] == HOLDS
+
+
+def test_ln_axes_figure(tmp_path: Path) -> None:
+    _mt_runs(tmp_path / "runs", {"ln": 20.0, "ln_sample": 15.0, "in": 21.0}, "norm")
+    out = tmp_path / "out"
+    build("ln_axes_cpu", tmp_path / "runs", out)
+    assert_point(read_csv(out / "ln_axes.csv"), "bleu", "in", 2.0, [21.0 + s for s in SEEDS])
+    verdicts = claims(out)
+    assert verdicts["Per-token LN gives higher BLEU than ln_sample (test/bleu)"] == HOLDS
+    assert verdicts["Per-token LN gives higher BLEU than in (test/bleu)"] == FAILS
+
+
+# ---------------------------------------------------------------- Wu & He 2018
+
+
+def test_gn_batch_size_figure(tmp_path: Path) -> None:
+    root, job = tmp_path / "runs", 0
+
+    def acc(norm: str, bs: int, seed: int) -> float:
+        base = {"bn": 0.7 - 0.02 * (32 // bs), "gn": 0.65, "brn": 0.68 - 0.005 * (32 // bs)}[norm]
+        return base + 0.01 * seed
+
+    for norm in ("bn", "gn", "brn"):
+        for bs in (32, 16, 8, 4, 2):
+            for seed in SEEDS:
+                cfg = {"norm": {"name": norm}, "batch_size": bs, "lr": 0.1 * bs / 32, "seed": seed}
+                write_run(root, job, cfg, [{"step": 10, "epoch": 1, "val/acc": acc(norm, bs, seed)}], {"step": 10})
+                job += 1
+    out = tmp_path / "out"
+    build("gn_batch_size_cpu", root, out)
+    rows = read_csv(out / "gn_batch_size.csv")
+    for bs in (32, 2):
+        assert_point(rows, "val_error", "Batch Norm", bs, [100 * (1 - acc("bn", bs, s)) for s in SEEDS])
+    verdicts = claims(out)
+    assert verdicts["BN's error grows as the batch shrinks (32 → 2)"] == HOLDS
+    assert verdicts["GN's error is flat in the batch size: it moves less than BN's rises from 32 to 2"] == HOLDS
+    assert verdicts["At batch 2, Group Norm beats Batch Norm"] == HOLDS
+    assert verdicts["At batch 2, Batch Renorm beats Batch Norm"] == HOLDS
+
+
+# ---------------------------------------------------------------- readers, stats, the script
+
+
+def test_local_reader_tolerates_nan_and_a_torn_last_line(tmp_path: Path) -> None:
+    d = write_run(
+        tmp_path, 0, {"seed": 3, "norm": {"name": "none"}}, [{"step": 1, "epoch": 0, "train/batch_loss": "nan"}], {}
+    )
+    with open(d / "metrics.jsonl", "a") as f:
+        f.write('{"step": 2, "epoch"')
+    (run,) = load_local_runs([tmp_path])
+    steps, values = run.series("train/batch_loss")
+    assert steps.tolist() == [1] and np.isnan(values[0])
+    assert run.seed == 3 and run.get("norm.name") == "none" and run.get("norm.missing", 7) == 7
+
+
+def test_wandb_reader_maps_runs_through_the_public_api() -> None:
+    class Summary:
+        _json_dict = {"status": "finished", "test/bleu": 12.5, "_runtime": 3}
+
+    class FakeRun:
+        id, name = "abc123", "job-0"
+        config = {"norm": {"name": "pn"}, "seed": 1}
+        summary = Summary()
+
+        def scan_history(self) -> list[dict[str, Any]]:
+            return [
+                {"_step": 5, "_runtime": 1.0, "train/batch_loss": 2.5, "hist": {"_type": "histogram"}},
+                {"_step": 10, "epoch": 1, "val/loss": 2.0, "val/acc": None},
+            ]
+
+    class FakeApi:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, dict[str, Any]]] = []
+
+        def runs(self, path: str, filters: dict[str, Any]) -> list[FakeRun]:
+            self.calls.append((path, filters))
+            return [FakeRun()]
+
+    api = FakeApi()
+    (run,) = load_wandb_runs("me/normbench", "powernorm_mt", api=api)
+    assert api.calls == [("me/normbench", {"group": "powernorm_mt"})]
+    assert run.history == [{"step": 5, "epoch": 0, "train/batch_loss": 2.5}, {"step": 10, "epoch": 1, "val/loss": 2.0}]
+    assert run.summary == {"status": "finished", "test/bleu": 12.5}
+    assert run.final("test/bleu") == 12.5 and run.seed == 1 and run.source == "wandb:me/normbench/abc123"
+
+
+def test_stats_and_verdicts() -> None:
+    xs, m = stack([(np.array([1, 3]), np.array([1.0, 3.0])), (np.array([2, 3]), np.array([2.0, 4.0]))])
+    assert xs.tolist() == [1, 2, 3]
+    assert np.array_equal(m, np.array([[1.0, np.nan, 3.0], [np.nan, 2.0, 4.0]]), equal_nan=True)
+    assert spread([3.0, float("nan"), 1.0, 2.0]) == Spread(2.0, 1.0, 3.0, 3)
+    assert verdict_less(spread([1, 2]), spread([3, 4])) == HOLDS
+    assert verdict_less(spread([1, 3.5]), spread([3, 4])) == MIXED
+    assert verdict_less(spread([5, 6]), spread([3, 4])) == FAILS
+
+
+def test_every_figure_has_its_presets_and_unknown_ones_fail() -> None:
+    for name in FIGURES:
+        for preset in (name, f"{name}_cpu"):
+            assert (REPO / "conf" / "experiment" / f"{preset}.yaml").is_file()
+            assert figure_fn(preset) is FIGURES[name]
+    with pytest.raises(ConfigError, match="valid choices"):
+        figure_fn("santurkar")
+
+
+def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_path: Path) -> None:
+    script = [sys.executable, str(REPO / "scripts" / "figures.py")]
+    out = tmp_path / "out"
+    ok = subprocess.run(
+        [*script, "santurkar_vgg", "--runs", str(santurkar_runs), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert (out / "santurkar_fig4.png").is_file() and "| claim |" in ok.stdout
+    bad = subprocess.run([*script, "nope", "--runs", str(santurkar_runs)], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "santurkar_vgg" in bad.stderr
+    missing = subprocess.run(
+        [*script, "ln_axes", "--runs", str(tmp_path / "absent")], capture_output=True, text=True, check=False
+    )
+    assert missing.returncode == 2 and "absent" in missing.stderr
