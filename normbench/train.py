@@ -91,15 +91,15 @@ def resume_state(cfg: DictConfig, checkpointer: Checkpointer, config: dict[str, 
     return None
 
 
-def call_diagnostic(hook: Any, ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
-    """``hook(ctx)`` with the training state restored after it (`run_hooks`); a diagnostic that
-    raises is reported once and removed from ``hooks``."""
-    try:
-        return run_hooks([hook], ctx)
-    except Exception as e:
+def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
+    """The due hooks on ``ctx`` with the training state restored after each (`run_hooks`); a
+    diagnostic that raises is reported once and removed from ``hooks``."""
+
+    def switch_off(hook: Any, e: Exception) -> None:
         hooks.remove(hook)
         warn(f"diagnostic {hook.name} failed at step {ctx.step} ({type(e).__name__}: {e}); switched off for this run")
-        return {}
+
+    return run_hooks(due, ctx, on_error=switch_off)
 
 
 def _wandb_group() -> str | None:
@@ -263,8 +263,7 @@ def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistSt
                     ctx = DiagContext(
                         model, batch, diag_loss, optimizer, step, epoch, scheduler.get_last_lr()[0], task=task
                     )
-                    for hook in due:
-                        logger.log(step, epoch, call_diagnostic(hook, ctx, hooks))
+                    logger.log(step, epoch, call_diagnostics(due, ctx, hooks))
                     diag_seconds += time.perf_counter() - t0
                 if step >= cfg.throughput_warmup_steps:
                     timer.start()

@@ -213,7 +213,7 @@ def test_preempted_submitit_job_is_requeued_and_resumes(tmp_path) -> None:
 
 
 def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
-    from normbench.train import call_diagnostic
+    from normbench.train import call_diagnostics
 
     class Broken:
         name = "broken"
@@ -243,9 +243,9 @@ def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
 
     hooks = [Broken(), Fine()]
     before = [p.detach().clone() for p in model.parameters()]
-    assert call_diagnostic(hooks[0], ctx(), hooks) == {}
+    assert call_diagnostics([hooks[0]], ctx(), hooks) == {}
     assert [h.name for h in hooks] == ["fine"]
-    assert call_diagnostic(hooks[0], ctx(), hooks) == {"diag/fine/x": 1.0}
+    assert call_diagnostics([hooks[0]], ctx(), hooks) == {"diag/fine/x": 1.0}
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

@@ -212,13 +212,16 @@ def build_diagnostics(cfg: Mapping[str, Any] | None) -> list[Hook]:
     return sorted(hooks, key=lambda h: getattr(h, "order", 0))
 
 
-def run_hooks(hooks: list[Hook], ctx: DiagContext) -> dict[str, Any]:
+def run_hooks(
+    hooks: list[Hook], ctx: DiagContext, on_error: Callable[[Hook, Exception], None] | None = None
+) -> dict[str, Any]:
     """Call each due hook on ``ctx``; restore the training state after each one.
 
     Returns the hooks' metrics as ``diag/<name>/<metric>``. Whatever a hook does to parameters,
     gradients, buffers (BN running statistics, PowerNorm's ψ²), optimizer state, module modes or
     the python/numpy/torch/CUDA RNG streams is undone bit for bit before the next hook and the
-    training step.
+    training step. The state is captured once for all ``hooks``. A hook that raises propagates,
+    unless ``on_error(hook, error)`` is given: then it is called and the other hooks still run.
     """
     metrics: dict[str, Any] = {}
     state = TrainingState.capture(ctx.model, ctx.optimizer)
@@ -226,6 +229,11 @@ def run_hooks(hooks: list[Hook], ctx: DiagContext) -> dict[str, Any]:
         for hook in hooks:
             try:
                 out = hook(ctx)
+            except Exception as e:
+                if on_error is None:
+                    raise
+                on_error(hook, e)
+                out = {}
             finally:
                 state.restore()
             metrics.update({f"diag/{hook.name}/{k}": v for k, v in out.items()})
