@@ -44,6 +44,7 @@ def _worker(rank: int, port: int, out: str) -> None:
         x, mask, dy = data()
         part = slice(3 * rank, 3 * rank + 3)
         torch.save(step(make(), x[part], mask[part], dy[part]), Path(out) / f"rank{rank}.pt")
+        dist.barrier()  # neither rank tears gloo down while the other still uses it
     finally:
         dist.destroy_process_group()
 
