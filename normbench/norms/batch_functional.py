@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normbench.norms import kernels as K
 from normbench.norms.functional import exact_precision
 
 AllReduce = Callable[[Tensor], Tensor]
@@ -80,6 +81,9 @@ class _BatchNormFunction(torch.autograd.Function):
     @staticmethod
     @exact_precision
     def forward(ctx, x3, w, weight, bias, eps, renorm, sample_affine):  # type: ignore[override]
+        ctx.segments = 0
+        if x3.shape[2] == 1 and K.usable(x3, w, weight, bias, *(sample_affine or ())):
+            return _BatchNormFunction.forward_rows(ctx, x3, w, weight, bias, eps, renorm, sample_affine)
         n = real_count(x3, w)
         mean = weighted_sum(x3, w) / n
         buf = x3 - mean[:, None]
@@ -112,8 +116,64 @@ class _BatchNormFunction(torch.autograd.Function):
         return y, mean, var
 
     @staticmethod
+    def forward_rows(ctx, x3, w, weight, bias, eps, renorm, sample_affine):  # type: ignore[no-untyped-def]
+        """The same maths on rows (sequences) with the CPU kernels: statistics in two reads, the
+        output in one read and one write, the per-sample affine folded into the coefficients."""
+        x3 = x3.contiguous()
+        a, c, _ = x3.shape
+        nseg = K.segments(a, None if sample_affine is None else sample_affine[0].shape[0])
+        xs, ws = x3.view(nseg, a // nseg, c), None if w is None else w.view(nseg, a // nseg)
+        n = real_count(x3, w)
+        mean = K.seg_sums(xs, ws).sum(0) / n
+        var = K.seg_sums(xs, ws, mean).sum(0) / n
+        invstd = torch.rsqrt(var + eps)
+        r = d = None
+        if renorm is not None:
+            r, d = renorm.factors(mean, var, eps)
+        gain = invstd if r is None else invstd * r
+        scale = gain if weight is None else gain * weight
+        shift = -mean * scale
+        if d is not None:
+            shift = shift + (d if weight is None else d * weight)
+        if bias is not None:
+            shift = shift + bias
+        s = None
+        if sample_affine is not None:  # (x·scale + shift)·s + m = x·(s·scale) + (s·shift + m)
+            s, m = sample_affine
+            scale, shift = s * scale, torch.addcmul(m, s, shift)
+        y = K.seg_affine(xs, scale, shift, ws).view(x3.shape)
+        ctx.save_for_backward(x3, w, weight, mean, invstd, r, d, s)
+        ctx.n = n
+        ctx.segments = nseg
+        ctx.mark_non_differentiable(mean, var)
+        return y, mean, var
+
+    @staticmethod
+    def backward_rows(ctx, dy):  # type: ignore[no-untyped-def]
+        x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
+        n, nseg = ctx.n, ctx.segments
+        a, c, _ = x3.shape
+        xs, ws = x3.view(nseg, a // nseg, c), None if w is None else w.view(nseg, a // nseg)
+        seg_dy, seg_dy_xc = K.seg_dot(dy.reshape(nseg, a // nseg, c), xs, ws, mean)
+        if s is not None:  # the gradient reaching the BatchNorm output is dy·s
+            seg_dy, seg_dy_xc = seg_dy * s, seg_dy_xc * s
+        sum_dy, sum_dy_xhat = seg_dy.sum(0), seg_dy_xc.sum(0) * invstd
+        gain = invstd if r is None else invstd * r
+        g = gain if weight is None else gain * weight
+        k1 = -g * invstd * sum_dy_xhat / n
+        k0 = -g * sum_dy / n - k1 * mean
+        dx = K.seg_grad(dy.reshape(nseg, a // nseg, c), xs, g if s is None else s * g, k1, k0, ws).view(x3.shape)
+        dweight = None
+        if weight is not None and ctx.needs_input_grad[2]:
+            dweight = sum_dy_xhat if r is None else sum_dy_xhat * r + d * sum_dy
+        dbias = sum_dy if ctx.needs_input_grad[3] else None
+        return dx, None, dweight, dbias, None, None, None
+
+    @staticmethod
     @exact_precision
     def backward(ctx, dy, _dmean, _dvar):  # type: ignore[override]
+        if ctx.segments:
+            return _BatchNormFunction.backward_rows(ctx, dy)
         x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
         n = ctx.n
         gain = invstd if r is None else invstd * r
@@ -183,10 +243,28 @@ class _SampleAffineFunction(torch.autograd.Function):
         return (dx if w4 is None else dx.mul_(w4)), None, None, None
 
 
+class _SampleAffineRowsFunction(torch.autograd.Function):
+    """`_SampleAffineFunction` on rows (N, A/N, C) with the CPU kernels: one pass each way."""
+
+    @staticmethod
+    def forward(ctx, x3, w2, s, m):  # type: ignore[override]
+        ctx.save_for_backward(w2, s)
+        return K.seg_affine(x3, s, m, w2)
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        w2, s = ctx.saved_tensors
+        return K.seg_affine(dy.contiguous(), s, torch.zeros_like(s), w2), None, None, None
+
+
 def sample_affine(y3: Tensor, w: Tensor | None, s: Tensor, m: Tensor) -> Tensor:
     """y·s + m with one (s, m) per sample and channel, on an (A, C, L) tensor of N samples of
     A/N rows each (s, m: (N, C), constants); 0 where the row weights ``w`` are 0."""
     n = s.shape[0]
+    if y3.shape[2] == 1 and K.usable(y3, w, s, m):
+        rows = y3.shape[0] // n
+        w2 = None if w is None else w.view(n, rows)
+        return _SampleAffineRowsFunction.apply(y3.reshape(n, rows, -1).contiguous(), w2, s, m).view(y3.shape)
     y4 = y3.view(n, -1, *y3.shape[1:])
     w4 = None if w is None else w.view(n, -1, *w.shape[1:])
     return _SampleAffineFunction.apply(y4, w4, s[:, None, :, None], m[:, None, :, None]).view(y3.shape)

@@ -1,0 +1,276 @@
+// CPU kernels of normbench's norms on sequences: one pass over memory where torch's eager ops
+// need several (each op reads and writes the whole tensor). Built on first use by
+// normbench/norms/kernels.py (torch.utils.cpp_extension); the maths is documented there.
+//
+// "Segment" kernels see a (N, T, C) contiguous tensor (N segments of T rows of C channels) with
+// optional row weights w (N, T) (0/1 masks: rows with w = 0 are skipped, their outputs are 0),
+// and per-segment or shared per-channel coefficients of shape (N, C) or (1, C).
+// "Row" kernels see an (A, C) contiguous tensor and work along each row (RMSNorm).
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <ATen/OpMathType.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace {
+
+template <typename T>
+const T* ptr_or_null(const torch::Tensor& t) {
+  return t.numel() ? t.data_ptr<T>() : nullptr;
+}
+
+int64_t coef_stride(const torch::Tensor& t, int64_t c) {
+  return t.size(0) == 1 ? 0 : c;
+}
+
+void check_segments(const torch::Tensor& x, const torch::Tensor& w) {
+  TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && x.device().is_cpu(), "segment kernels: x must be a contiguous CPU (N, T, C) tensor");
+  if (w.numel()) {
+    TORCH_CHECK(w.is_contiguous() && w.scalar_type() == x.scalar_type() && w.numel() == x.size(0) * x.size(1),
+                "segment kernels: w must be a contiguous (N, T) tensor of x's dtype");
+  }
+}
+
+}  // namespace
+
+// Σ_t w·x (square = false) or Σ_t w·(x − center)² (square = true; center (N, C) or (1, C)) → (N, C).
+torch::Tensor seg_sums(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& center, bool square) {
+  check_segments(x, w);
+  const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  auto out = torch::zeros({N, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_sums", [&] {
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    const scalar_t* __restrict__ mp = ptr_or_null<scalar_t>(center);
+    const int64_t ms = square ? coef_stride(center, C) : 0;
+    scalar_t* __restrict__ op = out.data_ptr<scalar_t>();
+    at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        scalar_t* __restrict__ o = op + n * C;
+        const scalar_t* __restrict__ mu = square ? mp + n * ms : nullptr;
+        for (int64_t t = 0; t < T; ++t) {
+          const scalar_t wt = wp ? wp[n * T + t] : scalar_t(1);
+          if (wt == scalar_t(0)) continue;
+          const scalar_t* __restrict__ xr = xp + (n * T + t) * C;
+          if (square) {
+            for (int64_t c = 0; c < C; ++c) {
+              const scalar_t d = xr[c] - mu[c];
+              o[c] += wt * d * d;
+            }
+          } else {
+            for (int64_t c = 0; c < C; ++c) o[c] += wt * xr[c];
+          }
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// y = (x·a + b)·w, a and b (N, C) or (1, C); 0 on rows with w = 0.
+torch::Tensor seg_affine(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& w) {
+  check_segments(x, w);
+  const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  auto y = torch::empty_like(x);
+  const int64_t sa = coef_stride(a, C), sb = coef_stride(b, C);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_affine", [&] {
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ ap = a.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ bp = b.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    scalar_t* __restrict__ yp = y.data_ptr<scalar_t>();
+    at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        const scalar_t* __restrict__ an = ap + n * sa;
+        const scalar_t* __restrict__ bn = bp + n * sb;
+        for (int64_t t = 0; t < T; ++t) {
+          const scalar_t* __restrict__ xr = xp + (n * T + t) * C;
+          scalar_t* __restrict__ yr = yp + (n * T + t) * C;
+          const scalar_t wt = wp ? wp[n * T + t] : scalar_t(1);
+          if (wt == scalar_t(0)) {
+            std::fill(yr, yr + C, scalar_t(0));
+            continue;
+          }
+          if (wt == scalar_t(1)) {
+            for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * an[c] + bn[c];
+          } else {
+            for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] * an[c] + bn[c]) * wt;
+          }
+        }
+      }
+    });
+  });
+  return y;
+}
+
+// (Σ_t w·g, Σ_t w·g·(x − center)) → (2, N, C); center (N, C), (1, C) or empty (0).
+torch::Tensor seg_dot(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& center, const torch::Tensor& w) {
+  check_segments(x, w);
+  TORCH_CHECK(g.sizes() == x.sizes() && g.is_contiguous() && g.scalar_type() == x.scalar_type(), "seg_dot: g must match x");
+  const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  auto out = torch::zeros({2, N, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_dot", [&] {
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ gp = g.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ mp = ptr_or_null<scalar_t>(center);
+    const int64_t ms = mp ? coef_stride(center, C) : 0;
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    scalar_t* __restrict__ op = out.data_ptr<scalar_t>();
+    std::vector<scalar_t> zeros(mp ? 0 : C, scalar_t(0));
+    at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        scalar_t* __restrict__ s0 = op + n * C;
+        scalar_t* __restrict__ s1 = op + (N + n) * C;
+        const scalar_t* __restrict__ mu = mp ? mp + n * ms : zeros.data();
+        for (int64_t t = 0; t < T; ++t) {
+          const scalar_t wt = wp ? wp[n * T + t] : scalar_t(1);
+          if (wt == scalar_t(0)) continue;
+          const scalar_t* __restrict__ xr = xp + (n * T + t) * C;
+          const scalar_t* __restrict__ gr = gp + (n * T + t) * C;
+          for (int64_t c = 0; c < C; ++c) {
+            const scalar_t wg = wt * gr[c];
+            s0[c] += wg;
+            s1[c] += wg * (xr[c] - mu[c]);
+          }
+        }
+      }
+    });
+  });
+  return out;
+}
+
+// dx = (g·p + x·q + r)·w, p, q, r (N, C) or (1, C); 0 on rows with w = 0.
+torch::Tensor seg_grad(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& p, const torch::Tensor& q,
+                       const torch::Tensor& r, const torch::Tensor& w) {
+  check_segments(x, w);
+  TORCH_CHECK(g.sizes() == x.sizes() && g.is_contiguous() && g.scalar_type() == x.scalar_type(), "seg_grad: g must match x");
+  const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  auto dx = torch::empty_like(x);
+  const int64_t sp = coef_stride(p, C), sq = coef_stride(q, C), sr = coef_stride(r, C);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_grad", [&] {
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ gp = g.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ pp = p.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ qp = q.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ rp = r.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    scalar_t* __restrict__ dp = dx.data_ptr<scalar_t>();
+    at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        const scalar_t* __restrict__ pn = pp + n * sp;
+        const scalar_t* __restrict__ qn = qp + n * sq;
+        const scalar_t* __restrict__ rn = rp + n * sr;
+        for (int64_t t = 0; t < T; ++t) {
+          const scalar_t* __restrict__ xr = xp + (n * T + t) * C;
+          const scalar_t* __restrict__ gr = gp + (n * T + t) * C;
+          scalar_t* __restrict__ dr = dp + (n * T + t) * C;
+          const scalar_t wt = wp ? wp[n * T + t] : scalar_t(1);
+          if (wt == scalar_t(0)) {
+            std::fill(dr, dr + C, scalar_t(0));
+            continue;
+          }
+          if (wt == scalar_t(1)) {
+            for (int64_t c = 0; c < C; ++c) dr[c] = gr[c] * pn[c] + xr[c] * qn[c] + rn[c];
+          } else {
+            for (int64_t c = 0; c < C; ++c) dr[c] = (gr[c] * pn[c] + xr[c] * qn[c] + rn[c]) * wt;
+          }
+        }
+      }
+    });
+  });
+  return dx;
+}
+
+// RMS over the first k channels of each row of an (A, C) tensor: s = 1/sqrt(mean_{c<k} x² + eps),
+// y = x·s·γ (γ optional). Returns (y, s) with s of shape (A).
+std::vector<torch::Tensor> row_rms_forward(const torch::Tensor& x, const torch::Tensor& gamma, int64_t k, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(), "row_rms_forward: x must be a contiguous CPU (A, C) tensor");
+  TORCH_CHECK(k >= 1 && k <= x.size(1), "row_rms_forward: k out of range");
+  const int64_t A = x.size(0), C = x.size(1);
+  auto y = torch::empty_like(x);
+  auto inv = torch::empty({A}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "row_rms_forward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ gp = ptr_or_null<scalar_t>(gamma);
+    scalar_t* __restrict__ yp = y.data_ptr<scalar_t>();
+    scalar_t* __restrict__ ip = inv.data_ptr<scalar_t>();
+    at::parallel_for(0, A, 16, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {
+        const scalar_t* __restrict__ xr = xp + a * C;
+        scalar_t* __restrict__ yr = yp + a * C;
+        acc_t ss = 0;
+        for (int64_t c = 0; c < k; ++c) ss += acc_t(xr[c]) * acc_t(xr[c]);
+        const scalar_t s = scalar_t(acc_t(1) / std::sqrt(ss / acc_t(k) + acc_t(eps)));
+        ip[a] = s;
+        if (gp) {
+          for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * s * gp[c];
+        } else {
+          for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * s;
+        }
+      }
+    });
+  });
+  return {y, inv};
+}
+
+// Backward of row_rms_forward, g = dy·γ, x̂ = x·s: dx = s·(g − [c < k]·x̂·Σ_c g·x̂ / k),
+// dγ = Σ_a dy·x̂ (empty when γ is). Returns (dx, dγ).
+std::vector<torch::Tensor> row_rms_backward(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& inv,
+                                            const torch::Tensor& gamma, int64_t k) {
+  TORCH_CHECK(dy.sizes() == x.sizes() && dy.is_contiguous() && x.is_contiguous(), "row_rms_backward: dy must match x");
+  const int64_t A = x.size(0), C = x.size(1);
+  auto dx = torch::empty_like(x);
+  const bool has_gamma = gamma.numel() > 0;
+  const int64_t chunks = has_gamma ? std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), A)) : 1;
+  auto partial = torch::zeros({has_gamma ? chunks : 0, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "row_rms_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ gp = dy.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ ip = inv.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(gamma);
+    scalar_t* __restrict__ dp = dx.data_ptr<scalar_t>();
+    scalar_t* __restrict__ pp = has_gamma ? partial.data_ptr<scalar_t>() : nullptr;
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        const int64_t a_begin = A * ch / chunks, a_end = A * (ch + 1) / chunks;
+        scalar_t* __restrict__ dgamma = pp ? pp + ch * C : nullptr;
+        for (int64_t a = a_begin; a < a_end; ++a) {
+          const scalar_t* __restrict__ xr = xp + a * C;
+          const scalar_t* __restrict__ gr = gp + a * C;
+          scalar_t* __restrict__ dr = dp + a * C;
+          const scalar_t s = ip[a];
+          acc_t dot = 0;  // Σ_c γ·dy·x
+          if (wp) {
+            for (int64_t c = 0; c < C; ++c) {
+              const scalar_t gx = gr[c] * xr[c];
+              dot += acc_t(gx * wp[c]);
+              dgamma[c] += gx * s;
+            }
+          } else {
+            for (int64_t c = 0; c < C; ++c) dot += acc_t(gr[c] * xr[c]);
+          }
+          const scalar_t coef = scalar_t(dot) * s * s * s / scalar_t(k);  // s³·Σ g·x / k
+          if (wp) {
+            for (int64_t c = 0; c < C; ++c) dr[c] = gr[c] * wp[c] * s;
+          } else {
+            for (int64_t c = 0; c < C; ++c) dr[c] = gr[c] * s;
+          }
+          for (int64_t c = 0; c < k; ++c) dr[c] -= xr[c] * coef;
+        }
+      }
+    });
+  });
+  return {dx, has_gamma ? partial.sum(0) : partial};
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("seg_sums", &seg_sums);
+  m.def("seg_affine", &seg_affine);
+  m.def("seg_dot", &seg_dot);
+  m.def("seg_grad", &seg_grad);
+  m.def("row_rms_forward", &row_rms_forward);
+  m.def("row_rms_backward", &row_rms_backward);
+}
