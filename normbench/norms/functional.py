@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from normbench.norms import kernels as K
+
 
 def channel_dim(layout: str) -> int:
     return 1 if layout == "NCHW" else -1
@@ -144,6 +146,13 @@ class _ChannelRMSFunction(torch.autograd.Function):
     @staticmethod
     @exact_precision
     def forward(ctx, x3, weight, k, eps):  # type: ignore[override]
+        ctx.k = k
+        ctx.kernels = x3.shape[2] == 1 and K.usable(x3, weight)
+        if ctx.kernels:  # rows: one read for the RMS, one read + one write for y
+            x2 = x3.reshape(x3.shape[0], x3.shape[1]).contiguous()
+            y, inv = K.row_rms_forward(x2, weight, k, eps)
+            ctx.save_for_backward(x2, inv, weight)
+            return y.view(x3.shape)
         xk = x3 if k == x3.shape[1] else x3[:, :k]
         if x3.shape[2] == 1:  # rows: a reduction over the contiguous axis
             inv = torch.linalg.vector_norm(xk, dim=1, keepdim=True).square_().div_(k).add_(eps).rsqrt_()
@@ -163,6 +172,9 @@ class _ChannelRMSFunction(torch.autograd.Function):
     def backward(ctx, dy):  # type: ignore[override]
         x3, inv, weight = ctx.saved_tensors
         k = ctx.k
+        if ctx.kernels:
+            dx, dweight = K.row_rms_backward(dy.reshape(x3.shape), x3, inv, weight, k)
+            return dx.view(dy.shape), (dweight if ctx.needs_input_grad[1] else None), None, None
         buf = torch.mul(dy, x3)  # dy·x = dy·x̂/s
         a, c, length = x3.shape
         gamma = None if weight is None else weight.to(buf.dtype)
@@ -222,14 +234,25 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         n, t, c = x.shape
         w3 = w.view(n, 1, t)
         count = w3.sum(2).clamp_min(1).mul_(c // groups).view(n, 1, 1, 1)  # all-padding sentences: no 0/0
-        sums = torch.bmm(w3, x)  # Σ_t w·x per sentence and channel, (N, 1, C)
+        ctx.kernels = K.usable(x, w, weight, bias)
+        if ctx.kernels:  # the same sums in single passes (normbench.norms.kernels)
+            sums = K.seg_sums(x, w.view(n, t)).view(n, 1, c)
+        else:
+            sums = torch.bmm(w3, x)  # Σ_t w·x per sentence and channel, (N, 1, C)
         mean = _per_channel(sums.view(n, 1, groups, -1).sum(3, keepdim=True) / count, c)  # (N, 1, C)
-        y = torch.sub(x, mean).square_()
-        var = torch.bmm(w3, y).view(n, 1, groups, -1).sum(3, keepdim=True) / count  # Σ_t w·(x − μ)², per group
+        if ctx.kernels:
+            sq = K.seg_sums(x, w.view(n, t), mean).view(n, 1, c)
+        else:
+            y = torch.sub(x, mean).square_()
+            sq = torch.bmm(w3, y)
+        var = sq.view(n, 1, groups, -1).sum(3, keepdim=True) / count  # Σ_t w·(x − μ)², per group
         inv = _per_channel(var.add_(eps).rsqrt_(), c)  # (N, 1, C)
         scale = inv if weight is None else inv * weight
         shift = -mean * scale if bias is None else torch.addcmul(bias, mean, scale, value=-1)
-        torch.addcmul(shift, x, scale, out=y).mul_(w)  # ((x − μ)·scale + β)·w in two passes
+        if ctx.kernels:
+            y = K.seg_affine(x, scale, shift, w.view(n, t))
+        else:
+            torch.addcmul(shift, x, scale, out=y).mul_(w)  # ((x − μ)·scale + β)·w in two passes
         ctx.save_for_backward(x, w, mean, inv, weight, count)
         ctx.groups = groups
         return y
@@ -241,9 +264,13 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         n, t, c = x.shape
         groups = ctx.groups
         dy = dy.contiguous()
-        sum_dy = torch.bmm(w.view(n, 1, t), dy)  # Σ_t w·dy, (N, 1, C)
-        buf = torch.sub(x, mean).mul_(dy)
-        sum_dy_xhat = torch.bmm(w.view(n, 1, t), buf).mul_(inv)  # Σ_t w·dy·x̂, (N, 1, C)
+        if ctx.kernels:
+            sum_dy, sum_dy_xc = K.seg_dot(dy, x, w.view(n, t), mean)
+            sum_dy, sum_dy_xhat = sum_dy.view(n, 1, c), sum_dy_xc.view(n, 1, c).mul_(inv)
+        else:
+            sum_dy = torch.bmm(w.view(n, 1, t), dy)  # Σ_t w·dy, (N, 1, C)
+            buf = torch.sub(x, mean).mul_(dy)
+            sum_dy_xhat = torch.bmm(w.view(n, 1, t), buf).mul_(inv)  # Σ_t w·dy·x̂, (N, 1, C)
         gamma = torch.ones(c, dtype=x.dtype, device=x.device) if weight is None else weight
 
         def group_mean(v: Tensor) -> Tensor:
@@ -253,8 +280,11 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         mean_gx = group_mean(sum_dy_xhat * gamma)  # Σ g·x̂ / m
         # dx = w·(x·k + (−σ̃⁻¹·Σg/m − μ·k) + σ̃⁻¹·γ·dy), k = −σ̃⁻²·Σg·x̂/m
         coef_x = -inv * inv * mean_gx
-        dx = torch.addcmul(-inv * mean_g - mean * coef_x, x, coef_x, out=buf)
-        dx.addcmul_(dy, inv * gamma).mul_(w)
+        if ctx.kernels:
+            dx = K.seg_grad(dy, x, inv * gamma, coef_x, -inv * mean_g - mean * coef_x, w.view(n, t))
+        else:
+            dx = torch.addcmul(-inv * mean_g - mean * coef_x, x, coef_x, out=buf)
+            dx.addcmul_(dy, inv * gamma).mul_(w)
         dweight = sum_dy_xhat.sum((0, 1)) if weight is not None and ctx.needs_input_grad[2] else None
         dbias = sum_dy.sum((0, 1)) if ctx.needs_input_grad[3] else None
         return dx, None, dweight, dbias, None, None

@@ -20,6 +20,23 @@ const T* ptr_or_null(const torch::Tensor& t) {
   return t.numel() ? t.data_ptr<T>() : nullptr;
 }
 
+// Σ_{c<k} a[c]·b[c] with 16 independent partial sums: a single running sum is one long chain of
+// dependent additions that the compiler may not reorder (no -ffast-math), so it runs neither in
+// SIMD lanes nor pipelined; 16 lanes let it vectorize.
+template <typename acc_t, typename T>
+acc_t dot_lanes(const T* __restrict__ a, const T* __restrict__ b, int64_t k) {
+  constexpr int64_t L = 16;
+  acc_t part[L] = {};
+  int64_t c = 0;
+  for (; c + L <= k; c += L) {
+    for (int64_t j = 0; j < L; ++j) part[j] += acc_t(a[c + j]) * acc_t(b[c + j]);
+  }
+  for (; c < k; ++c) part[0] += acc_t(a[c]) * acc_t(b[c]);
+  acc_t total = 0;
+  for (int64_t j = 0; j < L; ++j) total += part[j];
+  return total;
+}
+
 int64_t coef_stride(const torch::Tensor& t, int64_t c) {
   return t.size(0) == 1 ? 0 : c;
 }
@@ -200,8 +217,7 @@ std::vector<torch::Tensor> row_rms_forward(const torch::Tensor& x, const torch::
       for (int64_t a = a0; a < a1; ++a) {
         const scalar_t* __restrict__ xr = xp + a * C;
         scalar_t* __restrict__ yr = yp + a * C;
-        acc_t ss = 0;
-        for (int64_t c = 0; c < k; ++c) ss += acc_t(xr[c]) * acc_t(xr[c]);
+        const acc_t ss = dot_lanes<acc_t>(xr, xr, k);
         const scalar_t s = scalar_t(acc_t(1) / std::sqrt(ss / acc_t(k) + acc_t(eps)));
         ip[a] = s;
         if (gp) {
@@ -244,13 +260,17 @@ std::vector<torch::Tensor> row_rms_backward(const torch::Tensor& dy, const torch
           const scalar_t s = ip[a];
           acc_t dot = 0;  // Σ_c γ·dy·x
           if (wp) {
-            for (int64_t c = 0; c < C; ++c) {
-              const scalar_t gx = gr[c] * xr[c];
-              dot += acc_t(gx * wp[c]);
-              dgamma[c] += gx * s;
+            for (int64_t c = 0; c < C; ++c) dgamma[c] += gr[c] * xr[c] * s;
+            constexpr int64_t L = 16;
+            acc_t part[L] = {};
+            int64_t c = 0;
+            for (; c + L <= C; c += L) {
+              for (int64_t j = 0; j < L; ++j) part[j] += acc_t(gr[c + j]) * acc_t(xr[c + j]) * acc_t(wp[c + j]);
             }
+            for (; c < C; ++c) part[0] += acc_t(gr[c]) * acc_t(xr[c]) * acc_t(wp[c]);
+            for (int64_t j = 0; j < L; ++j) dot += part[j];
           } else {
-            for (int64_t c = 0; c < C; ++c) dot += acc_t(gr[c] * xr[c]);
+            dot = dot_lanes<acc_t>(gr, xr, C);
           }
           const scalar_t coef = scalar_t(dot) * s * s * s / scalar_t(k);  // s³·Σ g·x / k
           if (wp) {
