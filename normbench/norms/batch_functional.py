@@ -359,6 +359,11 @@ class _PowerNormFunction(torch.autograd.Function):
     @staticmethod
     @exact_precision
     def forward(ctx, x4, w4, weight, bias, psi2_running, ema_gz, eps, alpha_bkw):  # type: ignore[override]
+        ctx.ema_gz = ema_gz  # a buffer updated in place by the backward: kept out of the version checks
+        ctx.eps, ctx.alpha_bkw = eps, alpha_bkw
+        ctx.kernels = x4.shape[3] == 1 and K.usable(x4, w4, weight, bias, psi2_running)
+        if ctx.kernels:
+            return _PowerNormFunction.forward_rows(ctx, x4, w4, weight, bias, psi2_running, eps)
         a, groups, cg, length = x4.shape
         # GroupScaling: s = w / sqrt(mean over the group of x² + eps) per position and group.
         y = torch.mul(x4, x4)
@@ -376,14 +381,49 @@ class _PowerNormFunction(torch.autograd.Function):
         elif bias is not None:
             y.addcmul_(w4, bias.view(groups, cg, 1))
         ctx.save_for_backward(x4, inv, w4, weight, scale, psi2_batch, n)
-        ctx.ema_gz = ema_gz  # a buffer updated in place by the backward: kept out of the version checks
-        ctx.eps, ctx.alpha_bkw = eps, alpha_bkw
         ctx.mark_non_differentiable(psi2_batch)
         return y, psi2_batch.view(-1)
 
     @staticmethod
+    def forward_rows(ctx, x4, w4, weight, bias, psi2_running, eps):  # type: ignore[no-untyped-def]
+        """The same step on rows (sequences) with the CPU kernels: GroupScaling and ψ²_B in one
+        read, the output in one read and one write."""
+        a, groups, cg, _ = x4.shape
+        x2 = x4.reshape(a, groups * cg).contiguous()
+        w1 = None if w4 is None else w4.reshape(a)
+        inv, sums = K.pn_rows_forward(x2, w1, groups, eps)
+        n = x2.new_tensor(float(a)) if w1 is None else w1.sum()
+        psi2_batch = (sums / n).view(groups, cg)
+        psi2 = psi2_batch if psi2_running is None else psi2_running.view(groups, cg)
+        scale = (psi2 + eps).rsqrt()
+        coef = scale if weight is None else scale * weight.view(groups, cg)
+        y = K.pn_rows_affine(x2, inv, coef, bias, w1).view(x4.shape)
+        ctx.save_for_backward(x2, inv, w1, weight, scale, psi2_batch, n)
+        ctx.mark_non_differentiable(psi2_batch)
+        return y, psi2_batch.view(-1)
+
+    @staticmethod
+    def backward_rows(ctx, dy):  # type: ignore[no-untyped-def]
+        x2, inv, w1, weight, scale, psi2_batch, n = ctx.saved_tensors
+        groups, cg = scale.shape
+        gamma = torch.ones_like(scale) if weight is None else weight.view(groups, cg)
+        ema = ctx.ema_gz.view(groups, cg)
+        damp = 1 - ctx.alpha_bkw
+        inv_batch = (psi2_batch + ctx.eps).rsqrt()
+        p = gamma * inv_batch
+        q = damp * ema * scale * inv_batch
+        dx, sum_dy, sum_dy_xt = K.pn_rows_backward(dy.reshape(x2.shape), x2, inv, p, q, w1)
+        sum_dy_xt = sum_dy_xt.view(groups, cg)
+        dbias = sum_dy if ctx.needs_input_grad[3] else None
+        dweight = (sum_dy_xt * scale).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
+        ema.add_((gamma * sum_dy_xt * scale - damp * ema * n * psi2_batch * scale.square()) / n)
+        return dx.view(dy.shape), None, dweight, dbias, None, None, None, None
+
+    @staticmethod
     @exact_precision
     def backward(ctx, dy, _dpsi2):  # type: ignore[override]
+        if ctx.kernels:
+            return _PowerNormFunction.backward_rows(ctx, dy)
         x4, inv, w4, weight, scale, psi2_batch, n = ctx.saved_tensors
         a, groups, cg, length = x4.shape
         gamma = torch.ones_like(scale) if weight is None else weight.view(groups, cg)

@@ -18,7 +18,8 @@ per segment or (1, C) shared):
 - ``seg_grad(g, x, p, q, r, w)`` = (g·p + x·q + r)·w.
 
 Row kernels (x: (A, C)): ``row_rms_forward`` / ``row_rms_backward``, RMS over the first k
-channels of each row (RMSNorm, partial RMSNorm, GroupScaling).
+channels of each row (RMSNorm, partial RMSNorm, GroupScaling); ``pn_rows_forward`` /
+``pn_rows_affine`` / ``pn_rows_backward``, PowerNorm's training step with GroupScaling.
 
 The extension is compiled with the C++ compiler torch finds (``torch.utils.cpp_extension``,
 ``-O3 -march=native``, cached under ``TORCH_EXTENSIONS_DIR``, about 20 s the first time). Without a compiler, or with
@@ -173,6 +174,31 @@ def row_rms_backward(
     gamma = _empty(x2) if weight is None else weight.detach().contiguous()
     dx, dgamma = _module.row_rms_backward(dy2.contiguous(), x2, inv, gamma, k)
     return dx, (dgamma if weight is not None else None)
+
+
+def pn_rows_forward(x2: Tensor, w: Tensor | None, groups: int, eps: float) -> tuple[Tensor, Tensor]:
+    """(s, Σ_a (x·s)²) for an (A, C) tensor: s (A, G) = w / sqrt(mean over the group of x² + eps)."""
+    assert _module is not None
+    inv, sums = _module.pn_rows_forward(x2, _w(w, x2), groups, eps)
+    return inv, sums
+
+
+def pn_rows_affine(x2: Tensor, inv: Tensor, coef: Tensor, bias: Tensor | None, w: Tensor | None) -> Tensor:
+    """x·s[a, g]·coef[c] + bias[c]·w_a."""
+    assert _module is not None
+    b = _empty(x2) if bias is None else bias.detach().reshape(-1).contiguous()
+    return _module.pn_rows_affine(x2, inv, coef.reshape(-1).contiguous(), b, _w(w, x2))
+
+
+def pn_rows_backward(
+    dy2: Tensor, x2: Tensor, inv: Tensor, p: Tensor, q: Tensor, w: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, Σ_a w·dy, Σ_a dy·x·s) of PowerNorm's approximate backward (see the C++ source)."""
+    assert _module is not None
+    dx, sum_dy, sum_dy_xt = _module.pn_rows_backward(
+        dy2.contiguous(), x2, inv, p.reshape(-1).contiguous(), q.reshape(-1).contiguous(), _w(w, x2)
+    )
+    return dx, sum_dy, sum_dy_xt
 
 
 def segments(rows: int, preferred: int | None = None) -> int:

@@ -37,6 +37,26 @@ acc_t dot_lanes(const T* __restrict__ a, const T* __restrict__ b, int64_t k) {
   return total;
 }
 
+// Σ_{c<k} a[c]·b[c]·d[c], in 16 lanes like dot_lanes.
+template <typename acc_t, typename T>
+acc_t dot3_lanes(const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ d, int64_t k) {
+  constexpr int64_t L = 16;
+  acc_t part[L] = {};
+  int64_t c = 0;
+  for (; c + L <= k; c += L) {
+    for (int64_t j = 0; j < L; ++j) part[j] += acc_t(a[c + j]) * acc_t(b[c + j]) * acc_t(d[c + j]);
+  }
+  for (; c < k; ++c) part[0] += acc_t(a[c]) * acc_t(b[c]) * acc_t(d[c]);
+  acc_t total = 0;
+  for (int64_t j = 0; j < L; ++j) total += part[j];
+  return total;
+}
+
+// Row ranges for per-thread partial column sums: `chunks` contiguous blocks of rows.
+int64_t row_chunks(int64_t rows) {
+  return std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows));
+}
+
 int64_t coef_stride(const torch::Tensor& t, int64_t c) {
   return t.size(0) == 1 ? 0 : c;
 }
@@ -286,7 +306,141 @@ std::vector<torch::Tensor> row_rms_backward(const torch::Tensor& dy, const torch
   return {dx, has_gamma ? partial.sum(0) : partial};
 }
 
+// PowerNorm's training forward on rows (A, C), G groups of C/G channels (Shen et al. 2020):
+// GroupScaling s[a, g] = w_a / sqrt(mean_{c in g} x² + eps) (0 on rows with w = 0), and the
+// column sums Σ_a (x·s)² (ψ²_B·n). Returns (s (A, G), sums (C)).
+std::vector<torch::Tensor> pn_rows_forward(const torch::Tensor& x, const torch::Tensor& w, int64_t groups, double eps) {
+  TORCH_CHECK(x.dim() == 2 && x.is_contiguous() && x.device().is_cpu(), "pn_rows_forward: x must be a contiguous CPU (A, C) tensor");
+  const int64_t A = x.size(0), C = x.size(1), cg = C / groups;
+  TORCH_CHECK(groups >= 1 && cg * groups == C, "pn_rows_forward: groups must divide C");
+  auto inv = torch::empty({A, groups}, x.options());
+  const int64_t chunks = row_chunks(A);
+  auto partial = torch::zeros({chunks, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "pn_rows_forward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    scalar_t* __restrict__ ip = inv.data_ptr<scalar_t>();
+    scalar_t* __restrict__ pp = partial.data_ptr<scalar_t>();
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        scalar_t* __restrict__ sums = pp + ch * C;
+        for (int64_t a = A * ch / chunks; a < A * (ch + 1) / chunks; ++a) {
+          const scalar_t wt = wp ? wp[a] : scalar_t(1);
+          const scalar_t* __restrict__ xr = xp + a * C;
+          for (int64_t g = 0; g < groups; ++g) {
+            const scalar_t* __restrict__ xg = xr + g * cg;
+            scalar_t s = 0;
+            if (wt != scalar_t(0)) {
+              const acc_t ss = dot_lanes<acc_t>(xg, xg, cg);
+              s = scalar_t(acc_t(wt) / std::sqrt(ss / acc_t(cg) + acc_t(eps)));
+            }
+            ip[a * groups + g] = s;
+            if (s == scalar_t(0)) continue;
+            const scalar_t s2 = s * s;
+            scalar_t* __restrict__ sg = sums + g * cg;
+            for (int64_t c = 0; c < cg; ++c) sg[c] += xg[c] * xg[c] * s2;
+          }
+        }
+      }
+    });
+  });
+  return {inv, partial.sum(0)};
+}
+
+// y = x·s[a, g]·coef[c] + bias[c]·w_a (bias optional).
+torch::Tensor pn_rows_affine(const torch::Tensor& x, const torch::Tensor& inv, const torch::Tensor& coef,
+                             const torch::Tensor& bias, const torch::Tensor& w) {
+  const int64_t A = x.size(0), C = x.size(1), groups = inv.size(1), cg = C / groups;
+  auto y = torch::empty_like(x);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "pn_rows_affine", [&] {
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ ip = inv.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ ap = coef.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ bp = ptr_or_null<scalar_t>(bias);
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    scalar_t* __restrict__ yp = y.data_ptr<scalar_t>();
+    at::parallel_for(0, A, 16, [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {
+        const scalar_t wt = wp ? wp[a] : scalar_t(1);
+        const scalar_t* __restrict__ xr = xp + a * C;
+        scalar_t* __restrict__ yr = yp + a * C;
+        for (int64_t g = 0; g < groups; ++g) {
+          const scalar_t s = ip[a * groups + g];
+          const int64_t o = g * cg;
+          if (bp) {
+            for (int64_t c = 0; c < cg; ++c) yr[o + c] = xr[o + c] * s * ap[o + c] + bp[o + c] * wt;
+          } else {
+            for (int64_t c = 0; c < cg; ++c) yr[o + c] = xr[o + c] * s * ap[o + c];
+          }
+        }
+      }
+    });
+  });
+  return y;
+}
+
+// PowerNorm's approximate backward on rows, GroupScaling's exact backward included (see
+// batch_functional._PowerNormFunction): per row and group, dot = s·Σ p·dy·x − s²·Σ q·x²,
+// dx = s·p·dy − s²·x·(q + dot/(C/G)); and the column sums Σ_a w·dy and Σ_a dy·x·s.
+// Returns (dx, Σ w·dy (C), Σ dy·x̃ (C)).
+std::vector<torch::Tensor> pn_rows_backward(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& inv,
+                                            const torch::Tensor& p, const torch::Tensor& q, const torch::Tensor& w) {
+  TORCH_CHECK(dy.sizes() == x.sizes() && dy.is_contiguous() && x.is_contiguous(), "pn_rows_backward: dy must match x");
+  const int64_t A = x.size(0), C = x.size(1), groups = inv.size(1), cg = C / groups;
+  auto dx = torch::empty_like(x);
+  const int64_t chunks = row_chunks(A);
+  auto partial = torch::zeros({2, chunks, C}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "pn_rows_backward", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ gp = dy.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ ip = inv.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ pp = p.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ qp = q.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    scalar_t* __restrict__ dp = dx.data_ptr<scalar_t>();
+    scalar_t* __restrict__ part = partial.data_ptr<scalar_t>();
+    at::parallel_for(0, chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) {
+        scalar_t* __restrict__ sum_dy = part + ch * C;
+        scalar_t* __restrict__ sum_dy_xt = part + (chunks + ch) * C;
+        for (int64_t a = A * ch / chunks; a < A * (ch + 1) / chunks; ++a) {
+          const scalar_t wt = wp ? wp[a] : scalar_t(1);
+          const scalar_t* __restrict__ xr = xp + a * C;
+          const scalar_t* __restrict__ gr = gp + a * C;
+          scalar_t* __restrict__ dr = dp + a * C;
+          if (wt != scalar_t(0)) {
+            for (int64_t c = 0; c < C; ++c) sum_dy[c] += wt * gr[c];
+          }
+          for (int64_t g = 0; g < groups; ++g) {
+            const int64_t o = g * cg;
+            const scalar_t s = ip[a * groups + g];
+            if (s == scalar_t(0)) {
+              std::fill(dr + o, dr + o + cg, scalar_t(0));
+              continue;
+            }
+            const acc_t a1 = dot3_lanes<acc_t>(pp + o, gr + o, xr + o, cg);
+            const acc_t a2 = dot3_lanes<acc_t>(qp + o, xr + o, xr + o, cg);
+            const scalar_t dot = scalar_t(acc_t(s) * a1 - acc_t(s) * acc_t(s) * a2);
+            const scalar_t s2 = s * s, extra = dot / scalar_t(cg);
+            for (int64_t c = 0; c < cg; ++c) {
+              dr[o + c] = s * pp[o + c] * gr[o + c] - s2 * xr[o + c] * (qp[o + c] + extra);
+              sum_dy_xt[o + c] += gr[o + c] * xr[o + c] * s;
+            }
+          }
+        }
+      }
+    });
+  });
+  auto sums = partial.sum(1);
+  return {dx, sums[0], sums[1]};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("pn_rows_forward", &pn_rows_forward);
+  m.def("pn_rows_affine", &pn_rows_affine);
+  m.def("pn_rows_backward", &pn_rows_backward);
   m.def("seg_sums", &seg_sums);
   m.def("seg_affine", &seg_affine);
   m.def("seg_dot", &seg_dot);
