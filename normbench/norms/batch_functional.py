@@ -331,22 +331,19 @@ def santurkar_noise(
 
     Per unit j: μ_j ~ U(−n_μ, n_μ), σ_j ~ U(1, n_σ); per sample i and unit j:
     m_ij ~ U(μ_j − r_μ, μ_j + r_μ), s_ij ~ N(σ_j, r_σ) with r_σ a standard deviation (the paper
-    leaves this open). Drawn on the CPU in float32, unit draws first, then sample by sample (C
-    uniforms for m, then ⌈C/2⌉ + ⌈C/2⌉ for the normals of s: Box–Muller, both of its outputs
-    used, interleaved), so that sample i's noise does not depend on how many samples follow it.
+    leaves this open). Drawn on the CPU in float32 from the global generator (or ``generator``):
+    the 2·C unit uniforms, then 2·C uniforms per sample, sample after sample, so that sample i's
+    noise does not depend on how many samples follow it (appending padded sentences changes
+    nothing). The normals are inverse-CDF ones, √2·erfinv(2u − 1) with 2u − 1 ≥ −1 + 2⁻²³
+    (float32 uniforms: the tails are cut at about ±5.3 standard deviations).
     """
     unit = torch.rand(2, num_features, generator=generator)
     mu = (2 * unit[0] - 1) * n_mu
     sigma = 1 + unit[1] * (n_sigma - 1)
-    half = (num_features + 1) // 2
-    per_sample = torch.rand(num_samples, num_features + 2 * half, generator=generator)
-    m = mu + (2 * per_sample[:, :num_features] - 1) * r_mu
-    # Box–Muller: radius from one uniform (1 − u keeps the logarithm finite), angle from the
-    # other; polar() gives the pair (r·cos θ, r·sin θ) in one pass.
-    radius = torch.log1p(-per_sample[:, num_features : num_features + half]).mul_(-2).sqrt_()
-    angle = per_sample[:, num_features + half :].mul(2 * torch.pi)
-    normal = torch.view_as_real(torch.polar(radius, angle)).view(num_samples, 2 * half)[:, :num_features]
-    s = sigma + r_sigma * normal
+    u = torch.rand(num_samples, 2, num_features, generator=generator)
+    m = u[:, 0].mul(2 * r_mu).add_(mu - r_mu)
+    normal = u[:, 1].mul(2).sub_(1).clamp_min_(-1 + 2**-23).erfinv_().mul_(2**0.5)
+    s = normal.mul_(r_sigma).add_(sigma)
     return m, s
 
 
