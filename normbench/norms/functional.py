@@ -47,8 +47,47 @@ def per_position_layer_norm(x: Tensor, layout: str, weight: Tensor | None, bias:
     """LayerNorm over the channel axis at each position: (x − mean_C) / sqrt(var_C + eps)."""
     if layout == "NTC":
         return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+    if x.dim() > 2 and K.usable(x, weight, bias):  # NCHW without moving C last (two copies)
+        return _ChannelLayerNormFunction.apply(as_acl(x, layout).contiguous(), weight, bias, eps).reshape(x.shape)
     y = F.layer_norm(x.movedim(1, -1), x.shape[1:2], weight, bias, eps)
     return y.movedim(-1, 1)
+
+
+class _ChannelLayerNormFunction(torch.autograd.Function):
+    """LayerNorm over axis 1 of an (N, C, L) tensor at each (n, l), with the CPU kernels (the
+    tensor is N segments of C rows: sums over rows are sums over channels).
+
+    Forward: μ, σ² over C (biased, two reads), y = (x − μ)/sqrt(σ² + eps)·γ + β in one pass.
+    Backward, g = γ·dy, x̂ = (x − μ)·s, s = 1/sqrt(σ² + eps): dx = s·(g − mean_C g − x̂·mean_C g·x̂),
+    dγ = Σ_{n,l} dy·x̂, dβ = Σ_{n,l} dy.
+    """
+
+    @staticmethod
+    def forward(ctx, x3, weight, bias, eps):  # type: ignore[override]
+        n, c, _ = x3.shape
+        mean = K.seg_sums(x3, None) / c  # (N, L)
+        inv = (K.seg_sums(x3, None, mean) / c).add_(eps).rsqrt_()
+        gw = None if weight is None else weight.detach().expand(n, c)
+        bv = None if bias is None else bias.detach().expand(n, c)
+        y = K.seg_affine(x3, inv, -mean * inv, gw, bv)
+        ctx.save_for_backward(x3, mean, inv, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy):  # type: ignore[override]
+        x3, mean, inv, weight = ctx.saved_tensors
+        n, c, _ = x3.shape
+        dy = dy.contiguous()
+        gw = None if weight is None else weight.detach().expand(n, c)
+        sum_g, sum_g_xc = K.seg_dot(dy, x3, gw, mean)  # Σ_C g, Σ_C g·(x − μ), (N, L)
+        q = -inv * inv * sum_g_xc * inv / c  # coefficient of x: −s·mean_C(g·x̂)·s
+        r = -inv * sum_g / c - mean * q
+        dx = K.seg_grad(dy, x3, inv, q, r, None, gw)
+        dweight = None
+        if weight is not None and ctx.needs_input_grad[1]:
+            dweight = K.seg_row_dot(dy, x3, inv, -mean * inv).sum(0)
+        dbias = dy.sum((0, 2)) if ctx.needs_input_grad[2] else None
+        return dx, dweight, dbias, None
 
 
 def per_position_rms_norm(x: Tensor, layout: str, weight: Tensor | None, eps: float) -> Tensor:

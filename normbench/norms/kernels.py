@@ -13,9 +13,13 @@ Segment kernels (x: (N, T, C) contiguous, w: (N, T) row weights or None; coeffic
 per segment or (1, C) shared):
 
 - ``seg_sums(x, w)`` = Σ_t w·x → (N, C); ``seg_sums(x, w, center)`` = Σ_t w·(x − center)²;
-- ``seg_affine(x, a, b, w)`` = (x·a + b)·w;
+- ``seg_affine(x, a, b, w, v)`` = (x·a + b)·w + v (v: (N, T) per row, optional);
 - ``seg_dot(g, x, w, center)`` = (Σ_t w·g, Σ_t w·g·(x − center)) → two (N, C);
-- ``seg_grad(g, x, p, q, r, w)`` = (g·p + x·q + r)·w.
+- ``seg_grad(g, x, p, q, r, w, u)`` = (g·p·u + x·q + r)·w (u: (N, T) per row, optional);
+- ``seg_row_dot(g, x, a, b)`` = Σ_c g·(x·a + b) along each row → (N, T).
+
+The segment kernels also serve the per-position LayerNorm of images: an (N, C, H·W) tensor is N
+segments of C rows of H·W positions, so sums over "rows" are sums over channels.
 
 Row kernels (x: (A, C)): ``row_rms_forward`` / ``row_rms_backward``, RMS over the first k
 channels of each row (RMSNorm, partial RMSNorm, GroupScaling); ``pn_rows_forward`` /
@@ -136,11 +140,11 @@ def seg_sums(x: Tensor, w: Tensor | None, center: Tensor | None = None) -> Tenso
     return _module.seg_sums(x, _w(w, x), _coef(center, x.shape[2]), True)
 
 
-def seg_affine(x: Tensor, a: Tensor, b: Tensor, w: Tensor | None) -> Tensor:
-    """(x·a + b)·w with a, b (N, C) or (C,)."""
+def seg_affine(x: Tensor, a: Tensor, b: Tensor, w: Tensor | None, v: Tensor | None = None) -> Tensor:
+    """(x·a + b)·w + v with a, b (N, C) or (C,) and w, v (N, T) per row (None: 1 and 0)."""
     assert _module is not None
     c = x.shape[2]
-    return _module.seg_affine(x, _coef(a, c), _coef(b, c), _w(w, x))
+    return _module.seg_affine(x, _coef(a, c), _coef(b, c), _w(w, x), _w(v, x))
 
 
 def seg_dot(g: Tensor, x: Tensor, w: Tensor | None, center: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -151,11 +155,20 @@ def seg_dot(g: Tensor, x: Tensor, w: Tensor | None, center: Tensor | None = None
     return out[0], out[1]
 
 
-def seg_grad(g: Tensor, x: Tensor, p: Tensor, q: Tensor, r: Tensor, w: Tensor | None) -> Tensor:
-    """(g·p + x·q + r)·w with p, q, r (N, C) or (C,)."""
+def seg_grad(
+    g: Tensor, x: Tensor, p: Tensor, q: Tensor, r: Tensor, w: Tensor | None, u: Tensor | None = None
+) -> Tensor:
+    """(g·p·u + x·q + r)·w with p, q, r (N, C) or (C,) and u, w (N, T) per row (None: 1)."""
     assert _module is not None
     c = x.shape[2]
-    return _module.seg_grad(g.contiguous(), x, _coef(p, c), _coef(q, c), _coef(r, c), _w(w, x))
+    return _module.seg_grad(g.contiguous(), x, _coef(p, c), _coef(q, c), _coef(r, c), _w(w, x), _w(u, x))
+
+
+def seg_row_dot(g: Tensor, x: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """Σ_c g·(x·a + b) along each row of (N, T, C) tensors, a and b (N, C) or (C,) → (N, T)."""
+    assert _module is not None
+    c = x.shape[2]
+    return _module.seg_row_dot(g.contiguous(), x, _coef(a, c), _coef(b, c))
 
 
 def row_rms_forward(x2: Tensor, weight: Tensor | None, k: int, eps: float) -> tuple[Tensor, Tensor]:

@@ -87,6 +87,14 @@ def test_segment_kernels_match_their_formulas() -> None:
     p, q, r = a, b, center
     expected = (dy * p[:, None] + x * q + r[:, None]) * wx
     torch.testing.assert_close(kernels.seg_grad(dy, x, p, q, r, w), expected, rtol=0, atol=1e-13)
+    u, v = torch.randn(3, 5, generator=g, dtype=torch.float64), torch.randn(3, 5, generator=g, dtype=torch.float64)
+    expected = (dy * p[:, None] * u[..., None] + x * q + r[:, None]) * wx
+    torch.testing.assert_close(kernels.seg_grad(dy, x, p, q, r, w, u), expected, rtol=0, atol=1e-13)
+    expected = (x * a[:, None] + b) * wx + v[..., None]
+    torch.testing.assert_close(kernels.seg_affine(x, a, b, w, v), expected, rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        kernels.seg_row_dot(dy, x, a, center), (dy * (x * a[:, None] + center[:, None])).sum(2), rtol=1e-13, atol=1e-13
+    )
 
 
 @pytest.mark.parametrize("k", [1, 5, 16])

@@ -105,10 +105,14 @@ torch::Tensor seg_sums(const torch::Tensor& x, const torch::Tensor& w, const tor
   return out;
 }
 
-// y = (x·a + b)·w, a and b (N, C) or (1, C); 0 on rows with w = 0.
-torch::Tensor seg_affine(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& w) {
+// y = (x·a + b)·w + v, a and b (N, C) or (1, C), w and v (N, T) per row, each optional (w: 1,
+// v: 0); rows with w = 0 get v.
+torch::Tensor seg_affine(const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& w,
+                         const torch::Tensor& v) {
   check_segments(x, w);
   const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  TORCH_CHECK(!v.numel() || (v.is_contiguous() && v.numel() == N * T && v.scalar_type() == x.scalar_type()),
+              "seg_affine: v must be a contiguous (N, T) tensor of x's dtype");
   auto y = torch::empty_like(x);
   const int64_t sa = coef_stride(a, C), sb = coef_stride(b, C);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_affine", [&] {
@@ -116,6 +120,7 @@ torch::Tensor seg_affine(const torch::Tensor& x, const torch::Tensor& a, const t
     const scalar_t* __restrict__ ap = a.data_ptr<scalar_t>();
     const scalar_t* __restrict__ bp = b.data_ptr<scalar_t>();
     const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    const scalar_t* __restrict__ vp = ptr_or_null<scalar_t>(v);
     scalar_t* __restrict__ yp = y.data_ptr<scalar_t>();
     at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
@@ -125,14 +130,13 @@ torch::Tensor seg_affine(const torch::Tensor& x, const torch::Tensor& a, const t
           const scalar_t* __restrict__ xr = xp + (n * T + t) * C;
           scalar_t* __restrict__ yr = yp + (n * T + t) * C;
           const scalar_t wt = wp ? wp[n * T + t] : scalar_t(1);
+          const scalar_t vt = vp ? vp[n * T + t] : scalar_t(0);
           if (wt == scalar_t(0)) {
-            std::fill(yr, yr + C, scalar_t(0));
-            continue;
-          }
-          if (wt == scalar_t(1)) {
+            std::fill(yr, yr + C, vt);
+          } else if (wt == scalar_t(1) && !vp) {
             for (int64_t c = 0; c < C; ++c) yr[c] = xr[c] * an[c] + bn[c];
           } else {
-            for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] * an[c] + bn[c]) * wt;
+            for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] * an[c] + bn[c]) * wt + vt;
           }
         }
       }
@@ -177,12 +181,15 @@ torch::Tensor seg_dot(const torch::Tensor& g, const torch::Tensor& x, const torc
   return out;
 }
 
-// dx = (g·p + x·q + r)·w, p, q, r (N, C) or (1, C); 0 on rows with w = 0.
+// dx = (g·p·u + x·q + r)·w, p, q, r (N, C) or (1, C), u and w (N, T) per row, each optional
+// (1); 0 on rows with w = 0.
 torch::Tensor seg_grad(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& p, const torch::Tensor& q,
-                       const torch::Tensor& r, const torch::Tensor& w) {
+                       const torch::Tensor& r, const torch::Tensor& w, const torch::Tensor& u) {
   check_segments(x, w);
   TORCH_CHECK(g.sizes() == x.sizes() && g.is_contiguous() && g.scalar_type() == x.scalar_type(), "seg_grad: g must match x");
   const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  TORCH_CHECK(!u.numel() || (u.is_contiguous() && u.numel() == N * T && u.scalar_type() == x.scalar_type()),
+              "seg_grad: u must be a contiguous (N, T) tensor of x's dtype");
   auto dx = torch::empty_like(x);
   const int64_t sp = coef_stride(p, C), sq = coef_stride(q, C), sr = coef_stride(r, C);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_grad", [&] {
@@ -192,6 +199,7 @@ torch::Tensor seg_grad(const torch::Tensor& g, const torch::Tensor& x, const tor
     const scalar_t* __restrict__ qp = q.data_ptr<scalar_t>();
     const scalar_t* __restrict__ rp = r.data_ptr<scalar_t>();
     const scalar_t* __restrict__ wp = ptr_or_null<scalar_t>(w);
+    const scalar_t* __restrict__ up = ptr_or_null<scalar_t>(u);
     scalar_t* __restrict__ dp = dx.data_ptr<scalar_t>();
     at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
       for (int64_t n = n0; n < n1; ++n) {
@@ -203,20 +211,46 @@ torch::Tensor seg_grad(const torch::Tensor& g, const torch::Tensor& x, const tor
           const scalar_t* __restrict__ gr = gp + (n * T + t) * C;
           scalar_t* __restrict__ dr = dp + (n * T + t) * C;
           const scalar_t wt = wp ? wp[n * T + t] : scalar_t(1);
+          const scalar_t ut = up ? up[n * T + t] : scalar_t(1);
           if (wt == scalar_t(0)) {
             std::fill(dr, dr + C, scalar_t(0));
-            continue;
-          }
-          if (wt == scalar_t(1)) {
+          } else if (wt == scalar_t(1) && !up) {
             for (int64_t c = 0; c < C; ++c) dr[c] = gr[c] * pn[c] + xr[c] * qn[c] + rn[c];
           } else {
-            for (int64_t c = 0; c < C; ++c) dr[c] = (gr[c] * pn[c] + xr[c] * qn[c] + rn[c]) * wt;
+            for (int64_t c = 0; c < C; ++c) dr[c] = (gr[c] * pn[c] * ut + xr[c] * qn[c] + rn[c]) * wt;
           }
         }
       }
     });
   });
   return dx;
+}
+
+// Σ_c g·(x·a + b) along each row: g, x (N, T, C), a and b (N, C) or (1, C) → (N, T).
+torch::Tensor seg_row_dot(const torch::Tensor& g, const torch::Tensor& x, const torch::Tensor& a, const torch::Tensor& b) {
+  TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && x.device().is_cpu(), "seg_row_dot: x must be a contiguous CPU (N, T, C) tensor");
+  TORCH_CHECK(g.sizes() == x.sizes() && g.is_contiguous() && g.scalar_type() == x.scalar_type(), "seg_row_dot: g must match x");
+  const int64_t N = x.size(0), T = x.size(1), C = x.size(2);
+  auto out = torch::empty({N, T}, x.options());
+  const int64_t sa = coef_stride(a, C), sb = coef_stride(b, C);
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "seg_row_dot", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* __restrict__ xp = x.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ gp = g.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ ap = a.data_ptr<scalar_t>();
+    const scalar_t* __restrict__ bp = b.data_ptr<scalar_t>();
+    scalar_t* __restrict__ op = out.data_ptr<scalar_t>();
+    at::parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t t = 0; t < T; ++t) {
+          const scalar_t* __restrict__ xr = xp + (n * T + t) * C;
+          const scalar_t* __restrict__ gr = gp + (n * T + t) * C;
+          op[n * T + t] = scalar_t(dot3_lanes<acc_t>(gr, xr, ap + n * sa, C) + dot_lanes<acc_t>(gr, bp + n * sb, C));
+        }
+      }
+    });
+  });
+  return out;
 }
 
 // RMS over the first k channels of each row of an (A, C) tensor: s = 1/sqrt(mean_{c<k} x² + eps),
@@ -445,6 +479,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("seg_affine", &seg_affine);
   m.def("seg_dot", &seg_dot);
   m.def("seg_grad", &seg_grad);
+  m.def("seg_row_dot", &seg_row_dot);
   m.def("row_rms_forward", &row_rms_forward);
   m.def("row_rms_backward", &row_rms_backward);
 }
