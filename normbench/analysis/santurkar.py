@@ -37,6 +37,9 @@ ICS_KEY = re.compile(r"^diag/ics/(?P<layer>.+)/(?P<metric>grad_diff|rel_grad_dif
 
 MAIN_LR = 0.1
 HIGH_LR = 0.5
+LOW_LR = 0.01
+ICS_LRS = (LOW_LR, MAIN_LR)
+"""Figure 3's learning rates in the paper; other rates are drawn only when neither is present."""
 LR_STYLES = {0.1: "-", 0.5: "--", 0.01: ":"}
 LABELS = {"none": "Standard", "bn": "Standard + BatchNorm", "bn_noisy": 'Standard + "Noisy" BatchNorm'}
 
@@ -93,6 +96,7 @@ def accuracy_figure(
                 if ys:
                     seed_curve(ax, rows, panel, _label(norm, lr), ys, color=color, linestyle=style, marker=".")
     finish_axes(axes[0, 0], "steps", "training loss (batch)", "training loss")
+    axes[0, 0].set_yscale("log")  # a diverging run's loss would flatten every other curve
     finish_axes(axes[0, 1], "steps", "training accuracy (%)", "training accuracy (epoch mean)")
     finish_axes(axes[0, 2], "steps", "test accuracy (%)", "test accuracy")
     return FigureResult(name, fig, rows)
@@ -175,7 +179,7 @@ def figure3(runs: Sequence[Run]) -> FigureResult:
     names = sorted(layers, key=_natural)
     fig, axes = new_figure(2, max(len(names), 1), "Santurkar et al. 2018, Fig. 3: internal covariate shift")
     res = FigureResult("santurkar_fig3", fig)
-    lrs = _lrs(runs)
+    lrs = [lr for lr in _lrs(runs) if lr in ICS_LRS] or _lrs(runs)
     for j, layer in enumerate(names):
         for norm in ("none", "bn"):
             for lr in lrs:
