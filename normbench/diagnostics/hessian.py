@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import dot, grads_or_zeros, sq_norm
 from normbench.errors import ConfigError
+from normbench.norms import kernels
 
 
 def top_eigenvalue(
@@ -82,12 +83,13 @@ class HessianConfig(CadenceConfig):
 
 @contextlib.contextmanager
 def twice_differentiable(model: nn.Module) -> Iterator[None]:
-    """Norms with a fused single-backward kernel switch to their differentiable-ops path meanwhile."""
+    """Norms with a fused single-backward kernel switch to their differentiable-ops path meanwhile
+    (BatchNorm's live-statistics path; the CPU kernels of `normbench.norms.kernels` off)."""
     switched = [m for m in model.modules() if getattr(m, "record_live_stats", True) is False]
     for m in switched:
         m.record_live_stats = True
     try:
-        with _math_attention():
+        with _math_attention(), kernels.suspended():
             yield
     finally:
         for m in switched:

@@ -150,6 +150,7 @@ class _BatchNormFunction(torch.autograd.Function):
 
     @staticmethod
     def backward_rows(ctx, dy):  # type: ignore[no-untyped-def]
+        K.single_backward_only()
         x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
         n, nseg = ctx.n, ctx.segments
         a, c, _ = x3.shape
@@ -253,6 +254,7 @@ class _SampleAffineRowsFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
+        K.single_backward_only()
         w2, s = ctx.saved_tensors
         return K.seg_affine(dy.contiguous(), s, torch.zeros_like(s), w2), None, None, None
 
@@ -401,6 +403,7 @@ class _PowerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def backward_rows(ctx, dy):  # type: ignore[no-untyped-def]
+        K.single_backward_only()
         x2, inv, w1, weight, scale, psi2_batch, n = ctx.saved_tensors
         groups, cg = scale.shape
         gamma = torch.ones_like(scale) if weight is None else weight.view(groups, cg)

@@ -75,6 +75,7 @@ class _ChannelLayerNormFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):  # type: ignore[override]
+        K.single_backward_only()
         x3, mean, inv, weight = ctx.saved_tensors
         n, c, _ = x3.shape
         dy = dy.contiguous()
@@ -212,6 +213,7 @@ class _ChannelRMSFunction(torch.autograd.Function):
         x3, inv, weight = ctx.saved_tensors
         k = ctx.k
         if ctx.kernels:
+            K.single_backward_only()
             dx, dweight = K.row_rms_backward(dy.reshape(x3.shape), x3, inv, weight, k)
             return dx.view(dy.shape), (dweight if ctx.needs_input_grad[1] else None), None, None
         buf = torch.mul(dy, x3)  # dy·x = dy·x̂/s
@@ -304,6 +306,7 @@ class _MaskedGroupNormFunction(torch.autograd.Function):
         groups = ctx.groups
         dy = dy.contiguous()
         if ctx.kernels:
+            K.single_backward_only()
             sum_dy, sum_dy_xc = K.seg_dot(dy, x, w.view(n, t), mean)
             sum_dy, sum_dy_xhat = sum_dy.view(n, 1, c), sum_dy_xc.view(n, 1, c).mul_(inv)
         else:

@@ -28,17 +28,20 @@ channels of each row (RMSNorm, partial RMSNorm, GroupScaling); ``pn_rows_forward
 The extension is compiled with the C++ compiler torch finds (``torch.utils.cpp_extension``,
 ``-O3 -march=native``, cached under ``TORCH_EXTENSIONS_DIR``, about 20 s the first time). Without a compiler, or with
 ``NORMBENCH_CPU_KERNELS=0``, every norm uses its torch-op path (same maths, slower), after one
-warning. CUDA tensors always use the torch-op path.
+warning. CUDA tensors always use the torch-op path, and so does everything inside `suspended`
+(the Hessian diagnostic's double back-propagation); a double backward through a kernel raises.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import math
 import os
 import platform
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -49,11 +52,37 @@ _SOURCE = Path(__file__).with_name("csrc") / "segment_ops.cpp"
 _EMPTY: dict[tuple[torch.dtype], Tensor] = {}
 _module: ModuleType | None = None
 _failed = False
+_suspended = 0
 
 
 def enabled() -> bool:
-    """True unless ``NORMBENCH_CPU_KERNELS`` is set to 0 / false / off."""
+    """True unless ``NORMBENCH_CPU_KERNELS`` is set to 0 / false / off, or inside `suspended`."""
+    if _suspended:
+        return False
     return os.environ.get("NORMBENCH_CPU_KERNELS", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """The torch-op path for every norm meanwhile: for double back-propagation (Hessian-vector
+    products), which the kernels' hand-written backward passes do not support."""
+    global _suspended
+    _suspended += 1
+    try:
+        yield
+    finally:
+        _suspended -= 1
+
+
+def single_backward_only() -> None:
+    """Called first in the kernels' backward passes: with ``create_graph=True`` (grad mode on
+    inside a backward) the gradient they return would be a constant to autograd and a second
+    derivative silently wrong, so refuse instead."""
+    if torch.is_grad_enabled():
+        raise RuntimeError(
+            "normbench's CPU norm kernels have no double backward (create_graph=True); run it inside "
+            "normbench.norms.kernels.suspended() or with NORMBENCH_CPU_KERNELS=0"
+        )
 
 
 def _build_flavour() -> tuple[str, list[str]]:
@@ -100,10 +129,19 @@ def _load() -> ModuleType | None:
     return _module
 
 
+def _transforming() -> bool:
+    """Inside a torch.func transform (vmap, grad, hessian): its tensors are wrappers that the
+    kernels cannot read (torch internals; False where they are missing)."""
+    try:
+        return torch._C._functorch.peek_interpreter_stack() is not None
+    except AttributeError:  # pragma: no cover
+        return False
+
+
 def usable(*tensors: Tensor | None) -> bool:
     """Whether the kernels apply: enabled, built, and every given tensor on the CPU in float32 or
-    float64 (one dtype), and not while ``torch.compile`` traces."""
-    if not enabled() or torch.compiler.is_compiling():
+    float64 (one dtype); not while ``torch.compile`` traces nor inside torch.func transforms."""
+    if not enabled() or torch.compiler.is_compiling() or _transforming():
         return False
     dtype = None
     for t in tensors:

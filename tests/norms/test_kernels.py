@@ -125,3 +125,34 @@ def test_disabled_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernels.usable(torch.zeros(1))
     assert not kernels.usable(torch.zeros(1, dtype=torch.bfloat16))
     assert not kernels.usable(torch.zeros(1), torch.zeros(1, dtype=torch.float64))
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated")  # from torch.func.hessian
+@pytest.mark.parametrize("name,layout", [("bn", "NTC"), ("gn", "NTC"), ("rms", "NTC"), ("pn", "NTC"), ("ln", "NCHW")])
+def test_double_backward_is_refused_with_kernels_and_exact_when_suspended(name: str, layout: str) -> None:
+    """A second derivative through a kernel would be silently wrong (its backward is opaque to
+    autograd): it raises; inside `kernels.suspended()` the torch-op path runs and, where it is
+    twice differentiable, gives the same Hessian-vector product as with the kernels off."""
+    m = build_norm(name, C, layout, **KW.get(name, {})).double()
+    x, mask = _inputs(layout, 0)
+    x.requires_grad_(True)
+    v = torch.randn_like(x)
+
+    def hvp() -> torch.Tensor:
+        y = m(x, mask)
+        (g,) = torch.autograd.grad((y.sin()).sum(), x, create_graph=True)
+        return torch.autograd.grad((g * v).sum(), x)[0]
+
+    with pytest.raises(RuntimeError, match="double backward"):
+        hvp()
+    if name in ("pn", "bn"):  # PowerNorm's backward is not a derivative; BN switches path itself
+        return
+    with kernels.suspended():
+        assert not kernels.usable(x)
+        try:
+            suspended = hvp()
+        except RuntimeError:  # gn, rms: their torch-op path is not twice differentiable either (out= ops)
+            return
+    x_ref = x.detach().requires_grad_(True)
+    ref = torch.func.hessian(lambda z: m(z, mask).sin().sum())(x_ref)
+    torch.testing.assert_close(suspended, (ref.reshape(x.numel(), x.numel()) @ v.reshape(-1)).view_as(x))
