@@ -9,7 +9,8 @@ Two implementations of BatchNorm with the same maths:
 
 - `batch_norm_fused`: an autograd function with a hand-written backward, a few full passes over
   the tensor each way (the speed path; also handles eps = 0, which ``F.batch_norm`` refuses in
-  training);
+  training); on CPU rows (sequences) its passes run in the kernels of `normbench.norms.kernels`
+  (two reads + one write forward, two reads + one write backward);
 - `batch_norm_composed`: plain differentiable torch ops, whose batch statistics are live tensors
   in the autograd graph (for diagnostics that take ∂L/∂σ²_B) and whose count / sum / sum of
   squares can be all-reduced across processes with a differentiable all-reduce.
