@@ -245,14 +245,15 @@ def test_run_records_device_precision_and_versions(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_compiled_run_trains_and_diagnostics_see_the_uncompiled_model(tmp_path: Path, monkeypatch) -> None:
     from normbench import train
+    from normbench.diagnostics.registry import CadenceConfig, DiagnosticHook
 
     seen: list[float] = []
 
-    class Probe:
+    class Probe(DiagnosticHook):
         name = "probe"
 
-        def due(self, step: int) -> bool:
-            return True
+        def __init__(self) -> None:
+            super().__init__(CadenceConfig(every_n_steps=1))
 
         def __call__(self, ctx) -> dict[str, float]:
             assert not isinstance(ctx.model, torch._dynamo.eval_frame.OptimizedModule)
