@@ -75,6 +75,25 @@ class Renorm:
         return r, d
 
 
+def _coefficients(
+    mean: Tensor, var: Tensor, weight: Tensor | None, bias: Tensor | None, eps: float, renorm: Renorm | None
+) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor, Tensor]:
+    """Per channel: (1/σ_B, r, d, scale, shift) with y = x·scale + shift the whole BatchNorm
+    (renormalization and affine included): scale = γ·r/σ_B, shift = β + γ·(d − μ_B·r/σ_B)."""
+    invstd = torch.rsqrt(var + eps)
+    r = d = None
+    if renorm is not None:
+        r, d = renorm.factors(mean, var, eps)
+    gain = invstd if r is None else invstd * r  # ∂y/∂x before γ
+    scale = gain if weight is None else gain * weight
+    shift = -mean * scale
+    if d is not None:
+        shift = shift + (d if weight is None else d * weight)
+    if bias is not None:
+        shift = shift + bias
+    return invstd, r, d, scale, shift
+
+
 class _BatchNormFunction(torch.autograd.Function):
     """y = γ·((x − μ_B)/sqrt(σ²_B + eps)·r + d) + β over real positions, 0 at padding; with a
     per-sample affine (s, m), y·s + m (one (s, m) per sample and channel)."""
@@ -90,17 +109,7 @@ class _BatchNormFunction(torch.autograd.Function):
         buf = x3 - mean[:, None]
         buf.mul_(buf)
         var = weighted_sum(buf, w) / n
-        invstd = torch.rsqrt(var + eps)
-        r = d = None
-        if renorm is not None:
-            r, d = renorm.factors(mean, var, eps)
-        gain = invstd if r is None else invstd * r  # ∂y/∂x before γ
-        scale = gain if weight is None else gain * weight
-        shift = -mean * scale
-        if d is not None:
-            shift = shift + (d if weight is None else d * weight)
-        if bias is not None:
-            shift = shift + bias
+        invstd, r, d, scale, shift = _coefficients(mean, var, weight, bias, eps, renorm)
         s = None
         if sample_affine is None:
             y = torch.addcmul(shift[:, None], x3, scale[:, None], out=buf)
@@ -127,17 +136,7 @@ class _BatchNormFunction(torch.autograd.Function):
         n = real_count(x3, w)
         mean = K.seg_sums(xs, ws).sum(0) / n
         var = K.seg_sums(xs, ws, mean).sum(0) / n
-        invstd = torch.rsqrt(var + eps)
-        r = d = None
-        if renorm is not None:
-            r, d = renorm.factors(mean, var, eps)
-        gain = invstd if r is None else invstd * r
-        scale = gain if weight is None else gain * weight
-        shift = -mean * scale
-        if d is not None:
-            shift = shift + (d if weight is None else d * weight)
-        if bias is not None:
-            shift = shift + bias
+        invstd, r, d, scale, shift = _coefficients(mean, var, weight, bias, eps, renorm)
         s = None
         if sample_affine is not None:  # (x·scale + shift)·s + m = x·(s·scale) + (s·shift + m)
             s, m = sample_affine
