@@ -20,12 +20,20 @@ reference times. Reported per norm: the median over rounds of its time and of th
 
 Writes ``results/bench/norms_<device>.csv`` (one block of rows per thread count) when every norm
 is timed (not with ``--norms``).
+
+Allocation: on Linux/glibc the script first fixes malloc's mmap and trim thresholds at 64 and
+128 MiB (``mallopt``), so that a fresh multi-MB tensor comes from the heap rather than from new
+pages that fault in on first touch. glibc adapts its threshold that way itself during a long
+training run, but under the bench's alternation of shapes it may not, and then every layer's
+time (torch's included) swings 2–4x from run to run with the page faults. ``--default-malloc``
+keeps glibc's defaults.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import ctypes
 import statistics
 import sys
 from collections.abc import Callable
@@ -41,6 +49,16 @@ sys.path.insert(0, str(ROOT))  # this checkout's normbench, not an installed one
 from normbench.norms import build_norm, list_norms  # noqa: E402
 
 KW = {"gn": {"groups": 8}, "pn": {"groups": 4}}
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
+
+
+def steady_malloc() -> bool:
+    """Fix glibc's mmap / trim thresholds at 64 / 128 MiB; False where there is no glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(M_MMAP_THRESHOLD, 64 << 20)) and bool(libc.mallopt(M_TRIM_THRESHOLD, 128 << 20))
+    except (OSError, AttributeError):
+        return False
 
 
 def image_input(device: torch.device) -> tuple[torch.Tensor, None]:
@@ -87,7 +105,7 @@ def timed(fn: Callable[[], None], min_time: float) -> float:
 
 
 def bench_shape(
-    label: str, x: torch.Tensor, mask: torch.Tensor | None, rounds: int, min_time: float, names: list[str]
+    label: str, x: torch.Tensor, mask: torch.Tensor | None, rounds: int, min_time: float, names: list[str], malloc: str
 ) -> list[dict]:
     layout = "NCHW" if x.dim() == 4 else "NTC"
     c = x.shape[1] if layout == "NCHW" else x.shape[-1]
@@ -110,6 +128,7 @@ def bench_shape(
             {
                 "device": x.device.type,
                 "threads": torch.get_num_threads(),
+                "malloc": malloc,
                 "shape": label,
                 "norm": name,
                 "median_ms": round(statistics.median(times[name]) * 1e3, 3),
@@ -127,7 +146,9 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.1, help="seconds per measurement")
     parser.add_argument("--norms", nargs="+", default=list_norms(), help="norms to time (default: all)")
     parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()], help="CPU threads")
+    parser.add_argument("--default-malloc", action="store_true", help="keep glibc's adaptive malloc thresholds")
     args = parser.parse_args()
+    malloc = "glibc defaults" if args.default_malloc else ("fixed thresholds" if steady_malloc() else "defaults")
     devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
     for dev in devices:
         if dev == "cuda" and not torch.cuda.is_available():
@@ -141,7 +162,7 @@ def main() -> None:
         rows = []
         for threads in args.threads if dev == "cpu" else [torch.get_num_threads()]:
             torch.set_num_threads(threads)
-            timing = (args.rounds, args.min_time, args.norms)
+            timing = (args.rounds, args.min_time, args.norms, malloc)
             rows += bench_shape("image 128x64x16x16", img, None, *timing)
             rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, *timing)
         written = "not written: --norms times a subset"
@@ -153,7 +174,7 @@ def main() -> None:
                 writer.writeheader()
                 writer.writerows(rows)
             written = str(out.relative_to(ROOT))
-        print(f"\n{dev}: torch {torch.__version__} → {written}")
+        print(f"\n{dev}: torch {torch.__version__}, malloc {malloc} → {written}")
         print(f"{'threads':>7} {'shape':<34} {'norm':<11} {'ms':>8} {'× torch':>8} {'× bn/ln':>8}")
         for r in rows:
             ms, rt, ro = r["median_ms"], r["ratio_torch"], r["ratio_ours"]
