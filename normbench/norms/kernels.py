@@ -40,6 +40,7 @@ import logging
 import math
 import os
 import platform
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,13 @@ def _build_flavour() -> tuple[str, list[str]]:
     return f"normbench_segment_ops_{digest}", ["-march=native"]
 
 
+def _is_built(name: str) -> bool:
+    """Whether a build of the extension is in torch's extension cache (any version of it)."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR")
+    base = Path(root) if root else Path.home() / ".cache" / "torch_extensions"
+    return any(base.glob(f"*/{name}/{name}*.so")) or any(base.glob(f"{name}/{name}*.so"))
+
+
 def _load() -> ModuleType | None:
     global _module, _failed
     if _module is not None or _failed:
@@ -116,6 +124,8 @@ def _load() -> ModuleType | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "no CUDA runtime found" on CPU-only machines
             name, flags = _build_flavour()
+            if not _is_built(name):
+                print("[normbench] building the CPU norm kernels (once; about 20 s)", file=sys.stderr, flush=True)
             _module = load(name=name, sources=[str(_SOURCE)], extra_cflags=["-O3", *flags], verbose=False)
     except Exception as e:  # no compiler, no ninja, a failed build: fall back to torch ops
         _failed = True
