@@ -333,16 +333,24 @@ def santurkar_noise(
 
     Per unit j: μ_j ~ U(−n_μ, n_μ), σ_j ~ U(1, n_σ); per sample i and unit j:
     m_ij ~ U(μ_j − r_μ, μ_j + r_μ), s_ij ~ N(σ_j, r_σ) with r_σ a standard deviation (the paper
-    leaves this open). Drawn on the CPU in float32 from the global generator (or ``generator``):
-    the 2·C unit uniforms, then 2·C uniforms per sample, sample after sample, so that sample i's
-    noise does not depend on how many samples follow it (appending padded sentences changes
-    nothing). The normals are inverse-CDF ones, √2·erfinv(2u − 1) with 2u − 1 ≥ −1 + 2⁻²³
-    (float32 uniforms: the tails are cut at about ±5.3 standard deviations).
+    leaves this open). Drawn on the CPU in float32 from 2·C unit uniforms and 2·C uniforms per
+    sample, such that sample i's noise does not depend on how many samples follow it (appending
+    padded sentences changes nothing). With the CPU kernels (`normbench.norms.kernels`) the
+    uniforms come from Philox4x32-10 under a key of two draws from the global generator (or
+    ``generator``), element (i, j) at counter (j/4, i), and the whole draw is one C++ pass (M.
+    Giles' single-precision erfinv; ~10x faster than torch's generator and ops, which are the
+    fallback, drawing their uniforms sample after sample in one call). The stream therefore
+    depends on whether the kernels are in use; the distributions do not. The normals are
+    inverse-CDF ones, √2·erfinv(2u − 1) with u ≥ 2⁻²⁴ (float32 uniforms: the tails are cut at
+    about ±5.3 standard deviations).
     """
+    if K.usable():
+        keys = torch.randint(0, 2**31 - 1, (2,), generator=generator).tolist()
+        return K.santurkar_draw(num_samples, num_features, n_mu, n_sigma, r_mu, r_sigma, (keys[0], keys[1]))
     unit = torch.rand(2, num_features, generator=generator)
+    u = torch.rand(num_samples, 2, num_features, generator=generator)
     mu = (2 * unit[0] - 1) * n_mu
     sigma = 1 + unit[1] * (n_sigma - 1)
-    u = torch.rand(num_samples, 2, num_features, generator=generator)
     m = u[:, 0].mul(2 * r_mu).add_(mu - r_mu)
     normal = u[:, 1].mul(2).sub_(1).clamp_min_(-1 + 2**-23).erfinv_().mul_(2**0.5)
     s = normal.mul_(r_sigma).add_(sigma)

@@ -21,12 +21,15 @@ per segment or (1, C) shared):
 The segment kernels also serve the per-position LayerNorm of images: an (N, C, H·W) tensor is N
 segments of C rows of H·W positions, so sums over "rows" are sums over channels.
 
+``philox_uniform``: counter-based uniforms for the noise of ``bn_noisy`` / ``noise_only``.
+
 Row kernels (x: (A, C)): ``row_rms_forward`` / ``row_rms_backward``, RMS over the first k
 channels of each row (RMSNorm, partial RMSNorm, GroupScaling); ``pn_rows_forward`` /
 ``pn_rows_affine`` / ``pn_rows_backward``, PowerNorm's training step with GroupScaling.
 
 The extension is compiled with the C++ compiler torch finds (``torch.utils.cpp_extension``,
-``-O3 -march=native``, cached under ``TORCH_EXTENSIONS_DIR``, about 20 s the first time). Without a compiler, or with
+``-O3 -fno-math-errno -march=native``, cached under ``TORCH_EXTENSIONS_DIR``, about 20 s the
+first time). Without a compiler, or with
 ``NORMBENCH_CPU_KERNELS=0``, every norm uses its torch-op path (same maths, slower), after one
 warning. CUDA tensors always use the torch-op path, and so does everything inside `suspended`
 (the Hessian diagnostic's double back-propagation); a double backward through a kernel raises.
@@ -126,7 +129,8 @@ def _load() -> ModuleType | None:
             name, flags = _build_flavour()
             if not _is_built(name):
                 print("[normbench] building the CPU norm kernels (once; about 20 s)", file=sys.stderr, flush=True)
-            _module = load(name=name, sources=[str(_SOURCE)], extra_cflags=["-O3", *flags], verbose=False)
+            cflags = ["-O3", "-fno-math-errno", *flags]  # no errno: sqrt vectorizes
+            _module = load(name=name, sources=[str(_SOURCE)], extra_cflags=cflags, verbose=False)
     except Exception as e:  # no compiler, no ninja, a failed build: fall back to torch ops
         _failed = True
         warnings.warn(
@@ -260,6 +264,30 @@ def pn_rows_backward(
         dy2.contiguous(), x2, inv, p.reshape(-1).contiguous(), q.reshape(-1).contiguous(), _w(w, x2)
     )
     return dx, sum_dy, sum_dy_xt
+
+
+def philox_uniform(rows: int, cols: int, key: tuple[int, int], domain: int) -> Tensor:
+    """(rows, cols) float32 uniforms in [0, 1) from Philox4x32-10 under ``key``: element (r, c)
+    is output c % 4 of the block at counter (c // 4, r, domain, 0), so row r does not depend on
+    how many rows are drawn."""
+    assert _module is not None
+    return _module.philox_uniform(rows, cols, key[0], key[1], domain)
+
+
+def santurkar_draw(
+    num_samples: int, num_features: int, n_mu: float, n_sigma: float, r_mu: float, r_sigma: float, key: tuple[int, int]
+) -> tuple[Tensor, Tensor]:
+    """(m, s) of `batch_functional.santurkar_noise` from Philox uniforms under ``key``, in one pass
+    (the inverse-CDF normals by M. Giles' single-precision erfinv)."""
+    assert _module is not None
+    m, s = _module.santurkar_draw(num_samples, num_features, n_mu, n_sigma, r_mu, r_sigma, key[0], key[1])
+    return m, s
+
+
+def erfinv_of_uniform(v: Tensor) -> Tensor:
+    """erfinv(2v − 1) as `santurkar_draw` computes it (v ≥ 2⁻²⁴), for tests."""
+    assert _module is not None
+    return _module.erfinv_of_uniform(v)
 
 
 def segments(rows: int, preferred: int | None = None) -> int:

@@ -14,6 +14,7 @@ import copy
 import pytest
 import torch
 
+from normbench.norms import batch_functional as BF
 from normbench.norms import build_norm, kernels, list_norms
 
 C = 16
@@ -60,7 +61,14 @@ def test_kernels_equal_torch_ops(name: str, layout: str, monkeypatch: pytest.Mon
     g = torch.Generator().manual_seed(1)
     for p in m.parameters():
         p.data = torch.randn(p.shape, generator=g, dtype=p.dtype)
+    # The noise of bn_noisy / noise_only comes from Philox with the kernels and from torch's
+    # generator without them (same distributions, test_noisy): the torch-op run replays the draws.
+    draws: list[tuple[torch.Tensor, torch.Tensor]] = []
+    draw = BF.santurkar_noise
+    monkeypatch.setattr(BF, "santurkar_noise", lambda *a, **kw: draws.append(draw(*a, **kw)) or draws[-1])
     with_kernels = _run(copy.deepcopy(m), layout, True, monkeypatch)
+    replay = iter(list(draws))
+    monkeypatch.setattr(BF, "santurkar_noise", lambda *a, **kw: next(replay))
     with_ops = _run(copy.deepcopy(m), layout, False, monkeypatch)
     assert len(with_kernels) == len(with_ops)
     for a, b in zip(with_kernels, with_ops):
@@ -116,6 +124,32 @@ def test_row_rms_kernels_match_autograd(k: int, with_gamma: bool) -> None:
         torch.testing.assert_close(dgamma, ref_grads[1], rtol=1e-12, atol=1e-12)
     else:
         assert dgamma is None
+
+
+def test_philox_matches_its_known_answer_and_draws_rows_independently() -> None:
+    """Random123's known-answer vector for Philox4x32-10 with counter 0 and key 0 (0x6627e8d5,
+    0xe169c58d, 0xbc57ac4c, 0x9b00dbd8; 24-bit uniforms keep the top 24 bits); row r's draws do
+    not depend on how many rows are drawn; moments of U(0, 1)."""
+    expected = torch.tensor([0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8]) >> 8
+    assert torch.equal((kernels.philox_uniform(1, 4, (0, 0), 0)[0] * 2**24).long(), expected)
+    few, many = kernels.philox_uniform(3, 10, (5, 6), 1), kernels.philox_uniform(7, 10, (5, 6), 1)
+    assert torch.equal(few, many[:3])
+    assert not torch.equal(few, kernels.philox_uniform(3, 10, (5, 7), 1))
+    assert not torch.equal(few, kernels.philox_uniform(3, 10, (5, 6), 2))
+    u = kernels.philox_uniform(500, 400, (123, 456), 1).double()
+    assert u.min() >= 0 and u.max() < 1
+    assert abs(u.mean() - 0.5) < 3e-3 and abs(u.var() - 1 / 12) < 1e-3
+    assert abs((u[:, 1:] * u[:, :-1]).mean() - 0.25) < 3e-3  # neighbours uncorrelated
+
+
+def test_noise_erfinv_matches_torch() -> None:
+    """The inverse-CDF normals of the kernels' noise draw (Giles' single-precision erfinv with a
+    series logarithm) against torch.erfinv in float64, over 170,000 uniforms from 2⁻²⁴ to 1 − 2⁻²⁴."""
+    v = torch.cat([torch.arange(0, 2**24, 97, dtype=torch.float64) / 2**24, torch.tensor([0.0, 1 - 2**-24, 0.5])])
+    ours = kernels.erfinv_of_uniform(v.float()).double()
+    ref = torch.erfinv(2 * v.clamp_min(2**-24) - 1)
+    torch.testing.assert_close(ours, ref, rtol=1e-6, atol=1e-6)
+    assert ref.abs().max() > 3.7  # the tails were reached
 
 
 def test_disabled_by_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -3,6 +3,7 @@ per sample and channel, none in evaluation, repeatable under a seed."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from normbench.norms import build_norm
@@ -11,7 +12,9 @@ from normbench.norms.batch_functional import santurkar_noise
 N_MU, N_SIGMA, R_MU, R_SIGMA = 0.5, 1.25, 0.1, 0.1
 
 
-def test_draws_follow_the_specified_distributions() -> None:
+@pytest.mark.parametrize("cpu_kernels", ["1", "0"])  # uniforms from Philox / from torch's generator
+def test_draws_follow_the_specified_distributions(cpu_kernels: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NORMBENCH_CPU_KERNELS", cpu_kernels)
     g = torch.Generator().manual_seed(0)
     units_mu, units_sigma = [], []
     for _ in range(40):  # steps
@@ -25,6 +28,7 @@ def test_draws_follow_the_specified_distributions() -> None:
         units_sigma.append(s.mean(0))
     mu, sigma = torch.cat(units_mu), torch.cat(units_sigma)
     # per unit: μ_j ~ U(−n_μ, n_μ), σ_j ~ U(1, n_σ) (1280 draws each)
+    assert len({float(v) for v in mu}) == mu.numel()  # a fresh draw of every unit at every step
     assert mu.min() > -N_MU - 0.01 and mu.max() < N_MU + 0.01 and mu.max() - mu.min() > 2 * N_MU - 0.05
     assert abs(float(mu.mean())) < 0.03 and abs(float(mu.var()) - (2 * N_MU) ** 2 / 12) < 0.01
     assert sigma.min() > 1 - 0.01 and sigma.max() < N_SIGMA + 0.01

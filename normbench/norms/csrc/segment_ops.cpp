@@ -11,6 +11,8 @@
 #include <ATen/OpMathType.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -471,7 +473,148 @@ std::vector<torch::Tensor> pn_rows_backward(const torch::Tensor& dy, const torch
   return {dx, sums[0], sums[1]};
 }
 
+// Uniforms in [0, 1) from Philox4x32-10 (Salmon et al. 2011, "Parallel random numbers: as easy
+// as 1, 2, 3"), counter-based: element (r, c) of a (rows, cols) float32 tensor is output c % 4 of
+// the block with counter (c / 4, r, domain, 0) under the key (key0, key1), so any element can be
+// drawn alone, in any order, and row r never depends on how many rows are drawn. 24-bit
+// uniforms: (x >> 8) · 2⁻²⁴.
+torch::Tensor philox_uniform(int64_t rows, int64_t cols, int64_t key0, int64_t key1, int64_t domain) {
+  TORCH_CHECK(rows >= 0 && cols >= 0 && rows < (int64_t(1) << 32) && cols / 4 < (int64_t(1) << 32),
+              "philox_uniform: size out of range");
+  auto out = torch::empty({rows, cols}, torch::dtype(torch::kFloat32));
+  float* __restrict__ op = out.data_ptr<float>();
+  const uint32_t k0 = uint32_t(key0), k1 = uint32_t(key1), dom = uint32_t(domain);
+  const int64_t blocks = (cols + 3) / 4;
+  at::parallel_for(0, rows, 1, [&](int64_t r0, int64_t r1) {
+    std::vector<uint32_t> buf(blocks * 4);
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        uint32_t c0 = uint32_t(b), c1 = uint32_t(r), c2 = dom, c3 = 0, ka = k0, kb = k1;
+        for (int round = 0; round < 10; ++round) {
+          const uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
+          const uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ ka, n2 = uint32_t(p0 >> 32) ^ c3 ^ kb;
+          c1 = uint32_t(p1);
+          c3 = uint32_t(p0);
+          c0 = n0;
+          c2 = n2;
+          ka += 0x9E3779B9u;
+          kb += 0xBB67AE85u;
+        }
+        uint32_t* q = buf.data() + b * 4;
+        q[0] = c0;
+        q[1] = c1;
+        q[2] = c2;
+        q[3] = c3;
+      }
+      float* __restrict__ row = op + r * cols;
+      for (int64_t c = 0; c < cols; ++c) row[c] = float(buf[c] >> 8) * (1.0f / 16777216.0f);
+    }
+  });
+  return out;
+}
+
+namespace {
+
+// log(y) for y in (0, 1] in plain arithmetic (so that loops over it vectorize): y = 2^e·m with m
+// in [√½, √2), log m = 2·atanh(t), t = (m − 1)/(m + 1), |t| ≤ 0.172, five terms of the series
+// (next term below 3e-9).
+inline float log_unit(float y) {
+  int32_t bits;
+  std::memcpy(&bits, &y, sizeof bits);
+  int32_t e = ((bits >> 23) & 0xff) - 127;
+  int32_t mbits = (bits & 0x7fffff) | 0x3f800000;
+  float m;
+  std::memcpy(&m, &mbits, sizeof m);
+  const bool big = m > 1.41421356f;
+  m = big ? m * 0.5f : m;
+  e = big ? e + 1 : e;
+  const float t = (m - 1.0f) / (m + 1.0f), t2 = t * t;
+  const float series = 1.0f + t2 * (1.0f / 3 + t2 * (1.0f / 5 + t2 * (1.0f / 7 + t2 * (1.0f / 9))));
+  return float(e) * 0.693147181f + 2.0f * t * series;
+}
+
+// erfinv(x) from y = 1 − x² (given separately, computed without cancellation): M. Giles,
+// "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision; both
+// branches computed and one selected, so that it vectorizes.
+inline float erfinv_from(float x, float y) {
+  const float w = -log_unit(y);
+  float a = w - 2.5f;
+  float p = 2.81022636e-08f;
+  p = 3.43273939e-07f + p * a;
+  p = -3.5233877e-06f + p * a;
+  p = -4.39150654e-06f + p * a;
+  p = 0.00021858087f + p * a;
+  p = -0.00125372503f + p * a;
+  p = -0.00417768164f + p * a;
+  p = 0.246640727f + p * a;
+  p = 1.50140941f + p * a;
+  float b = std::sqrt(w) - 3.0f;
+  float q = -0.000200214257f;
+  q = 0.000100950558f + q * b;
+  q = 0.00134934322f + q * b;
+  q = -0.00367342844f + q * b;
+  q = 0.00573950773f + q * b;
+  q = -0.0076224613f + q * b;
+  q = 0.00943887047f + q * b;
+  q = 1.00167406f + q * b;
+  q = 2.83297682f + q * b;
+  return (w < 5.0f ? p : q) * x;
+}
+
+}  // namespace
+
+// The noise of Santurkar et al. 2018 (see batch_functional.santurkar_noise) from Philox
+// uniforms: unit draws u (domain 0, 2·C) → μ_j = (2u − 1)·n_μ, σ_j = 1 + u·(n_σ − 1); per sample
+// (domain 1, 2·C each) → m_ij = μ_j + (2u − 1)·r_μ and s_ij = σ_j + r_σ·√2·erfinv(2v − 1) with
+// v ≥ 2⁻²⁴. Returns (m, s), each (N, C) float32.
+std::vector<torch::Tensor> santurkar_draw(int64_t N, int64_t C, double n_mu, double n_sigma, double r_mu, double r_sigma,
+                                          int64_t key0, int64_t key1) {
+  auto unit = philox_uniform(1, 2 * C, key0, key1, 0);
+  auto u = philox_uniform(N, 2 * C, key0, key1, 1);
+  auto m = torch::empty({N, C}, torch::dtype(torch::kFloat32));
+  auto s = torch::empty({N, C}, torch::dtype(torch::kFloat32));
+  std::vector<float> mu(C), sigma(C);
+  const float* up = unit.data_ptr<float>();
+  for (int64_t j = 0; j < C; ++j) {
+    mu[j] = (2.0f * up[j] - 1.0f) * float(n_mu);
+    sigma[j] = 1.0f + up[C + j] * float(n_sigma - 1.0);
+  }
+  const float* __restrict__ uu = u.data_ptr<float>();
+  float* __restrict__ mp = m.data_ptr<float>();
+  float* __restrict__ sp = s.data_ptr<float>();
+  const float rm = float(r_mu), rs = float(r_sigma) * 1.41421356f;
+  const float* __restrict__ mup = mu.data();
+  const float* __restrict__ sgp = sigma.data();
+  at::parallel_for(0, N, 1, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float* __restrict__ ui = uu + i * 2 * C;
+      for (int64_t j = 0; j < C; ++j) {
+        mp[i * C + j] = mup[j] + (2.0f * ui[j] - 1.0f) * rm;
+        const float v = std::max(ui[C + j], 1.0f / 16777216.0f);
+        sp[i * C + j] = sgp[j] + rs * erfinv_from(2.0f * v - 1.0f, 4.0f * v * (1.0f - v));
+      }
+    }
+  });
+  return {m, s};
+}
+
+// erfinv(2v − 1) of the noise above, exposed for its test against torch.erfinv.
+torch::Tensor erfinv_of_uniform(const torch::Tensor& v) {
+  auto vc = v.contiguous().to(torch::kFloat32);
+  auto out = torch::empty_like(vc);
+  const float* vp = vc.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  for (int64_t k = 0; k < vc.numel(); ++k) {
+    const float x = std::max(vp[k], 1.0f / 16777216.0f);
+    op[k] = erfinv_from(2.0f * x - 1.0f, 4.0f * x * (1.0f - x));
+  }
+  return out;
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("philox_uniform", &philox_uniform);
+  m.def("santurkar_draw", &santurkar_draw);
+  m.def("erfinv_of_uniform", &erfinv_of_uniform);
   m.def("pn_rows_forward", &pn_rows_forward);
   m.def("pn_rows_affine", &pn_rows_affine);
   m.def("pn_rows_backward", &pn_rows_backward);
