@@ -29,10 +29,10 @@ channels of each row (RMSNorm, partial RMSNorm, GroupScaling); ``pn_rows_forward
 
 The extension is compiled with the C++ compiler torch finds (``torch.utils.cpp_extension``,
 ``-O3 -fno-math-errno -march=native``, cached under ``TORCH_EXTENSIONS_DIR``, about 20 s the
-first time). Without a compiler, or with
-``NORMBENCH_CPU_KERNELS=0``, every norm uses its torch-op path (same maths, slower), after one
-warning. CUDA tensors always use the torch-op path, and so does everything inside `suspended`
-(the Hessian diagnostic's double back-propagation); a double backward through a kernel raises.
+first time). Without a compiler, or with ``NORMBENCH_CPU_KERNELS=0``, every norm uses its
+torch-op path (same maths, slower), after one warning. CUDA tensors always use the torch-op
+path, and so does everything inside `suspended` (the Hessian diagnostic's double
+back-propagation); a double backward through a kernel raises.
 """
 
 from __future__ import annotations
