@@ -320,6 +320,7 @@ def batch_norm_composed(
     return y, mean, var, n
 
 
+@torch.compiler.disable  # drawn eagerly, so a compiled model draws the same stream as an eager one
 def santurkar_noise(
     num_samples: int,
     num_features: int,
