@@ -55,15 +55,23 @@ def _job_order(path: Path) -> tuple[int, str]:
     return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
 
 
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """``rows`` as a CSV file (parent folders made), columns in order of first appearance;
+    returns the columns."""
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return columns
+
+
 def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     rows = collect_sweep(sweep_dir)
     if not rows:
         return rows
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    with open(sweep_dir / "sweep_summary.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    columns = write_csv(sweep_dir / "sweep_summary.csv", rows)
     print(format_table(rows, columns), flush=True)
     print(f"[normbench] sweep summary: {sweep_dir / 'sweep_summary.csv'}", flush=True)
     return rows

@@ -14,7 +14,6 @@ shows.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -29,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from bench_overhead import compose_cfg  # noqa: E402
 
 from normbench import train  # noqa: E402
-from normbench.callbacks import format_table  # noqa: E402
+from normbench.callbacks import format_table, write_csv  # noqa: E402
 
 VARIANTS = {
     "fp32": [],
@@ -108,12 +107,7 @@ def main() -> None:
     for row in rows:
         if reference:
             row["speedup_vs_fp32"] = round(reference / row["train_epoch_s"], 2)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    print(format_table(rows, list(rows[0])))
+    print(format_table(rows, write_csv(out, rows)))
     print(f"[bench] wrote {out}")
 
 

@@ -32,7 +32,6 @@ keeps glibc's defaults.
 from __future__ import annotations
 
 import argparse
-import csv
 import ctypes
 import statistics
 import sys
@@ -46,6 +45,7 @@ from torch.utils import benchmark
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's normbench, not an installed one
 
+from normbench.callbacks import write_csv  # noqa: E402
 from normbench.norms import build_norm, list_norms  # noqa: E402
 
 KW = {"gn": {"groups": 8}, "pn": {"groups": 4}}
@@ -168,11 +168,7 @@ def main() -> None:
         written = "not written: --norms times a subset"
         if sorted(args.norms) == sorted(list_norms()):
             out = ROOT / "results" / "bench" / f"norms_{dev}.csv"
-            out.parent.mkdir(parents=True, exist_ok=True)
-            with open(out, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-                writer.writeheader()
-                writer.writerows(rows)
+            write_csv(out, rows)
             written = str(out.relative_to(ROOT))
         print(f"\n{dev}: torch {torch.__version__}, malloc {malloc} → {written}")
         print(f"{'threads':>7} {'shape':<34} {'norm':<11} {'ms':>8} {'× torch':>8} {'× bn/ln':>8}")

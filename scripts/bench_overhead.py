@@ -33,7 +33,6 @@ ratios scatter; the CPU ratios measure the work the runner adds and scatter much
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import statistics
@@ -55,6 +54,7 @@ from hydra.core.global_hydra import GlobalHydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from normbench import train  # noqa: E402
+from normbench.callbacks import format_table, write_csv  # noqa: E402
 from normbench.cli import config_dir  # noqa: E402
 from normbench.data import build_task  # noqa: E402
 from normbench.models import build_model  # noqa: E402
@@ -382,14 +382,7 @@ def main() -> None:
             "meets_cpu": cpu_data_ratio >= DATA_PATH_TARGET,
         }
     )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-    from normbench.callbacks import format_table
-
-    print(format_table(rows, list(rows[0])))
+    print(format_table(rows, write_csv(out, rows)))
     setting = f"batch {args.batch_size}, {args.rounds} rounds x {args.steps - args.warmup} timed steps"
     print(f"[bench] {setting}; torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(f"[bench] load average {os.getloadavg()}; wrote {out}")
