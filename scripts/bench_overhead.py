@@ -252,8 +252,9 @@ def main() -> None:
     overrides = {"plain": [], "runner/diagnostics=off,logger=local": ["diagnostics=off", "logger=local"]}
     overrides.update({f"runner/diagnostics={p}": [f"diagnostics={p}"] for p in presets})
     once: dict[str, tuple[str, dict[int, tuple[int, int]]]] = {}  # variant -> (preset, step -> group)
+    groups_of = {p: periodic_groups(compose_cfg([f"diagnostics={p}"]).diagnostics) for p in presets}
     for p in presets:
-        groups = periodic_groups(compose_cfg([f"diagnostics={p}"]).diagnostics)
+        groups = groups_of[p]
         if not groups:
             continue
         fired = {args.warmup + 2 + 3 * i: g for i, g in enumerate(sorted(groups))}
@@ -307,7 +308,6 @@ def main() -> None:
         laps = ", ".join(f"{v} {wall[v][-1] * 1e3:.0f} ms ({work_s[v][-1] * 1e3:.0f} ms CPU)" for v in variants)
         print(f"[bench] round {r + 1}/{args.rounds}: {laps}", flush=True)
 
-    groups_of = {p: periodic_groups(compose_cfg([f"diagnostics={p}"]).diagnostics) for p in presets}
     for variant, (p, _fired) in once.items():  # the preset at its cadence: every-step part + calls / N
         for clock, series in (("wall", wall), ("cpu", work_s)):
             series[f"runner/diagnostics={p} (at its cadence)"] = [

@@ -94,6 +94,31 @@ def _coefficients(
     return invstd, r, d, scale, shift
 
 
+def _grad_coefficients(
+    ctx,
+    sum_dy: Tensor,
+    sum_dy_xhat: Tensor,
+    invstd: Tensor,
+    r: Tensor | None,
+    d: Tensor | None,
+    weight: Tensor | None,
+    mean: Tensor,
+) -> tuple[Tensor, Tensor, Tensor, Tensor | None, Tensor | None]:
+    """BatchNorm's backward per channel from Σ dy and Σ dy·x̂ over real positions (dy the gradient
+    reaching the BatchNorm output): dx = dy·g + x·k1 + k0 with g = γ·r/σ_B; (g, k1, k0, dγ, dβ),
+    dγ / dβ None where ``ctx`` needs none. r and d are constants (Batch Renormalization)."""
+    n = ctx.n
+    gain = invstd if r is None else invstd * r
+    g = gain if weight is None else gain * weight  # ∂y/∂x through the affine
+    k1 = -g * invstd * sum_dy_xhat / n
+    k0 = -g * sum_dy / n - k1 * mean
+    dweight = None
+    if weight is not None and ctx.needs_input_grad[2]:
+        dweight = sum_dy_xhat if r is None else sum_dy_xhat * r + d * sum_dy
+    dbias = sum_dy if ctx.needs_input_grad[3] else None
+    return g, k1, k0, dweight, dbias
+
+
 class _BatchNormFunction(torch.autograd.Function):
     """y = γ·((x − μ_B)/sqrt(σ²_B + eps)·r + d) + β over real positions, 0 at padding; with a
     per-sample affine (s, m), y·s + m (one (s, m) per sample and channel)."""
@@ -152,22 +177,15 @@ class _BatchNormFunction(torch.autograd.Function):
     def backward_rows(ctx, dy):  # type: ignore[no-untyped-def]
         K.single_backward_only()
         x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
-        n, nseg = ctx.n, ctx.segments
+        nseg = ctx.segments
         a, c, _ = x3.shape
         xs, ws = x3.view(nseg, a // nseg, c), None if w is None else w.view(nseg, a // nseg)
         seg_dy, seg_dy_xc = K.seg_dot(dy.reshape(nseg, a // nseg, c), xs, ws, mean)
         if s is not None:  # the gradient reaching the BatchNorm output is dy·s
             seg_dy, seg_dy_xc = seg_dy * s, seg_dy_xc * s
         sum_dy, sum_dy_xhat = seg_dy.sum(0), seg_dy_xc.sum(0) * invstd
-        gain = invstd if r is None else invstd * r
-        g = gain if weight is None else gain * weight
-        k1 = -g * invstd * sum_dy_xhat / n
-        k0 = -g * sum_dy / n - k1 * mean
+        g, k1, k0, dweight, dbias = _grad_coefficients(ctx, sum_dy, sum_dy_xhat, invstd, r, d, weight, mean)
         dx = K.seg_grad(dy.reshape(nseg, a // nseg, c), xs, g if s is None else s * g, k1, k0, ws).view(x3.shape)
-        dweight = None
-        if weight is not None and ctx.needs_input_grad[2]:
-            dweight = sum_dy_xhat if r is None else sum_dy_xhat * r + d * sum_dy
-        dbias = sum_dy if ctx.needs_input_grad[3] else None
         return dx, None, dweight, dbias, None, None, None
 
     @staticmethod
@@ -176,8 +194,6 @@ class _BatchNormFunction(torch.autograd.Function):
         if ctx.segments:
             return _BatchNormFunction.backward_rows(ctx, dy)
         x3, w, weight, mean, invstd, r, d, s = ctx.saved_tensors
-        n = ctx.n
-        gain = invstd if r is None else invstd * r
         dy = dy.contiguous()
         buf = x3 - mean[:, None]
         buf.mul_(dy)
@@ -189,9 +205,7 @@ class _BatchNormFunction(torch.autograd.Function):
             sum_dy = (sample_sums(dy, w, s2.shape[0]) * s2).sum(0)
             sum_dy_xc = (sample_sums(buf, w, s2.shape[0]) * s2).sum(0)
         sum_dy_xhat = sum_dy_xc * invstd  # Σ dy·x̂, x̂ = (x − μ_B)/σ_B
-        g = gain if weight is None else gain * weight  # ∂y/∂x through the affine
-        k1 = -g * invstd * sum_dy_xhat / n
-        k0 = -g * sum_dy / n - k1 * mean
+        g, k1, k0, dweight, dbias = _grad_coefficients(ctx, sum_dy, sum_dy_xhat, invstd, r, d, weight, mean)
         dx = torch.addcmul(k0[:, None], x3, k1[:, None], out=buf)
         if s is None:
             dx.addcmul_(dy, g[:, None])
@@ -199,10 +213,6 @@ class _BatchNormFunction(torch.autograd.Function):
             dx.view(s.shape[0], -1, *dx.shape[1:]).addcmul_(dy.view(s.shape[0], -1, *dy.shape[1:]), s * g[:, None])
         if w is not None:
             dx.mul_(w)
-        dweight = None
-        if weight is not None and ctx.needs_input_grad[2]:
-            dweight = sum_dy_xhat if r is None else sum_dy_xhat * r + d * sum_dy
-        dbias = sum_dy if ctx.needs_input_grad[3] else None
         return dx, None, dweight, dbias, None, None, None
 
 
