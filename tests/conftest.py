@@ -32,6 +32,20 @@ def _offline_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
 
 
+def requires_extra(extra: str, module: str) -> pytest.MarkDecorator:
+    """Skip a test whose optional dependency (``pip install -e ".[<extra>]"``) is absent."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    return pytest.mark.skipif(not found, reason=f"needs the '{extra}' extra: pip install -e \".[{extra}]\"")
+
+
+needs_slurm_extra = requires_extra("slurm", "hydra_plugins.hydra_submitit_launcher")
+
+
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="0", PYTHONUNBUFFERED="1")

@@ -16,7 +16,7 @@ import torch
 from normbench import distributed
 from normbench.errors import ConfigError
 from normbench.norms.batch import BatchNormConfig
-from tests.conftest import REPO, cli_env
+from tests.conftest import REPO, cli_env, needs_slurm_extra
 
 HAS_SYNC = "sync" in BatchNormConfig.__dataclass_fields__
 needs_sync = pytest.mark.skipif(not HAS_SYNC, reason="norm.sync (BatchNorm over all ranks) not in this checkout yet")
@@ -211,6 +211,7 @@ def _sweep_rows(sweep: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@needs_slurm_extra
 def test_submitit_local_sweep_runs_two_jobs_as_separate_processes(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     _launch(tmp_path, "-m", "hydra/launcher=submitit_local", *SWEEP, "norm=bn,gn", f"hydra.sweep.dir={sweep}")
@@ -224,6 +225,7 @@ def test_submitit_local_sweep_runs_two_jobs_as_separate_processes(tmp_path: Path
 
 
 @pytest.mark.slow
+@needs_slurm_extra
 def test_submitit_job_with_two_tasks_trains_data_parallel(tmp_path: Path) -> None:
     """``tasks_per_node=2 hardware=ddp``: the ranks come from submitit's job environment, as on SLURM."""
     sweep = tmp_path / "sweep"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, cli_env, run_cli
+from tests.conftest import REPO, cli_env, needs_slurm_extra, run_cli
 from tests.test_validate import run_cli_inprocess
 
 SMALL = (
@@ -189,6 +189,7 @@ def test_traceback_only_with_hydra_full_error(tmp_path, full_error: bool) -> Non
 
 
 @pytest.mark.slow
+@needs_slurm_extra
 def test_preempted_submitit_job_is_requeued_and_resumes(tmp_path) -> None:
     """USR2 (what SLURM sends on preemption) to a job of the ``submitit_local_resume`` launcher:
     submitit calls the launcher's checkpoint hook, requeues the job with ``resume=true``, and the
