@@ -15,6 +15,8 @@ Preprocessing, as fairseq does for IWSLT14:
 3. one BPE over the source and target training text together (``tokenizers``; ``vocab_size``
    counts every entry of the joint vocabulary: the four specials, the alphabet and the merges),
    words marked with an end-of-word suffix so that decoding is lossless on the training text.
+   Ties between equally frequent pairs are broken by a fixed order of the symbols, so the same
+   text gives the same BPE file in every process (``train_bpe``).
 
 The BPE file is cached as ``.normbench_bpe/<key>.json`` next to the data, or under ``cache_dir``
 when the data folder is read-only; ``<key>`` hashes the training files and every setting that
@@ -27,7 +29,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +45,9 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 WORD_END = "</w>"
 PRETOKENIZERS = ("none", "punct")
-BPE_FORMAT = 2
-"""Bumped when the cached BPE files change meaning; part of the cache key."""
+BPE_FORMAT = 3
+"""Bumped when the cached BPE files change meaning; part of the cache key. 3: merges learned with the
+deterministic tie-break of ``train_bpe`` (a file of format 2 may hold the merges in another order)."""
 
 _PUNCT = re.compile(r"\w+|[^\w\s]+")
 
@@ -164,24 +167,62 @@ def default_cache_dir(cache_dir: str | Path | None) -> Path:
     return Path(cache_dir).expanduser() if cache_dir else Path.home() / ".cache" / "normbench" / "bpe"
 
 
-def train_bpe(lines: Iterator[str] | Sequence[str], vocab_size: int):  # -> tokenizers.Tokenizer
-    """A joint BPE over pre-tokenized lines: whitespace pre-splitting, ``</w>`` on word ends."""
+def initial_symbols(lines: Iterable[str]) -> list[str]:
+    """The symbols the words of ``lines`` start as, sorted: every character, and the end-of-word form
+    ``c</w>`` of every character that ends a word (``a`` < ``a</w>`` < ``b``). Words are split by
+    the tokenizer's own pre-tokenizer, so the set is exactly the one the trainer builds."""
+    from tokenizers import pre_tokenizers
+
+    split = pre_tokenizers.WhitespaceSplit()
+    chars: set[str] = set()
+    ends: set[str] = set()
+    for line in lines:
+        for word, _ in split.pre_tokenize_str(line):
+            chars.update(word)
+            ends.add(word[-1])
+    return sorted([*chars, *(c + WORD_END for c in ends)])
+
+
+def train_bpe(lines: Iterable[str], vocab_size: int):  # -> tokenizers.Tokenizer
+    """A joint BPE over pre-tokenized lines: whitespace pre-splitting, ``</w>`` on word ends.
+
+    The same lines give the same file in every process. ``tokenizers``' trainer merges the most
+    frequent pair and breaks a tie by the ids of the two symbols (the smaller pair first). Left to
+    itself it numbers the end-of-word symbols ``c</w>`` as it meets them in a hash map of the
+    words, whose order Rust draws at random in each process (``PYTHONHASHSEED`` has no say), so
+    tied pairs such as ``(p, e</w>)`` and ``(p, u</w>)`` were merged in one order here and in the
+    other there; the later merges, the ids and the segmentation followed. Here every initial
+    symbol is handed to the trainer, sorted, ahead of training (as special tokens, which it
+    numbers first), so every id is fixed before the first merge and a tie goes to the pair whose
+    first symbol, then second, comes first: initial symbols in character order, then merged
+    symbols in the order they were made. Rayon's threads only add counts and unite position
+    sets, which does not depend on their schedule. One case stays with the library: a symbol made
+    by two different merges can leave two queue entries for one pair, and which of two equal
+    entries comes out first is then the hash map's; no such symbol came out of the de-en subset
+    (10k vocabulary) nor of 1,800 random small corpora of repeated letters.
+    """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+    lines = list(lines)
     tok = Tokenizer(models.BPE(unk_token=UNK, end_of_word_suffix=WORD_END))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.decoder = decoders.BPEDecoder(suffix=WORD_END)
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=list(SPECIALS), end_of_word_suffix=WORD_END, show_progress=False
+        vocab_size=vocab_size,
+        special_tokens=[*SPECIALS, *initial_symbols(lines)],
+        end_of_word_suffix=WORD_END,
+        show_progress=False,
     )
     tok.train_from_iterator(lines, trainer=trainer)
     return canonical_ids(tok)
 
 
 def canonical_ids(tok):  # -> tokenizers.Tokenizer
-    """The same BPE with ids that do not depend on the run: ``tokenizers`` learns the same merges
-    every time but numbers some tokens in hash-map order. Specials keep their ids; then the
-    tokens no merge produces, sorted; then each merge's result, in merge order."""
+    """The BPE with the ids laid out as ``train_bpe`` makes them, and only ``SPECIALS`` as added
+    tokens (the initial symbols that ``train_bpe`` reserved through the trainer's special tokens
+    are plain vocabulary: they must not be matched in the text before the BPE). Ids: specials
+    first, keeping their order; then the tokens no merge produces, sorted; then each merge's
+    result, in merge order. The merge order itself is the trainer's (see ``train_bpe``)."""
     from tokenizers import Tokenizer
 
     spec = json.loads(tok.to_str())
@@ -193,7 +234,11 @@ def canonical_ids(tok):  # -> tokenizers.Tokenizer
     order = specials + initial + [t for t in merged if t in vocab and t not in SPECIALS]
     if sorted(order) != sorted(vocab):
         raise RuntimeError("BPE vocabulary and merges disagree")
-    spec["model"]["vocab"] = {t: i for i, t in enumerate(order)}
+    ids = {t: i for i, t in enumerate(order)}
+    spec["model"]["vocab"] = ids
+    spec["added_tokens"] = [
+        {**added, "id": ids[added["content"]]} for added in spec["added_tokens"] if added["content"] in SPECIALS
+    ]
     return Tokenizer.from_str(json.dumps(spec))
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,7 @@ import torch
 
 from normbench.data import translation as T
 from normbench.errors import ConfigError, DatasetMissingError
-from tests.conftest import DE_EN_SUBSET, REPO
+from tests.conftest import DE_EN_SUBSET, REPO, run_cli
 
 
 def write_small(root: Path, n: int = 300) -> dict[str, T.ParallelText]:
@@ -170,22 +172,126 @@ def test_de_en_subset_loads_and_its_bpe_round_trips(tmp_path) -> None:
     assert data.references["test"][0] == T.pretokenize(text["test"].tgt[0], "punct")
 
 
-VOCAB_OF_A_FRESH_PROCESS = """
-import json, sys
+def greedy_bpe(lines: list[str], vocab_size: int) -> list[tuple[str, str]]:
+    """Textbook BPE (Sennrich et al. 2016), recounting every pair at every step: merge the most
+    frequent adjacent pair, left to right in each word; a tie goes to the pair whose first symbol,
+    then second, comes first (initial symbols in character order, ``a`` < ``a</w>`` < ``b``,
+    then merged symbols in the order they were made). Stops at ``vocab_size`` entries."""
+    words = Counter(w for line in lines for w in line.split())
+    segs = {w: [*w[:-1], w[-1] + T.WORD_END] for w in words}
+    rank = {s: i for i, s in enumerate(sorted({s for seg in segs.values() for s in seg} | set("".join(words))))}
+    merges: list[tuple[str, str]] = []
+    while len(T.SPECIALS) + len(rank) < vocab_size:
+        counts: Counter[tuple[str, str]] = Counter()
+        for w, n in words.items():
+            for pair in zip(segs[w], segs[w][1:]):
+                counts[pair] += n
+        if not counts:
+            break
+        a, b = min(counts, key=lambda p: (-counts[p], rank[p[0]], rank[p[1]]))
+        merges.append((a, b))
+        rank.setdefault(a + b, len(rank))
+        for w, seg in segs.items():
+            out, i = [], 0
+            while i < len(seg):
+                if i + 1 < len(seg) and (seg[i], seg[i + 1]) == (a, b):
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(seg[i])
+                    i += 1
+            segs[w] = out
+    return merges
+
+
+def merges_of(tok) -> list[tuple[str, str]]:
+    return [tuple(m.split(" ") if isinstance(m, str) else m) for m in json.loads(tok.to_str())["model"]["merges"]]
+
+
+TIES = "qa qb qc qd qe qf qg qh qi qj"
+"""Ten words seen once each: ten pairs (q, c</w>) tied at count 1, of which a vocabulary of 30 (4
+specials + 21 initial symbols + 5 merges) keeps half."""
+
+
+def test_bpe_ties_go_to_the_first_symbols() -> None:
+    tok = T.train_bpe([TIES], 30)
+    assert merges_of(tok) == [("q", c + T.WORD_END) for c in "abcde"]
+    # the initial symbols, reserved through the trainer's special tokens, are plain vocabulary, not
+    # added tokens cut out of the text before the BPE (which would give "q</w>", "b")
+    assert [a["content"] for a in json.loads(tok.to_str())["added_tokens"]] == list(T.SPECIALS)
+    assert tok.encode("qb qf <s>").tokens == ["qb</w>", "q", "f</w>", "<s>"]
+
+
+def test_bpe_merges_are_those_of_textbook_bpe() -> None:
+    # a small corpus is full of ties; each must go the textbook way, not the way of a hash map
+    text = T.make_synthetic_parallel(30, seed=0)
+    lines = text.src + text.tgt
+    tok = T.train_bpe(lines, 150)
+    assert merges_of(tok) == greedy_bpe(lines, 150)
+    assert len(tok.get_vocab()) == 150
+
+
+BPE_OF_A_FRESH_PROCESS = """
+import sys
+from collections import Counter
+from pathlib import Path
 from normbench.data import translation as T
+out = Path(sys.argv[1])
+T.load_or_train_bpe([out / "ties.json"], [sys.argv[2]], 30)
 text = T.make_synthetic_parallel(500, seed=0)
-print(json.dumps(T.train_bpe(text.src + text.tgt, 150).get_vocab(), sort_keys=True))
+T.load_or_train_bpe([out / "synthetic.json"], text.src + text.tgt, 150)
 """
 
 
-def test_bpe_ids_are_the_same_in_every_process() -> None:
-    # tokenizers numbers some tokens in hash-map order, which changes from process to process
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", VOCAB_OF_A_FRESH_PROCESS], capture_output=True, text=True, check=True, cwd=REPO
-        )
-        for _ in range(2)
+def test_bpe_files_are_byte_identical_in_every_process(tmp_path) -> None:
+    # Rust draws each process's hash-map order at random; the hash seeds and thread settings vary too
+    envs = [
+        {"PYTHONHASHSEED": "1", "TOKENIZERS_PARALLELISM": "false"},
+        {"PYTHONHASHSEED": "2", "TOKENIZERS_PARALLELISM": "true", "RAYON_NUM_THREADS": "4"},
     ]
-    text = T.make_synthetic_parallel(500, seed=0)
-    here = json.dumps(T.train_bpe(text.src + text.tgt, 150).get_vocab(), sort_keys=True)
-    assert runs[0].stdout.strip() == runs[1].stdout.strip() == here
+    outs = [tmp_path / f"run{i}" for i in range(len(envs))]
+    for out, env in zip(outs, envs):
+        subprocess.run(
+            [sys.executable, "-c", BPE_OF_A_FRESH_PROCESS, str(out), TIES],
+            env={**os.environ, **env},
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+        )
+    for name in ("ties.json", "synthetic.json"):
+        first, second = ((out / name).read_bytes() for out in outs)
+        assert first == second, name
+    from tokenizers import Tokenizer
+
+    assert merges_of(Tokenizer.from_file(str(outs[0] / "ties.json"))) == [("q", c + T.WORD_END) for c in "abcde"]
+
+
+def test_quickstart_mt_step_one_loss_is_the_same_in_every_process(tmp_path, monkeypatch) -> None:
+    # two sentence pairs and a vocabulary that stops among tied merges: the old trainer's merge order,
+    # and with it the ids and the loss, changed from process to process
+    args = (
+        "experiment=quickstart_mt",
+        "max_steps=1",
+        "dataset.num_train=2",
+        "dataset.num_valid=1",
+        "dataset.num_test=1",
+        "dataset.vocab_size=100",
+        "dataset.eval_bleu=false",
+        "logger=local",
+        "logger.progress_bar=false",
+        "logger.log_every_n_steps=1",
+        "diagnostics=off",
+        "checkpoint.enabled=false",
+    )
+    losses, bpe_files = [], []
+    for hash_seed in ("1", "2"):
+        monkeypatch.setenv("PYTHONHASHSEED", hash_seed)
+        out = tmp_path / f"run{hash_seed}"
+        r = run_cli(*args, f"hydra.run.dir={out}")
+        assert r.returncode == 0, r.stderr[-3000:]
+        rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+        losses.append(next(row["train/batch_loss"] for row in rows if row["step"] == 1))
+        (bpe,) = out.glob("data/*/.normbench_bpe/*.json")
+        bpe_files.append(bpe.read_bytes())
+    assert math.isfinite(losses[0]) and losses[0] == losses[1]
+    assert bpe_files[0] == bpe_files[1]
