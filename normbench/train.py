@@ -24,6 +24,7 @@ from normbench import distributed, hardware
 from normbench.checkpoint import Checkpointer, restore, training_state, warn
 from normbench.data import build_task
 from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
+from normbench.diagnostics.probe import resolve_probe_directions
 from normbench.divergence import DivergenceMonitor
 from normbench.errors import ConfigError
 from normbench.models import build_model, model_input_kind
@@ -124,6 +125,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     run_dir = Path(run_dir)
     t_start = time.time()
     validate_config(cfg)
+    resolve_probe_directions(cfg)  # direction=auto -> gradient | update, into the logged config
     hw = cfg.hardware
     hardware.check(hw)
     ddp = distributed.init(hw, hardware.device_type(hw))

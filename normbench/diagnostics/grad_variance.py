@@ -2,13 +2,17 @@
 
 ``method=batches``: at θ_t, the gradients g_1 … g_K of K fresh training batches (drawn with
 their own generator, so the run's data order is untouched; train mode, as the steps). Logged:
-``total`` = (1/K)·Σ‖g_k − ḡ‖², ``relative`` = total / ‖ḡ‖² (noise-to-signal ratio),
+``total`` = 1/(K − 1)·Σ‖g_k − ḡ‖², the unbiased estimate of the total variance (trace of the
+covariance) of one mini-batch gradient, ``relative`` = total / ‖ḡ‖² (noise-to-signal ratio),
 ``grad_sq_norm`` = ‖ḡ‖², and ``<layer>/total``, ``<layer>/relative`` over each layer's own
-parameters.
+parameters. Each batch's loss is evaluated through `DiagContext.loss_on`, so every gradient sees
+the norms' buffers (running statistics, PowerNorm's ψ² and ``ema_gz``) and the RNG streams as
+the training step will find them: the variance is that of the data at one fixed function of θ
+(dropout masks and the noisy norms' draws are the step's for every batch of the step's shape).
 
 ``method=per_sample``: the gradients of each sample of the step's batch, through
-``torch.func.vmap(torch.func.grad(...))``; ``per_sample_total`` = (1/B)·Σ‖g_i − ḡ‖² and
-``total`` = per_sample_total / B, the variance of a B-sample mean gradient that it implies
+``torch.func.vmap(torch.func.grad(...))``; ``per_sample_total`` = 1/(B − 1)·Σ‖g_i − ḡ‖² (unbiased)
+and ``total`` = per_sample_total / B, the variance of a B-sample mean gradient that it implies
 (comparable with ``method=batches``). Not for models whose norms use batch statistics
 (BatchNorm, PowerNorm): there each sample's output depends on the whole batch, so the batch
 loss is not a mean of per-sample losses and a per-sample gradient has no meaning.
@@ -34,8 +38,11 @@ Groups = Sequence[tuple[str, Sequence[int]]]
 
 
 def _summary(mean: list[Tensor], sum_sq_dev: list[Tensor], count: int, groups: Groups | None) -> dict[str, float]:
-    """Totals from per-parameter means and summed squared deviations (float64)."""
-    var = torch.stack([m2.sum() for m2 in sum_sq_dev]) / count  # (P,) per parameter tensor
+    """Totals from per-parameter means and summed squared deviations of ``count`` gradients (float64).
+
+    The variance is the unbiased one: the summed squared deviations divided by ``count − 1``.
+    """
+    var = torch.stack([m2.sum() for m2 in sum_sq_dev]) / (count - 1)  # (P,) per parameter tensor
     sig = torch.stack([m.pow(2).sum() for m in mean])
     keys, vals = ["total", "relative", "grad_sq_norm"], [var.sum(), var.sum() / sig.sum(), sig.sum()]
     for name, idx in groups or []:
@@ -48,7 +55,7 @@ def _summary(mean: list[Tensor], sum_sq_dev: list[Tensor], count: int, groups: G
 def gradient_variance(
     loss_fn: Callable[[Any], Tensor], params: Sequence[Tensor], batches: Iterable[Any], groups: Groups | None = None
 ) -> dict[str, float]:
-    """(1/K)·Σ‖g_k − ḡ‖² and its ratio to ‖ḡ‖² over the gradients of ``loss_fn(batch)`` for each batch.
+    """1/(K − 1)·Σ‖g_k − ḡ‖² (unbiased) and its ratio to ‖ḡ‖² over the gradients of ``loss_fn(batch)``.
 
     ``groups``: (name, parameter indices) for per-layer values. Streaming (Welford) in float64,
     so memory is two copies of the parameters whatever K.
@@ -99,7 +106,7 @@ def per_sample_gradient_variance(
     params: Sequence[Tensor] | None = None,
     groups: Groups | None = None,
 ) -> dict[str, float]:
-    """(1/B)·Σ‖g_i − ḡ‖² over the per-sample gradients of one batch (``torch.func``), and /B.
+    """1/(B − 1)·Σ‖g_i − ḡ‖² (unbiased) over the per-sample gradients of one batch (``torch.func``), and /B.
 
     ``batch`` is a tuple (or other pytree) of tensors whose first axis is the sample; each sample
     is passed to ``loss_fn`` as a batch of one. ``params``: the parameters to differentiate
@@ -119,6 +126,8 @@ def per_sample_gradient_variance(
     per = torch.func.vmap(torch.func.grad(sample_loss), in_dims=(None, 0), randomness="different")(named, batch)
     grads = [per[k].double() for k in named]  # each (B, *param shape)
     size = grads[0].shape[0]
+    if size < 2:
+        raise ValueError(f"per-sample gradient variance needs at least 2 samples, got {size}")
     mean = [g.mean(0) for g in grads]
     m2 = [(g - mu).pow(2).sum(0) for g, mu in zip(grads, mean)]
     out = _summary(mean, m2, size, groups)
@@ -181,9 +190,10 @@ class GradVarianceHook(DiagnosticHook):
             groups.append((name, range(k, k + len(ps))))
             k += len(ps)
         if cfg.method == "per_sample":
+            ctx.reset()  # one (vmapped) evaluation of the step's batch, in the step's state
             return per_sample_gradient_variance(ctx.model, ctx.loss_fn, ctx.batch, params, groups)
         if ctx.task is None:
             raise ValueError("grad_variance with method=batches needs the run's task in the DiagContext")
         generator = torch.Generator().manual_seed(cfg.seed + ctx.step)
         batches = fresh_batches(ctx.task, ctx.epoch, cfg.num_batches, generator)
-        return gradient_variance(lambda b: ctx.loss_fn(ctx.model, b), params, batches, groups)
+        return gradient_variance(ctx.loss_on, params, batches, groups)

@@ -8,7 +8,10 @@ before it has taken the step the optimizer is about to take. Logged per chosen l
 Layers are the modules that hold parameters of their own, in the order the model registers
 them (the forward order in normbench's models); W_i is all of a layer's own parameters
 (a conv's weight, a norm's γ and β). The t+1 weights come from the run's optimizer itself
-(momentum, weight decay and the current learning rate included), whose state is then restored.
+(momentum, weight decay and the current learning rate included; `optimizer_step_preview`),
+whose state is then restored. Every evaluation of the loss goes through `DiagContext.closure`,
+which puts the norms' buffers and the RNG streams back first: with stateful norms (PowerNorm,
+Batch Renormalization) G′ of the first layer is then G bit for bit, as the definition says.
 """
 
 from __future__ import annotations
@@ -21,30 +24,9 @@ from torch import Tensor, nn
 
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
-from normbench.diagnostics.state import TrainingState
+from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import dot, grads_or_zeros, sq_dist, sq_norm
 from normbench.errors import ConfigError
-
-
-def optimizer_step_preview(
-    optimizer: torch.optim.Optimizer, params: Sequence[Tensor], grads: Sequence[Tensor]
-) -> list[Tensor]:
-    """The values ``params`` would take if ``optimizer.step()`` ran with these gradients.
-
-    Runs the real step, reads the new values, then restores parameters, their ``.grad`` and the
-    optimizer's state exactly.
-    """
-    owned = [p for group in optimizer.param_groups for p in group["params"]]
-    state = TrainingState(list({id(p): p for p in [*owned, *params]}.values()), [], [], optimizer)
-    try:
-        for p in owned:
-            p.grad = None
-        for p, g in zip(params, grads):
-            p.grad = g.detach().clone()
-        optimizer.step()
-        return [p.detach().clone() for p in params]
-    finally:
-        state.restore()
 
 
 def internal_covariate_shift(

@@ -1,9 +1,11 @@
-"""``landscape``: the loss along the gradient step (Santurkar et al. 2018, Figure 4a).
+"""``landscape``: the loss along the step (Santurkar et al. 2018, Figure 4a).
 
-L(θ − η·∇L(θ)) on the step's batch for step sizes η from ``min_lr_multiple``·lr to
-``max_lr_multiple``·lr (log-spaced, see `normbench.diagnostics.probe`). Logged: the smallest and
-largest of these losses and the range (max − min) — the shaded band of their Figure 4a — and
-the loss at θ itself. Train mode, as the step: BatchNorm uses the batch's statistics.
+L(θ_s) on the step's batch along the probe's direction (see `normbench.diagnostics.probe`):
+``direction=gradient``, θ_η = θ − η·∇L(θ) for step sizes η from ``min_lr_multiple``·lr to
+``max_lr_multiple``·lr (log-spaced; the paper, plain SGD); ``direction=update``, θ_m = θ + m·Δθ
+for the same multiples m of the optimizer's next step Δθ (momentum, Adam). Logged: the smallest
+and largest of these losses and the range (max − min) — the shaded band of their Figure 4a —
+and the loss at θ itself. Train mode, as the step: BatchNorm uses the batch's statistics.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""``predictiveness``: how much the gradient changes along the gradient step (Santurkar et al. 2018, Fig. 4b).
+"""``predictiveness``: how much the gradient changes along the step (Santurkar et al. 2018, Fig. 4b).
 
-‖∇L(θ) − ∇L(θ − η·∇L(θ))‖₂ on the step's batch, for the probe's step sizes η (see
-`normbench.diagnostics.probe`): small values mean the gradient at θ predicts the gradient a step
-away. Logged: min, max and mean over the step sizes.
+‖∇L(θ) − ∇L(θ_s)‖₂ on the step's batch, for the probe's points θ_s (see
+`normbench.diagnostics.probe`): θ_η = θ − η·∇L(θ) (``direction=gradient``, the paper) or
+θ_m = θ + m·Δθ with Δθ the optimizer's next step (``direction=update``). Small values mean the
+gradient at θ predicts the gradient a step away. Logged: min, max and mean over the scales.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from normbench.diagnostics.registry import register_diagnostic
 
 
 def compute(probe: StepProbe) -> dict[str, float]:
-    """``grad_diff_min``, ``grad_diff_max``, ``grad_diff_mean`` of ‖∇L(θ) − ∇L(θ_η)‖₂ over η."""
+    """``grad_diff_min``, ``grad_diff_max``, ``grad_diff_mean`` of ‖∇L(θ) − ∇L(θ_s)‖₂ over the scales."""
     dists = probe.grad_dists
     if dists is None:
         raise ValueError("predictiveness needs a probe computed with gradients")

@@ -1,42 +1,68 @@
-"""The gradient-step probe behind ``landscape``, ``predictiveness`` and ``beta_smoothness``.
+"""The step probe behind ``landscape``, ``predictiveness`` and ``beta_smoothness``.
 
 Santurkar, Tsipras, Ilyas, Madry 2018 ("How Does Batch Normalization Help Optimization?"),
 Appendix A.2.2: at step t with parameters θ, the step's batch and its gradient g = ∇L(θ), move
-along the gradient, θ_η = θ − η·g, for a range of step sizes η, all on the same batch and in the
+along a direction d, θ_s = θ + s·d, for a range of scales s, all on the same batch and in the
 same (train) mode as the step itself, and record
 
-- the loss L(θ_η) (Figure 4a, "loss landscape"),
-- ‖∇L(θ) − ∇L(θ_η)‖₂ (Figure 4b, "gradient predictiveness"),
-- ‖∇L(θ) − ∇L(θ_η)‖₂ / ‖θ − θ_η‖₂ (Figure 4c, "effective β-smoothness").
+- the loss L(θ_s) (Figure 4a, "loss landscape"),
+- ‖∇L(θ) − ∇L(θ_s)‖₂ (Figure 4b, "gradient predictiveness"),
+- ‖∇L(θ) − ∇L(θ_s)‖₂ / ‖θ − θ_s‖₂ (Figure 4c, "effective β-smoothness").
 
-The step sizes are multiples of the current learning rate (the paper: ½× to 4× for VGG with
-lr 0.1, capped at η = 0.4), log-spaced. `gradient_step_probe` is pure: it takes a loss closure
-and the parameters it reads, and leaves the parameters as it found them.
+Two directions (``direction``):
+
+- ``gradient`` (the paper, which trains with plain SGD): d = −g and s = η, step sizes that are
+  multiples m of the current learning rate, η = m·lr (½× to 4× for VGG with lr 0.1, capped at
+  η = 0.4), log-spaced;
+- ``update``: d = Δθ, the step the run's optimizer is about to take (momentum, Adam's moments,
+  weight decay and the current learning rate included; computed without changing the optimizer
+  state), and s = m, the same log-spaced multiples: θ_m = θ + m·Δθ, ‖θ − θ_m‖ = m·‖Δθ‖. Under
+  momentum or Adam the real step is far longer (or shorter) than lr·‖g‖, so only this direction
+  probes the neighbourhood the training actually moves through. Under plain SGD without weight
+  decay Δθ = −lr·g and both directions coincide.
+- ``auto`` (the default) resolves to ``gradient`` for plain SGD (``optimizer.name=sgd`` with
+  ``momentum=0``) and to ``update`` otherwise; the runner writes the resolved value into the
+  run's config (`resolve_probe_directions`).
+
+`gradient_step_probe` is pure: it takes a loss closure, the parameters it reads and the
+direction, and leaves the parameters as it found them. Every evaluation goes through the
+context's closure, which puts the norms' buffers and the RNG streams back first
+(`DiagContext.reset`), so stateful norms do not change the function between evaluations.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from omegaconf import OmegaConf, open_dict
 from torch import Tensor
 
-from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook
+from normbench.diagnostics.registry import DIAGNOSTICS, CadenceConfig, DiagContext, DiagnosticHook
+from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import grads_or_zeros, sq_dist, sq_norm
 from normbench.errors import ConfigError
+
+DIRECTIONS = ("gradient", "update", "auto")
 
 
 @dataclass
 class StepProbeConfig(CadenceConfig):
-    """The step sizes η = m·lr for m log-spaced in [min_lr_multiple, max_lr_multiple]."""
+    """The scales s: log-spaced multiples m in [min_lr_multiple, max_lr_multiple]; η = m·lr
+    along −g for ``direction=gradient``, m times the optimizer's step for ``update``."""
 
     min_lr_multiple: float = 0.5
     max_lr_multiple: float = 4.0
     num_points: int = 8
     max_step_size: float | None = None
-    """Cap on η (the paper's 0.4 for VGG at lr 0.1); none by default."""
+    """Cap on η = m·lr (the paper's 0.4 for VGG at lr 0.1); ``update``: on m·lr likewise
+    (m ≤ max_step_size / lr). None: no cap."""
+    direction: str = "auto"
+    """``gradient`` (θ − η·g), ``update`` (θ + m·Δθ, the optimizer's next step) or ``auto``:
+    ``gradient`` for plain SGD (no momentum), ``update`` otherwise."""
 
     def check(self, name: str) -> None:
         super().check(name)
@@ -49,6 +75,10 @@ class StepProbeConfig(CadenceConfig):
             raise ConfigError(f"diagnostics.{name}.num_points={self.num_points} must be >= 1")
         if self.max_step_size is not None and self.max_step_size <= 0:
             raise ConfigError(f"diagnostics.{name}.max_step_size={self.max_step_size} must be positive")
+        if self.direction not in DIRECTIONS:
+            raise ConfigError(
+                f"unknown diagnostics.{name}.direction {self.direction!r}; valid choices: {', '.join(DIRECTIONS)}"
+            )
 
 
 def step_sizes(
@@ -70,46 +100,106 @@ def step_sizes(
     return sorted(set(etas))
 
 
+def probe_scales(cfg: StepProbeConfig, lr: float, direction: str) -> list[float]:
+    """The scales s of θ + s·d: η = m·lr for ``gradient``, the multiples m for ``update``.
+
+    An lr of 0 gives none (there is no step to probe).
+    """
+    if lr <= 0:
+        return []
+    if direction == "gradient":
+        return step_sizes(lr, cfg.min_lr_multiple, cfg.max_lr_multiple, cfg.num_points, cfg.max_step_size)
+    cap = None if cfg.max_step_size is None else cfg.max_step_size / lr
+    return step_sizes(1.0, cfg.min_lr_multiple, cfg.max_lr_multiple, cfg.num_points, cap)
+
+
+def auto_direction(optimizer_name: str, momentum: float) -> str:
+    """``gradient`` for plain SGD (the paper's setting), ``update`` for momentum, Adam, AdamW."""
+    return "gradient" if optimizer_name == "sgd" and momentum == 0 else "update"
+
+
+def optimizer_direction(optimizer: torch.optim.Optimizer) -> str:
+    """`auto_direction` read off an optimizer object (for contexts built outside the runner)."""
+    plain = type(optimizer) is torch.optim.SGD and all(g.get("momentum", 0) == 0 for g in optimizer.param_groups)
+    return "gradient" if plain else "update"
+
+
+def resolve_probe_directions(cfg: MutableMapping[str, Any]) -> None:
+    """Replace ``direction: auto`` of every probe diagnostic in ``cfg.diagnostics`` by its value.
+
+    ``gradient`` when ``cfg.optimizer`` is plain SGD (``name=sgd``, ``momentum=0``), ``update``
+    otherwise; in place, so the run's logged config says which one ran. Other entries are left
+    as they are; unknown diagnostic names are `validate_config`'s to report.
+    """
+    diagnostics = cfg.get("diagnostics") or {}
+    optimizer = cfg.get("optimizer") or {}
+    choice = auto_direction(str(optimizer.get("name", "sgd")), float(optimizer.get("momentum", 0.0) or 0.0))
+    for name in list(diagnostics):
+        schema = DIAGNOSTICS.entry(name).config if name in DIAGNOSTICS else None
+        sub = diagnostics[name]
+        if schema is None or not issubclass(schema, StepProbeConfig) or not isinstance(sub, Mapping):
+            continue
+        if sub.get("direction", "auto") != "auto":
+            continue
+        if OmegaConf.is_config(sub):
+            with open_dict(sub):
+                sub["direction"] = choice
+        else:
+            sub["direction"] = choice  # type: ignore[index]
+
+
 @dataclass
 class StepProbe:
-    """What the probe measured at θ along −g, one entry per step size."""
+    """What the probe measured at θ along θ + s·d, one entry per scale s."""
 
+    direction: str
+    """``gradient`` (d = −g, s = η) or ``update`` (d = Δθ, s = m)."""
     step_sizes: list[float]
+    """The scales s."""
     loss: float
     """L(θ)."""
     grad_norm: float
     """‖g‖₂."""
+    direction_norm: float
+    """‖d‖₂: ‖g‖₂ for ``gradient``, ‖Δθ‖₂ for ``update``."""
     losses: list[float]
-    """L(θ_η)."""
+    """L(θ + s·d)."""
     step_norms: list[float]
-    """‖θ − θ_η‖₂ = η·‖g‖₂."""
+    """‖θ − θ_s‖₂ = s·‖d‖₂."""
     grad_dists: list[float] | None
-    """‖∇L(θ) − ∇L(θ_η)‖₂; None when the probe was asked for losses only."""
+    """‖∇L(θ) − ∇L(θ_s)‖₂; None when the probe was asked for losses only."""
 
 
 def gradient_step_probe(
-    loss_fn: Callable[[], Tensor], params: Sequence[Tensor], etas: Sequence[float], with_grads: bool = True
+    loss_fn: Callable[[], Tensor],
+    params: Sequence[Tensor],
+    etas: Sequence[float],
+    with_grads: bool = True,
+    direction_of: Callable[[list[Tensor]], list[Tensor]] | None = None,
 ) -> StepProbe:
-    """Losses (and gradient changes) along the gradient step θ_η = θ − η·∇L(θ), for each η.
+    """Losses (and gradient changes) at θ_s = θ + s·d for each scale s in ``etas``.
 
     ``loss_fn()`` evaluates the loss at the current values of ``params`` (leaf tensors that
-    require grad). The parameters are moved in place and restored bit for bit at the end.
+    require grad). d = −∇L(θ) (s = η, the paper's probe) unless ``direction_of(g)`` gives the
+    direction from the gradient g (``update``: the optimizer's step Δθ). The parameters are
+    moved in place and restored bit for bit at the end.
     """
     params = list(params)
     loss0 = loss_fn()
     g = [x.detach() for x in grads_or_zeros(torch.autograd.grad(loss0, params, allow_unused=True), params)]
+    d = [-x for x in g] if direction_of is None else [x.detach() for x in direction_of(g)]
     saved = [p.detach().clone() for p in params]
-    grad_norm = float(sq_norm(g).sqrt())
+    grad_norm, direction_norm = (float(v) for v in torch.stack([sq_norm(g), sq_norm(d)]).sqrt().tolist())
     losses, dists = [], []
     try:
-        for eta in etas:
+        for s in etas:
             with torch.no_grad():
-                for p, p0, gi in zip(params, saved, g):
-                    p.copy_(p0).add_(gi, alpha=-eta)
+                for p, p0, di in zip(params, saved, d):
+                    p.copy_(p0).add_(di, alpha=s)
             if with_grads:
                 loss = loss_fn()
-                g_eta = grads_or_zeros(torch.autograd.grad(loss, params, allow_unused=True), params)
-                dists.append(sq_dist(g, g_eta).sqrt())
+                g_s = grads_or_zeros(torch.autograd.grad(loss, params, allow_unused=True), params)
+                dists.append(sq_dist(g, g_s).sqrt())
             else:
                 with torch.no_grad():
                     loss = loss_fn()
@@ -123,30 +213,49 @@ def gradient_step_probe(
         return torch.stack(xs).tolist() if xs else []
 
     return StepProbe(
+        direction="gradient" if direction_of is None else "update",
         step_sizes=list(etas),
         loss=float(loss0.detach()),
         grad_norm=grad_norm,
+        direction_norm=direction_norm,
         losses=floats(losses),
-        step_norms=[eta * grad_norm for eta in etas],
+        step_norms=[s * direction_norm for s in etas],
         grad_dists=floats(dists) if with_grads else None,
     )
 
 
-def probe_at_step(ctx: DiagContext, cfg: StepProbeConfig, with_grads: bool) -> StepProbe | None:
-    """The probe at the context's step, shared by the hooks due at that step that ask for the same η.
+def update_direction(
+    optimizer: torch.optim.Optimizer, params: Sequence[Tensor]
+) -> Callable[[list[Tensor]], list[Tensor]]:
+    """g ↦ Δθ, the step ``optimizer`` would take from the current ``params`` with gradients g
+    (its state left unchanged)."""
 
-    A probe computed with gradients also answers a request for losses only. None when the
-    learning rate is 0 (no step to probe).
+    def direction(grads: list[Tensor]) -> list[Tensor]:
+        new = optimizer_step_preview(optimizer, params, grads)
+        return [n - p.detach() for n, p in zip(new, params)]
+
+    return direction
+
+
+def probe_at_step(ctx: DiagContext, cfg: StepProbeConfig, with_grads: bool) -> StepProbe | None:
+    """The probe at the context's step, shared by the hooks due at that step that ask for the
+    same direction and scales.
+
+    A probe computed with gradients also answers a request for losses only. ``direction=auto``
+    not resolved by the runner is resolved from ``ctx.optimizer``. None when the learning rate
+    is 0 (no step to probe).
     """
-    etas = step_sizes(ctx.lr, cfg.min_lr_multiple, cfg.max_lr_multiple, cfg.num_points, cfg.max_step_size)
-    if not etas:
+    direction = optimizer_direction(ctx.optimizer) if cfg.direction == "auto" else cfg.direction
+    scales = probe_scales(cfg, ctx.lr, direction)
+    if not scales:
         return None
-    cache: dict[tuple[float, ...], StepProbe] = ctx.extra.setdefault("gradient_step_probe", {})
-    key = tuple(etas)
+    cache: dict[tuple[Any, ...], StepProbe] = ctx.extra.setdefault("gradient_step_probe", {})
+    key = (direction, *scales)
     probe = cache.get(key)
     if probe is None or (with_grads and probe.grad_dists is None):
         params = [p for p in ctx.model.parameters() if p.requires_grad]
-        probe = gradient_step_probe(ctx.closure(), params, etas, with_grads)
+        direction_of = update_direction(ctx.optimizer, params) if direction == "update" else None
+        probe = gradient_step_probe(ctx.closure(), params, scales, with_grads, direction_of)
         cache[key] = probe
     return probe
 

@@ -8,7 +8,9 @@ runner, for each hook:
 - ``due(step)`` before each training step and, when due, ``hook(ctx)`` with the step's
   `DiagContext` (parameters θ_t, the batch the step is about to use), through `run_hooks`, which
   restores parameters, buffers, gradients, optimizer state, module modes and RNG streams after
-  every hook; the returned keys are logged as ``diag/<name>/<metric>``;
+  every hook; the returned keys are logged as ``diag/<name>/<metric>``. Inside a hook every
+  evaluation of the loss goes through `DiagContext.closure` / `DiagContext.loss_on`, which put
+  the buffers, extra state, modes and RNG streams back before each evaluation (`DiagContext.reset`);
 - ``before_step(step)`` / ``after_step(step)`` around every training step (forward, backward,
   optimizer step), for diagnostics that read what the step's own forward recorded (``bn_stats``);
 - ``epoch_end() -> dict`` after every epoch, for per-epoch aggregates;
@@ -27,7 +29,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
-from normbench.diagnostics.state import RngState, TrainingState
+from normbench.diagnostics.state import ModelState, RngState, TrainingState
 from normbench.errors import ConfigError
 from normbench.registry import Registry
 
@@ -49,19 +51,42 @@ class DiagContext:
     """Shared between the hooks due at one step (e.g. the gradient-step probe's cache)."""
     rng: RngState = field(default_factory=RngState.capture)
     """The RNG streams as the training step will find them."""
+    model_state: ModelState | None = None
+    """The model's buffers, extra state and modes as the training step will find them
+    (captured when the context is made, unless given)."""
+
+    def __post_init__(self) -> None:
+        if self.model_state is None:
+            self.model_state = ModelState.capture(self.model)
+
+    def reset(self) -> None:
+        """Put buffers, extra state, modes and RNG streams back where the training step finds them.
+
+        Norms with state change it in every training forward (BN's running statistics, Batch
+        Renormalization's r and d past warm-up, PowerNorm's running ψ²) or backward (PowerNorm's
+        ``ema_gz``), and noisy norms and dropout draw from the RNG: without this, each
+        evaluation inside a diagnostic would see a different function of θ.
+        """
+        assert self.model_state is not None
+        self.model_state.restore()
+        self.rng.restore()
+
+    def loss_on(self, batch: Any) -> torch.Tensor:
+        """``loss_fn(model, batch)`` at the model's current parameters, after `reset`.
+
+        Every evaluation a diagnostic makes goes through here (or `closure`), so that two
+        evaluations at the same θ on the same batch give bit-identical losses and gradients.
+        """
+        self.reset()
+        return self.loss_fn(self.model, batch)
 
     def closure(self) -> Callable[[], torch.Tensor]:
-        """The step's loss at the model's current parameters, with the step's own RNG draws.
+        """The step's loss at the model's current parameters, with the step's own state and RNG draws.
 
-        Each call rewinds the RNG streams to where the training step will start, so that a
-        forward with dropout sees the same mask the step does and L(θ_t) is the step's loss.
+        Each call runs `reset` first, so that a forward with dropout or noise sees the draws the
+        step does, a stateful norm the state the step does, and L(θ_t) is the step's own loss.
         """
-
-        def loss() -> torch.Tensor:
-            self.rng.restore()
-            return self.loss_fn(self.model, self.batch)
-
-        return loss
+        return lambda: self.loss_on(self.batch)
 
 
 class Hook(Protocol):
@@ -153,11 +178,6 @@ class DiagnosticHook:
 
 
 DIAGNOSTICS: Registry[Callable[..., Hook]] = Registry("diagnostic")
-
-
-def is_due(cfg: Mapping[str, Any], step: int) -> bool:
-    every = int(cfg.get("every_n_steps", 0) or 0)
-    return (every > 0 and step % every == 0) or step in set(cfg.get("steps", []) or [])
 
 
 def register_diagnostic(

@@ -1,16 +1,23 @@
-"""Snapshots of the training state, so that diagnostics leave training exactly as they found it.
+"""Snapshots of the training state, so that diagnostics leave training exactly as they found it
+and every evaluation inside a diagnostic sees the function the training step sees.
 
-`RngState`: the python, numpy, torch CPU and CUDA generators. `TrainingState`: parameters,
-their ``.grad``, buffers (BN running statistics, PowerNorm's running ψ², counters), each
-module's train/eval mode, the optimizer's per-parameter state and param-group settings, and
-the RNG streams. ``restore()`` copies the saved values back in place (bit for bit) and may be
-called any number of times.
+`RngState`: the python, numpy, torch CPU and CUDA generators. `ModelState`: what a forward
+reads besides the parameters and the input — every buffer of every module (BN running
+statistics, PowerNorm's running ψ² and ``ema_gz``, step counters; persistent or not), each
+module's extra state (``get_extra_state``, for modules that define it) and each module's
+train/eval mode. `TrainingState`: a `ModelState` plus the parameters, their ``.grad``, the
+optimizer's per-parameter state and param-group settings, and the RNG streams. ``restore()``
+puts the saved values back bit for bit and may be called any number of times.
+
+A norm that keeps state anywhere else (a plain tensor attribute, a private generator) is not
+seen here: stateful norms keep their state in buffers or in ``get_extra_state``.
 """
 
 from __future__ import annotations
 
 import copy
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,20 +66,66 @@ def _put(container: dict[Any, Any], key: Any, saved: Any) -> None:
         container[key] = _clone(saved)
 
 
+def _has_extra_state(module: nn.Module) -> bool:
+    return type(module).get_extra_state is not nn.Module.get_extra_state
+
+
+class ModelState:
+    """Every module's buffers, extra state and train/eval mode; `restore` puts them back exactly.
+
+    Buffers are saved per module and name, with the tensor object each name held: `restore`
+    copies the saved values into that very tensor and puts it back under its name (a norm that
+    reassigns a buffer, or registers a new one, finds the original again), and drops buffers
+    registered since the capture. Extra state is deep-copied both ways.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.buffers: list[tuple[nn.Module, dict[str, tuple[Tensor | None, Tensor | None]], set[str]]] = []
+        self.extra: list[tuple[nn.Module, Any]] = []
+        self.modes: list[tuple[nn.Module, bool]] = []
+        for module in model.modules():
+            saved = {n: (b, None if b is None else b.detach().clone()) for n, b in module._buffers.items()}
+            self.buffers.append((module, saved, set(module._non_persistent_buffers_set)))
+            if _has_extra_state(module):
+                self.extra.append((module, copy.deepcopy(module.get_extra_state())))
+            self.modes.append((module, module.training))
+
+    @classmethod
+    def capture(cls, model: nn.Module) -> ModelState:
+        return cls(model)
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for module, saved, non_persistent in self.buffers:
+                for name in [n for n in module._buffers if n not in saved]:
+                    del module._buffers[name]
+                for name, (tensor, value) in saved.items():
+                    if tensor is not None and value is not None:
+                        if tensor.shape == value.shape and tensor.dtype == value.dtype:
+                            tensor.copy_(value)
+                        else:  # resized or recast in place
+                            tensor.set_(value.clone())
+                    module._buffers[name] = tensor
+                module._non_persistent_buffers_set.clear()
+                module._non_persistent_buffers_set.update(non_persistent)
+        for module, extra in self.extra:
+            module.set_extra_state(copy.deepcopy(extra))
+        for module, training in self.modes:
+            module.training = training
+
+
 class TrainingState:
     """Everything a diagnostic could disturb; `restore` puts it back bit for bit."""
 
     def __init__(
         self,
-        params: list[Tensor],
-        buffers: list[Tensor],
-        modules: list[nn.Module],
+        params: Sequence[Tensor],
+        model: nn.Module | None,
         optimizer: torch.optim.Optimizer | None,
     ) -> None:
         self.optimizer = optimizer
         self.params = [(p, p.detach().clone(), p.grad, _clone(p.grad)) for p in params]
-        self.buffers = [(b, b.detach().clone()) for b in buffers]
-        self.modes = [(m, m.training) for m in modules]
+        self.model = None if model is None else ModelState(model)
         self.opt_state: dict[Tensor, dict[str, Any]] = {}
         self.opt_groups: list[dict[str, Any]] = []
         if optimizer is not None:
@@ -82,8 +135,8 @@ class TrainingState:
 
     @classmethod
     def capture(cls, model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> TrainingState:
-        """The model's parameters, buffers and modes, the optimizer's state and the RNG streams."""
-        return cls(list(model.parameters()), list(model.buffers()), list(model.modules()), optimizer)
+        """The model's parameters, buffers, extra state and modes, the optimizer's state and the RNG streams."""
+        return cls(list(model.parameters()), model, optimizer)
 
     def restore(self) -> None:
         with torch.no_grad():
@@ -92,10 +145,8 @@ class TrainingState:
                 if grad is not None:
                     grad.copy_(grad_value)
                 p.grad = grad  # the very tensor it held, with its values
-            for b, value in self.buffers:
-                b.copy_(value)
-        for m, training in self.modes:
-            m.training = training
+        if self.model is not None:
+            self.model.restore()
         if self.optimizer is not None:
             state = self.optimizer.state
             for p in [p for p in state if p not in self.opt_state]:
@@ -112,3 +163,25 @@ class TrainingState:
                 for k, v in saved.items():
                     _put(group, k, v)
         self.rng.restore()
+
+
+def optimizer_step_preview(
+    optimizer: torch.optim.Optimizer, params: Sequence[Tensor], grads: Sequence[Tensor]
+) -> list[Tensor]:
+    """The values ``params`` would take if ``optimizer.step()`` ran with these gradients.
+
+    Runs the real step (momentum, Adam's moments, weight decay and the current learning rate
+    included), reads the new values, then restores parameters, their ``.grad`` and the
+    optimizer's state exactly.
+    """
+    owned = [p for group in optimizer.param_groups for p in group["params"]]
+    state = TrainingState(list({id(p): p for p in [*owned, *params]}.values()), None, optimizer)
+    try:
+        for p in owned:
+            p.grad = None
+        for p, g in zip(params, grads):
+            p.grad = g.detach().clone()
+        optimizer.step()
+        return [p.detach().clone() for p in params]
+    finally:
+        state.restore()

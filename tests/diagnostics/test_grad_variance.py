@@ -2,8 +2,8 @@
 
 x ~ N(0, I_d), y = xᵀw* + ε, ε ~ N(0, σ²), L = ½·mean((xᵀw − y)²). A sample's gradient is
 x(xᵀδ) − xε with δ = w − w*; its covariance has trace V = (d + 1)·‖δ‖² + d·σ² (Gaussian fourth
-moments: E[(xᵀδ)²‖x‖²] = (d + 2)‖δ‖²), so a B-sample mean gradient has total variance V/B and
-(1/K)·Σ‖g_k − ḡ‖² over K batches has expectation (K − 1)/K · V/B.
+moments: E[(xᵀδ)²‖x‖²] = (d + 2)‖δ‖²), so a B-sample mean gradient has total variance V/B, which
+the unbiased 1/(K − 1)·Σ‖g_k − ḡ‖² over K batches has as its expectation.
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ def test_batch_gradient_variance_matches_the_closed_form() -> None:
     w = model.weight.detach()[0]
     grads = torch.stack([x.T @ (x @ w - y) / b for x, y in batches])
     dev = (grads - grads.mean(0)).pow(2).sum(1)
-    assert out["total"] == pytest.approx(float(dev.mean()), rel=1e-10)
-    assert out["relative"] == pytest.approx(float(dev.mean() / grads.mean(0).pow(2).sum()), rel=1e-10)
+    assert out["total"] == pytest.approx(float(dev.sum() / (k - 1)), rel=1e-10)
+    assert out["relative"] == pytest.approx(float(dev.sum() / (k - 1) / grads.mean(0).pow(2).sum()), rel=1e-10)
     # against the closed form, within 4 standard errors of the estimate
-    want = (k - 1) / k * V / b
+    want = V / b
     tolerance = 4 * float(dev.std()) / math.sqrt(k)
     assert abs(out["total"] - want) < tolerance, (out["total"], want, tolerance)
     assert tolerance < 0.04 * want  # the check is tight enough to mean something
@@ -70,10 +70,25 @@ def test_per_sample_gradient_variance_matches_the_closed_form() -> None:
     w = model.weight.detach()[0]
     per = x * (x @ w - y)[:, None]  # (n, D) per-sample gradients by hand
     dev = (per - per.mean(0)).pow(2).sum(1)
-    assert out["per_sample_total"] == pytest.approx(float(dev.mean()), rel=1e-10)
-    assert out["total"] == pytest.approx(float(dev.mean()) / n, rel=1e-10)
+    assert out["per_sample_total"] == pytest.approx(float(dev.sum() / (n - 1)), rel=1e-10)
+    assert out["total"] == pytest.approx(float(dev.sum() / (n - 1)) / n, rel=1e-10)
     tolerance = 4 * float(dev.std()) / math.sqrt(n)
     assert abs(out["per_sample_total"] - V) < tolerance < 0.1 * V
+
+
+def test_small_k_is_the_unbiased_sample_variance_of_hand_computed_gradients() -> None:
+    """K = 3 batches of 2 samples: Σ over coordinates of torch.var (correction 1) of the gradients
+    written out by hand, x(xᵀw − y)/B per batch; the biased 1/K estimate would be 1/3 lower."""
+    x = torch.tensor([[1.0, 0.0, 2.0, -1.0, 0.5], [0.0, 1.0, -1.0, 0.0, 1.0]], dtype=torch.float64)
+    batches = [(x * c, torch.tensor([0.5, -1.0], dtype=torch.float64) * c) for c in (1.0, -2.0, 0.5)]
+    model = regression_model()
+    w = model.weight.detach()[0]
+    grads = torch.stack([xb.T @ (xb @ w - yb) / 2 for xb, yb in batches])  # (K, D)
+    want = float(torch.var(grads, dim=0, correction=1).sum())
+    out = gradient_variance(lambda batch: regression_loss(model, batch), [model.weight], batches)
+    assert out["total"] == pytest.approx(want, rel=1e-12)
+    assert out["total"] == pytest.approx(1.5 * float(torch.var(grads, dim=0, correction=0).sum()), rel=1e-12)
+    assert out["grad_sq_norm"] == pytest.approx(float(grads.mean(0).pow(2).sum()), rel=1e-12)
 
 
 def test_per_sample_refuses_batch_statistic_norms_and_says_why() -> None:

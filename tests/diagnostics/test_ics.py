@@ -9,8 +9,9 @@ import torch
 from torch import nn
 
 from normbench.diagnostics import build_diagnostics, run_hooks
-from normbench.diagnostics.ics import internal_covariate_shift, optimizer_step_preview
+from normbench.diagnostics.ics import internal_covariate_shift
 from normbench.diagnostics.layers import model_layers
+from normbench.diagnostics.state import optimizer_step_preview
 from normbench.errors import ConfigError
 from tests.diagnostics.common import context
 

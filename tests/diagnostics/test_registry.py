@@ -30,10 +30,11 @@ def test_unknown_diagnostic_lists_the_valid_names() -> None:
             {"landscape": {"every_n_step": 1}},
             "unknown key diagnostics.landscape.every_n_step; valid keys: every_n_steps",
         ),
-        ({"hessian": {"iterations": "many"}}, "diagnostics.hessian.iterations"),
+        ({"grad_variance": {"num_batches": "many"}}, "diagnostics.grad_variance.num_batches"),
         ({"ics": {"every_n_steps": -1}}, "diagnostics.ics.every_n_steps=-1"),
         ({"grad_variance": {"method": "jackknife"}}, "valid choices: batches, per_sample"),
         ({"landscape": {"min_lr_multiple": 2.0, "max_lr_multiple": 1.0}}, "min_lr_multiple <= max_lr_multiple"),
+        ({"predictiveness": {"direction": "adam"}}, "valid choices: gradient, update, auto"),
         ({"activations": 5}, "diagnostics.activations must be a mapping"),
     ],
 )
@@ -44,8 +45,8 @@ def test_bad_settings_are_one_line_config_errors(cfg: dict, needle: str) -> None
 
 
 def test_each_sub_config_is_its_registered_dataclass_with_defaults() -> None:
-    typed = diagnostics_config({"hessian": {"every_n_steps": 5}, "bn_stats": None})
-    assert typed["hessian"].every_n_steps == 5 and typed["hessian"].iterations == 20
+    typed = diagnostics_config({"grad_variance": {"every_n_steps": 5}, "bn_stats": None})
+    assert typed["grad_variance"].every_n_steps == 5 and typed["grad_variance"].num_batches == 8
     assert not typed["bn_stats"].enabled
     assert build_diagnostics({"hessian": {"every_n_steps": 0}, "bn_stats": {"steps": [3]}})[0].name == "bn_stats"
 

@@ -14,6 +14,7 @@ import random
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from normbench.diagnostics import DiagContext, build_diagnostics, list_diagnostics, run_hooks
 from normbench.train import run
@@ -21,7 +22,7 @@ from tests.conf.test_compose import compose_cfg
 from tests.diagnostics.common import TinyNet, task_loss, tiny_task
 
 CHEAP = {
-    "hessian": {"iterations": 3},
+    "hessian": {"max_products": 3},
     "grad_variance": {"num_batches": 2},
     "ics": {"num_layers": 2},
     "landscape": {"num_points": 2},
@@ -130,6 +131,11 @@ def test_the_runner_with_every_diagnostic_gives_the_same_run(tmp_path) -> None:
     assert step0["step"] == 0 and first_loss["step"] == 1
     assert step0["diag/landscape/loss"] == first_loss["train/batch_loss"]
     assert "diag/bn_stats/first_layer/var_dist" in rows[-1]
+    # direction=auto is written into the run's config as what ran: SGD with momentum 0.9 → update
+    logged = yaml.safe_load((tmp_path / "full" / "config.yaml").read_text())
+    assert {logged["diagnostics"][n]["direction"] for n in ("landscape", "predictiveness", "beta_smoothness")} == {
+        "update"
+    }
 
 
 @pytest.mark.slow
