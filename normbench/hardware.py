@@ -106,8 +106,17 @@ def prepare_model(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Mo
 
 
 def maybe_compile(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Module:
-    """`torch.compile` of ``model`` when ``compile``; it shares the module's parameters and buffers."""
-    return torch.compile(model) if cfg.get("compile", False) else model
+    """`torch.compile` of ``model`` when ``compile``; it shares the module's parameters and buffers.
+
+    Random ops (dropout, the noise of ``bn_noisy``) keep torch's own generator under inductor
+    (``fallback_random``), so a compiled run draws the same stream as an eager one and the
+    diagnostics, which rewind that generator to the step, see the step's draws."""
+    if not cfg.get("compile", False):
+        return model
+    import torch._inductor.config
+
+    torch._inductor.config.fallback_random = True
+    return torch.compile(model)
 
 
 def describe(device: torch.device, cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -1,5 +1,4 @@
-"""Norms with batch statistics: BatchNorm, Batch Renormalization, noisy BatchNorm, and the
-noise of Santurkar et al. 2018 on its own.
+"""Norms with batch statistics: BatchNorm and Batch Renormalization (noisy BatchNorm: `noisy`).
 
 Statistics are per channel over N×H×W positions (``NCHW``) or over the N×T real tokens
 (``NTC`` with a mask, as Shen et al. 2020 do for Transformers). Outputs at padding positions
@@ -35,15 +34,15 @@ class BatchNormConfig(NormConfig):
     population_batches: int = 50
 
 
-def _differentiable_all_reduce() -> BF.AllReduce | None:
-    """A differentiable sum over the default process group, or None when not distributed."""
+def _all_gather() -> BF.AllGather | None:
+    """A differentiable all-gather over the default process group, or None when not distributed."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return None
-    from torch.distributed.nn.functional import all_reduce
+    from torch.distributed.nn.functional import all_gather
 
-    return all_reduce
+    return all_gather
 
 
 @register_norm("bn", BatchNormConfig)
@@ -51,23 +50,28 @@ class BatchNorm(Norm):
     """BatchNorm (Ioffe & Szegedy 2015): per channel, over the batch axes.
 
     Training: y = (x − μ_B) / sqrt(σ²_B + eps) · γ + β with the batch mean and the biased batch
-    variance over real positions (eps inside the square root; eps = 0 is allowed). The running
-    estimates are EMAs with ``momentum``; the running variance is updated with the unbiased
-    batch variance n/(n−1)·σ²_B (as torch does). Evaluation: the running estimates, or with
-    ``eval_stats="population"`` the buffers ``population_mean`` / ``population_var`` that
+    variance over real positions (N×H×W, or the N×T real tokens; eps inside the square root).
+    The running estimates are EMAs with ``momentum`` of μ_B and of the unbiased batch variance
+    n/(n−1)·σ²_B (as torch does); a masked batch with fewer than 2 real tokens leaves them as
+    they were (never NaN). Evaluation: the running estimates, or with ``eval_stats="population"``
+    the buffers ``population_mean`` / ``population_var`` that
     `normbench.norms.population.refresh_population_stats` fills before each evaluation.
 
-    ``sync=True``: when torch.distributed is initialized, count, sum and sum of squares are
-    all-reduced with a differentiable all-reduce (CPU/gloo and CUDA, with masks), so every
-    process normalizes with the statistics of the whole global batch and gets the gradients of
-    the single-process computation.
+    Unmasked inputs run torch's fused ``F.batch_norm`` (cuDNN on GPU; bf16 inputs stay bf16 with
+    float32 statistics); masked sequences, ``sync`` and ``record_live_stats`` run the same maths
+    in differentiable torch ops (`batch_functional.batch_norm_composed`). Both are twice
+    differentiable and never synchronize the host with the device.
+
+    ``sync=True``: when torch.distributed is initialized, the per-process (count, mean, variance)
+    are all-gathered differentiably and merged (Chan et al.), so every process normalizes with
+    the statistics of the whole global batch and gets the gradients of the single-process
+    computation (CPU/gloo and CUDA, with masks).
 
     Diagnostics: with ``record_stats = True`` each training forward keeps
-    ``last_stats = {"mean": μ_B, "var": σ²_B}`` (detached), from whichever kernel runs (no extra
-    pass, no change to the numbers). With ``record_live_stats = True`` it also keeps
-    ``last_stats_live``, the same tensors still in the autograd graph (call ``retain_grad()`` on
-    them before ``backward`` to read ∂L/∂σ²_B); that switches to the differentiable-ops
-    implementation (slower, same maths, and twice differentiable: Hessian-vector products).
+    ``last_stats = {"mean": μ_B, "var": σ²_B, "count": n}`` (detached; σ²_B biased, n the real
+    positions per channel). With ``record_live_stats = True`` it also keeps ``last_stats_live``,
+    the same mean and variance still in the autograd graph (call ``retain_grad()`` on them before
+    ``backward`` to read ∂L/∂σ²_B).
     """
 
     def __init__(
@@ -107,58 +111,63 @@ class BatchNorm(Norm):
         """Batch Renormalization's correction for this step (None: plain BatchNorm)."""
         return None
 
-    def sample_noise(self, x: Tensor) -> tuple[Tensor, Tensor] | None:
-        """Per-sample (s, m), each (N, C), applied as y·s + m after the affine (None: no noise)."""
-        return None
-
-    def _use_torch_kernel(self, x: Tensor, mask: Tensor | None) -> bool:
-        # cuDNN's fused kernel is faster on CUDA; on the CPU our own pass is (scripts/bench_norms.py).
-        plain = type(self).renorm is BatchNorm.renorm and type(self).sample_noise is BatchNorm.sample_noise
-        return x.is_cuda and mask is None and self.eps > 0 and plain
+    def post_affine(self, y: Tensor, w: Tensor | None) -> Tensor:
+        """What follows the affine in training (noisy BatchNorm adds its noise here)."""
+        return y
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         if not self.training:
             return self._normalize_fixed(x, mask)
-        self.num_batches_tracked.add_(1)
-        xf = x if x.dtype in (torch.float32, torch.float64) else x.float()
-        y, mean, var, n = self._normalize_batch(xf, mask)
-        if self.record_stats:
-            self.last_stats = {"mean": mean.detach(), "var": var.detach()}
-        self._update_running(mean, var, n)
-        return y.to(x.dtype)
-
-    def _normalize_batch(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        x3 = NF.as_acl(x, self.layout)  # (A, C, L)
-        if x3.shape[0] * x3.shape[2] < 2:
+        if mask is None and x.numel() // x.shape[NF.channel_dim(self.layout)] < 2:
             raise ValueError(f"BatchNorm needs more than 1 value per channel in training, got input {tuple(x.shape)}")
-        w = NF.acl_weights(mask, x.dtype)
-        all_reduce = _differentiable_all_reduce() if self.sync else None
-        renorm = self.renorm()
-        noise = self.sample_noise(x)
-        if all_reduce is not None or self.record_live_stats:
-            y3, mean, var, n = BF.batch_norm_composed(
-                x3, w, self.weight, self.bias, self.eps, renorm, all_reduce, shift=self.running_mean
-            )
-            if noise is not None:
-                y3 = BF.sample_affine(y3, w, *noise)
-            if self.record_live_stats:
-                self.last_stats_live = {"mean": mean, "var": var}
-            return y3.reshape(x.shape), mean.detach(), var.detach(), n.detach()
-        if self._use_torch_kernel(x, mask):
-            var, mean = torch.var_mean(x3.detach(), (0, 2), correction=0)
-            y = F.batch_norm(x3, None, None, self.weight, self.bias, True, 0.0, self.eps)
-            return y.reshape(x.shape), mean, var, BF.real_count(x3, w)
-        y3, mean, var = BF.batch_norm_fused(x3, w, self.weight, self.bias, self.eps, renorm, noise)
-        return y3.reshape(x.shape), mean, var, BF.real_count(x3, w)
+        self.num_batches_tracked.add_(1)
+        w = NF.token_weights(mask, torch.float32 if x.dtype in NF.HALF else x.dtype)
+        group = _all_gather() if self.sync else None
+        if w is None and group is None and not self.record_live_stats and self.eps > 0:  # F.batch_norm refuses eps=0
+            y = self._normalize_fused(x)
+        else:
+            y = self._normalize_composed(NF.upcast(x), w, group)
+        return self.post_affine(y, w).to(x.dtype)
+
+    def _wants_stats(self) -> bool:
+        return self.record_stats or self.population_sums is not None or type(self).renorm is not BatchNorm.renorm
+
+    def _normalize_fused(self, x: Tensor) -> Tensor:
+        """Unmasked: torch's fused BatchNorm, which also updates the running estimates."""
+        x2 = x if self.layout == "NCHW" else x.reshape(-1, x.shape[-1])  # (N·T, C): channels last, contiguous
+        weight, bias = self.weight, self.bias
+        if self._wants_stats():
+            with torch.no_grad():
+                var, mean = torch.var_mean(NF.upcast(x2), NF.batch_dims(x2, "NCHW"), correction=0)
+            n = torch.tensor(float(x2.numel() // x2.shape[1]), dtype=var.dtype, device=var.device)
+            renorm = self.renorm()
+            if renorm is not None:
+                weight, bias = BF.renormalized_affine(weight, bias, *renorm.factors(mean, var, self.eps))
+            self._record(mean, var, n)
+        y = F.batch_norm(x2, self.running_mean, self.running_var, weight, bias, True, self.momentum, self.eps)
+        return y.reshape(x.shape)
+
+    def _normalize_composed(self, x: Tensor, w: Tensor | None, group: BF.AllGather | None) -> Tensor:
+        """Masked, synchronized or live statistics: the same maths in differentiable torch ops."""
+        y, mean, var, n = BF.batch_norm_composed(
+            x, self.layout, w, self.weight, self.bias, self.eps, self.renorm(), group
+        )
+        if self.record_live_stats:
+            self.last_stats_live = {"mean": mean, "var": var}
+        mean, var, n = mean.detach(), var.detach(), n.detach()
+        self._record(mean, var, n)
+        BF.ema_update(self.running_mean, mean, self.momentum, n > 0)
+        BF.ema_update(self.running_var, BF.unbiased(var, n), self.momentum, n > 1)
+        return y
 
     @torch.no_grad()
-    def _update_running(self, mean: Tensor, var: Tensor, n: Tensor) -> None:
+    def _record(self, mean: Tensor, var: Tensor, n: Tensor) -> None:
+        if self.record_stats:
+            self.last_stats = {"mean": mean, "var": var, "count": n}
         if self.population_sums is not None:
             for acc, v in zip(self.population_sums, (n, n * mean, n * var, n - 1)):
                 acc.add_(v.to(acc.dtype))
-        self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
-        self.running_var.lerp_((var * (n / (n - 1))).to(self.running_var.dtype), self.momentum)
 
     def eval_statistics(self) -> tuple[Tensor, Tensor]:
         """(mean, variance) used in evaluation."""
@@ -173,17 +182,9 @@ class BatchNorm(Norm):
 
     def _normalize_fixed(self, x: Tensor, mask: Tensor | None) -> Tensor:
         mean, var = self.eval_statistics()
-        scale = torch.rsqrt(var + self.eps)
-        if self.weight is not None:
-            scale = scale * self.weight
-        shift = -mean * scale
-        if self.bias is not None:
-            shift = shift + self.bias
-        x3 = NF.as_acl(x, self.layout)
-        y = torch.addcmul(shift[:, None].to(x.dtype), x3, scale[:, None].to(x.dtype))
-        if mask is not None:
-            y = y * NF.acl_weights(mask, y.dtype)
-        return y.reshape(x.shape)
+        x2 = x if self.layout == "NCHW" else x.reshape(-1, x.shape[-1])
+        y = F.batch_norm(x2, mean, var, self.weight, self.bias, False, 0.0, self.eps).reshape(x.shape)
+        return NF.apply_mask(y, NF.token_weights(mask, y.dtype))
 
     def extra_repr(self) -> str:
         extra = ", sync=True" if self.sync else ""
@@ -236,120 +237,16 @@ class BatchRenorm(BatchNorm):
         self.r_max, self.d_max = r_max, d_max
         self.warmup_steps, self.r_max_steps, self.d_max_steps = warmup_steps, r_max_steps, d_max_steps
 
-    def limits(self, step: int) -> tuple[float, float]:
-        """(r_max, d_max) at training step ``step`` (1-based) of the schedule."""
-
-        def ramp(end: int) -> float:
-            if step <= self.warmup_steps:
-                return 0.0
-            return min((step - self.warmup_steps) / max(end - self.warmup_steps, 1), 1.0)
-
-        return 1 + (self.r_max - 1) * ramp(self.r_max_steps), self.d_max * ramp(self.d_max_steps)
+    def limits(self, step: Tensor) -> tuple[Tensor, Tensor]:
+        """(r_max, d_max) at training step ``step`` (1-based, a tensor: read on the device)."""
+        r_ramp = BF.linear_ramp(step, self.warmup_steps, self.r_max_steps)
+        d_ramp = BF.linear_ramp(step, self.warmup_steps, self.d_max_steps)
+        return 1 + (self.r_max - 1) * r_ramp, self.d_max * d_ramp
 
     def renorm(self) -> BF.Renorm:
-        r_max, d_max = self.limits(int(self.num_batches_tracked))
-        return BF.Renorm(self.running_mean.clone(), self.running_var.clone(), r_max, d_max)
+        r_max, d_max = self.limits(self.num_batches_tracked)
+        dtype = self.running_var.dtype
+        return BF.Renorm(self.running_mean.clone(), self.running_var.clone(), r_max.to(dtype), d_max.to(dtype))
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, r_max={self.r_max}, d_max={self.d_max}"
-
-
-@dataclass
-class NoiseConfig(NormConfig):
-    name: str = "noise_only"
-    n_mu: float = 0.5
-    n_sigma: float = 1.25
-    r_mu: float = 0.1
-    r_sigma: float = 0.1
-
-
-class SanturkarNoise:
-    """Mixin: the distributional noise of Santurkar et al. 2018 (Appendix A.2.1, Algorithm 1)."""
-
-    n_mu: float
-    n_sigma: float
-    r_mu: float
-    r_sigma: float
-    layout: str
-
-    def _set_noise(self, n_mu: float, n_sigma: float, r_mu: float, r_sigma: float) -> None:
-        if n_sigma < 1 or min(n_mu, r_mu, r_sigma) < 0:
-            raise ConfigError(
-                f"noise parameters n_mu={n_mu}, n_sigma={n_sigma}, r_mu={r_mu}, r_sigma={r_sigma}: "
-                "need n_sigma >= 1 and n_mu, r_mu, r_sigma >= 0"
-            )
-        self.n_mu, self.n_sigma, self.r_mu, self.r_sigma = n_mu, n_sigma, r_mu, r_sigma
-        self.last_noise: tuple[Tensor, Tensor] | None = None
-
-    def draw_noise(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """A fresh (s, m), each (N, C) in ``x``'s dtype and device; kept as ``last_noise`` = (m, s)."""
-        c = x.shape[NF.channel_dim(self.layout)]
-        m, s = BF.santurkar_noise(x.shape[0], c, self.n_mu, self.n_sigma, self.r_mu, self.r_sigma)
-        s, m = s.to(x.device, x.dtype), m.to(x.device, x.dtype)
-        self.last_noise = (m, s)
-        return s, m
-
-
-@dataclass
-class NoisyBatchNormConfig(BatchNormConfig):
-    name: str = "bn_noisy"
-    n_mu: float = 0.5
-    n_sigma: float = 1.25
-    r_mu: float = 0.1
-    r_sigma: float = 0.1
-
-
-@register_norm("bn_noisy", NoisyBatchNormConfig)
-class NoisyBatchNorm(SanturkarNoise, BatchNorm):
-    """BatchNorm followed, in training only, by the noise of Santurkar et al. 2018 (Appendix
-    A.2.1, Algorithm 1), after the affine: at each step, per channel j, μ_j ~ U(−n_μ, n_μ) and
-    σ_j ~ U(1, n_σ); per sample i and channel j, m_ij ~ U(μ_j − r_μ, μ_j + r_μ) and
-    s_ij ~ N(σ_j, r_σ) — r_σ taken as a standard deviation, which the paper leaves open; output
-    s_ij·a_ij + m_ij. In conv layers H and W count as batch axes (one draw per sample and
-    channel), in sequences T does. Draws come from torch's global CPU generator (seeded runs
-    repeat). Evaluation: plain BatchNorm, no noise. ``last_noise`` holds the last (m, s).
-    """
-
-    def __init__(
-        self,
-        num_features: int,
-        *,
-        n_mu: float = 0.5,
-        n_sigma: float = 1.25,
-        r_mu: float = 0.1,
-        r_sigma: float = 0.1,
-        **kw,
-    ) -> None:
-        super().__init__(num_features, **kw)
-        self._set_noise(n_mu, n_sigma, r_mu, r_sigma)
-
-    def sample_noise(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        return self.draw_noise(x)
-
-
-@register_norm("noise_only", NoiseConfig)
-class NoiseOnly(SanturkarNoise, Norm):
-    """The noise of ``bn_noisy`` with no BatchNorm before it (training only; identity in
-    evaluation; no parameters). Santurkar et al. 2018 report that this noise alone stops a
-    network from training, while BatchNorm + noise trains."""
-
-    def __init__(
-        self,
-        num_features: int,
-        *,
-        n_mu: float = 0.5,
-        n_sigma: float = 1.25,
-        r_mu: float = 0.1,
-        r_sigma: float = 0.1,
-        **kw,
-    ) -> None:
-        kw["affine"] = False
-        super().__init__(num_features, **kw)
-        self._set_noise(n_mu, n_sigma, r_mu, r_sigma)
-
-    def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
-        NF.check_mask(x, self.layout, mask)
-        if not self.training:
-            return x
-        s, m = self.draw_noise(x)
-        return BF.sample_affine(NF.as_acl(x, self.layout), NF.acl_weights(mask, x.dtype), s, m).reshape(x.shape)

@@ -33,8 +33,9 @@ class PowerNorm(Norm):
     1. GroupScaling (per position): x̃ = x / sqrt(mean over each group of C/groups channels of
        x² + eps).
     2. ψ²_B = per-channel mean of x̃² over the batch's real positions (N×H×W, or N×T real
-       tokens). Training step t (``iters``, a buffer): the forward uses ψ² = ψ²_B while
-       t ≤ ``warmup_iters`` and the running ψ² (before this step's update) afterwards;
+       tokens). Training step t (``iters``, a buffer read on the device: no host sync): the
+       forward uses ψ² = ψ²_B while t ≤ ``warmup_iters`` and the running ψ² (before this
+       step's update) afterwards;
        z = x̃ / sqrt(ψ² + eps); y = γ·z + β; eps inside the square root.
     3. Running ψ² (buffer ``running_psi2``): while t < ``warmup_iters`` it is first set to the
        cumulative mean ((t−1)·ψ² + ψ²_B)/t, and then, at every step, the EMA
@@ -75,27 +76,31 @@ class PowerNorm(Norm):
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         if not self.training:
-            x3 = NF.as_acl(NF.group_scaling(x, self.layout, self.groups, self.eps), self.layout)  # (A, C, L)
-            z = x3 * torch.rsqrt(self.running_psi2 + self.eps)[:, None]
-            y = NF.channel_affine(z, self.weight, self.bias, "NCHW")
-            w = NF.acl_weights(mask, x.dtype)
-            return (y if w is None else y * w).reshape(x.shape)
+            z = NF.group_scaling(x, self.layout, self.groups, self.eps)  # float32 for bf16 inputs
+            shape = NF.channel_shape(z, self.layout)
+            z = z * torch.rsqrt(self.running_psi2 + self.eps).view(shape)
+            y = NF.channel_affine(z, self.weight, self.bias, self.layout)
+            return NF.apply_mask(y, NF.token_weights(mask, y.dtype)).to(x.dtype)
         self.iters.add_(1)
-        step = int(self.iters)
-        xf = x if x.dtype in (torch.float32, torch.float64) else x.float()  # bf16/fp16: statistics in fp32
-        x3 = NF.as_acl(xf, self.layout)
+        step = self.iters.to(self.running_psi2.dtype)  # a tensor: the warm-up is decided on the device
+        xf = NF.upcast(x)  # bf16/fp16: statistics in fp32
+        x3 = BF.acl(xf, self.layout)
         x4 = x3.reshape(x3.shape[0], self.groups, -1, x3.shape[2])  # (A, G, C/G, L)
         w4 = None if mask is None else mask.reshape(-1, 1, 1, 1).to(xf.dtype)
-        psi2_running = None if step <= self.warmup_iters else self.running_psi2.clone()
         y, psi2_batch = BF.power_norm_train(
-            x4, w4, self.weight, self.bias, psi2_running, self.ema_gz, self.eps, self.alpha_bkw
-        )
+            x4, w4, self.weight, self.bias, self.running_psi2.clone(), self.iters > self.warmup_iters,
+            self.ema_gz, self.eps, self.alpha_bkw,
+        )  # fmt: skip
         if self.record_stats:
             self.last_stats = {"psi2": psi2_batch}
         with torch.no_grad():
-            if step < self.warmup_iters:
-                self.running_psi2.mul_((step - 1) / step).add_(psi2_batch.to(self.running_psi2.dtype) / step)
-            self.running_psi2.lerp_(psi2_batch.to(self.running_psi2.dtype), 1 - self.alpha_fwd)
+            psi2_batch = psi2_batch.to(self.running_psi2.dtype)
+            cumulative = self.running_psi2 * ((step - 1) / step) + psi2_batch / step
+            updated = torch.where(self.iters < self.warmup_iters, cumulative, self.running_psi2)
+            updated = updated.lerp(psi2_batch, 1 - self.alpha_fwd)
+            if mask is not None:  # an all-padding batch changes nothing
+                updated = torch.where(mask.any(), updated, self.running_psi2)
+            self.running_psi2.copy_(updated)
         return y.reshape(x.shape).to(x.dtype)
 
     def extra_repr(self) -> str:

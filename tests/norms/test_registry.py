@@ -16,7 +16,10 @@ KW = {"gn": {"groups": 4}}
 
 
 def make(name: str, layout: str = "NCHW", **kw) -> torch.nn.Module:
-    return build_norm(name, C, layout, **{**KW.get(name, {}), **kw})
+    m = build_norm(name, C, layout, **{**KW.get(name, {}), **kw})
+    if hasattr(m, "record_noise"):
+        m.record_noise = True  # the noisy norms keep their last draw, for the references
+    return m
 
 
 def randomize_affine(m: torch.nn.Module) -> None:
@@ -44,8 +47,8 @@ NO_TORCH_LAYER = {"pn", "prms", "noise_only"}  # torch has no such layer; see th
 
 
 def _noise(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
-    shift, scale = m.last_noise  # checked against its distribution in test_noisy.py
-    return y * scale[:, :, None, None] + shift[:, :, None, None]
+    shift, scale = m.last_noise  # one draw per activation, checked in test_noisy.py
+    return y * scale + shift
 
 
 def reference_nchw(name: str, x: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:

@@ -20,6 +20,8 @@ MASKED = {"bn", "bn_noisy", "brn", "pn", "gn", "in", "ln_sample", "noise_only", 
 
 def make(name: str, **kw) -> torch.nn.Module:
     m = build_norm(name, C, "NTC", **{**KW.get(name, {}), **kw}).double()
+    if hasattr(m, "record_noise"):
+        m.record_noise = True  # the noisy norms keep their last draw, for the references
     g = torch.Generator().manual_seed(3)
     for p in m.parameters():
         p.data = torch.randn(p.shape, generator=g, dtype=p.dtype)
@@ -47,14 +49,12 @@ def reference_ntc(name: str, m: torch.nn.Module, x: torch.Tensor, mask: torch.Te
     real = x[mask]  # (M, C): every real token
     if name in ("bn", "brn"):
         return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps)
-    if name == "bn_noisy":
+    if name == "bn_noisy":  # one draw per activation (test_noisy.py)
         shift, scale = m.last_noise
-        sample = torch.arange(x.shape[0])[:, None].expand_as(mask)[mask]
-        return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps) * scale[sample] + shift[sample]
+        return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps) * scale[mask] + shift[mask]
     if name == "noise_only":
         shift, scale = m.last_noise
-        sample = torch.arange(x.shape[0])[:, None].expand_as(mask)[mask]
-        return real * scale[sample] + shift[sample]
+        return real * scale[mask] + shift[mask]
     if name == "none":
         return real
     if name == "ln":
@@ -115,7 +115,9 @@ def run(m: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor, dy: torch.Tenso
 @pytest.mark.parametrize("mode", ["train", "eval"])
 @pytest.mark.parametrize("name", list_norms())
 def test_padding_does_not_change_real_tokens(name: str, mode: str) -> None:
-    base = make(name)
+    # The noisy norms draw per activation, so a padded batch draws another stream; with r_mu =
+    # r_sigma = 0 their noise is the step's per-channel (μ_j, σ_j), the first draws of the stream.
+    base = make(name, **({"r_mu": 0.0, "r_sigma": 0.0} if name in ("bn_noisy", "noise_only") else {}))
     x, mask = batch()
     base(batch(seed=1)[0], mask)  # one training step first, so eval uses moved running statistics
     base.train(mode == "train")
@@ -157,3 +159,26 @@ def test_ln_sample_on_images_is_groupnorm_with_one_group() -> None:
     m = build_norm("ln_sample", C, "NCHW").double()
     x = torch.randn(3, C, 4, 5, dtype=torch.float64)
     torch.testing.assert_close(m(x), F.group_norm(x, 1, m.weight, m.bias, m.eps), atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("lengths", [(1, 0, 0), (0, 0, 0)], ids=["one real token", "all padding"])
+@pytest.mark.parametrize("name", list_norms())
+def test_batches_with_fewer_than_two_real_tokens_keep_buffers_finite(name: str, lengths: tuple[int, ...]) -> None:
+    """The unbiased variance n/(n − 1)·σ²_B is undefined below 2 real tokens: the running
+    statistics are left as they were (never NaN), and later evaluations stay finite."""
+    m = make(name)
+    m(*batch(seed=1))  # a normal step first
+    before = {k: v.clone() for k, v in m.named_buffers()}
+    x, mask = batch(lengths=lengths, seed=2)
+    y = m(x, mask)
+    assert torch.isfinite(y).all()
+    if name in MASKED - {"none", "noise_only"}:
+        assert (y[~mask] == 0).all()
+    for k, v in m.named_buffers():
+        assert torch.isfinite(v).all(), f"buffer {k} is not finite"
+        if k.startswith("running_") and lengths == (0, 0, 0):
+            torch.testing.assert_close(v, before[k], atol=0, rtol=0, msg=f"{k} moved on an all-padding batch")
+    if hasattr(m, "running_var") and lengths == (1, 0, 0):
+        torch.testing.assert_close(m.running_var, before["running_var"], atol=0, rtol=0)
+    m.eval()
+    assert torch.isfinite(m(*batch(seed=3))).all()

@@ -1,0 +1,113 @@
+"""``torch.compile`` is the fast path of every norm: each traces into one graph with no graph
+break, and the compiled norm gives eager's outputs, gradients and buffer updates (float32,
+1e-5), on images and on masked sequences, past the warm-ups of PowerNorm and Batch Renorm."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from normbench import hardware
+from normbench.norms import build_norm, list_norms
+
+C = 8
+KW = {
+    "gn": {"groups": 4},
+    "pn": {"groups": 2, "warmup_iters": 1},
+    "brn": {"warmup_steps": 1, "r_max_steps": 3, "d_max_steps": 3},
+}
+CASES = [("NCHW", False), ("NTC", False), ("NTC", True)]
+
+
+def _case(layout: str, masked: bool, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    g = torch.Generator().manual_seed(seed)
+    if layout == "NCHW":
+        return torch.randn(4, C, 5, 6, generator=g) * 2 + 1, None
+    mask = torch.arange(7)[None] < torch.tensor([7, 3, 5, 2])[:, None] if masked else None
+    return torch.randn(4, 7, C, generator=g) * 2 + 1, mask
+
+
+@pytest.mark.parametrize(("layout", "masked"), CASES)
+@pytest.mark.parametrize("name", list_norms())
+def test_one_graph_no_graph_break(name: str, layout: str, masked: bool) -> None:
+    m = build_norm(name, C, layout, **KW.get(name, {}))
+    x, mask = _case(layout, masked)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(m)(x.requires_grad_(True), mask)
+    assert explained.graph_break_count <= 0, [str(r.reason) for r in explained.break_reasons]
+    assert explained.graph_count == (0 if name == "none" else 1)
+
+
+def _steps(m: torch.nn.Module, layout: str, masked: bool) -> list[torch.Tensor]:
+    """Three training steps (past the warm-ups) and one evaluation: outputs, input gradients,
+    parameter gradients and buffers."""
+    out = []
+    for step in range(3):
+        x, mask = _case(layout, masked, seed=step)
+        x.requires_grad_(True)
+        torch.manual_seed(step)  # the same noise for the noisy norms
+        y = m.train()(x, mask)
+        (y.square() * torch.linspace(0.5, 1.5, y.shape[-1])).sum().backward()
+        out += [y.detach(), x.grad]
+        out += [p.grad.clone() for p in m.parameters()]
+        m.zero_grad()
+        out += [b.clone() for b in m.buffers()]
+    with torch.no_grad():
+        out.append(m.eval()(*_case(layout, masked, seed=9)))
+    return out
+
+
+def _compiled_matches_eager(name: str, layout: str, masked: bool, backend: str) -> None:
+    eager = build_norm(name, C, layout, **KW.get(name, {}))
+    for p in eager.parameters():
+        p.data.uniform_(0.5, 1.5)
+    twin = copy.deepcopy(eager)
+    torch._dynamo.reset()
+    compiled = torch.compile(twin, backend=backend, fullgraph=True)
+    with torch._inductor.config.patch(fallback_random=True):  # as hardware.maybe_compile sets it
+        got = _steps(compiled, layout, masked)
+    for a, b in zip(got, _steps(eager, layout, masked), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("layout", "masked"), CASES)
+@pytest.mark.parametrize("name", list_norms())
+def test_traced_graph_matches_eager(name: str, layout: str, masked: bool) -> None:
+    """The graph dynamo captures (forward and the autograd backward, run by aot_eager) is eager's
+    maths: fast enough for every norm and layout in CI; inductor's code below."""
+    _compiled_matches_eager(name, layout, masked, "aot_eager")
+
+
+@pytest.mark.parametrize(("name", "layout", "masked"), [("bn_noisy", "NCHW", False), ("pn", "NTC", True)])
+def test_inductor_matches_eager(name: str, layout: str, masked: bool) -> None:
+    """Inductor's generated code: the noise stream of ``bn_noisy`` is eager's, PowerNorm's
+    backward (an autograd Function updating ``ema_gz``) compiles and updates its buffer alike."""
+    _compiled_matches_eager(name, layout, masked, "inductor")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("layout", "masked"), CASES)
+@pytest.mark.parametrize("name", list_norms())
+def test_inductor_matches_eager_every_norm(name: str, layout: str, masked: bool) -> None:
+    _compiled_matches_eager(name, layout, masked, "inductor")
+
+
+def test_maybe_compile_keeps_eager_random_streams() -> None:
+    import torch._inductor.config as inductor_config
+
+    m = build_norm("noise_only", C, "NCHW")
+    torch._dynamo.reset()
+    before = inductor_config.fallback_random
+    inductor_config.fallback_random = False
+    try:
+        compiled = hardware.maybe_compile(m, {"compile": True})
+        assert inductor_config.fallback_random
+        x = torch.randn(2, C, 3, 3)
+        torch.manual_seed(5)
+        expected = m(x)
+        torch.manual_seed(5)
+        torch.testing.assert_close(compiled(x), expected, rtol=0, atol=1e-6)
+    finally:
+        inductor_config.fallback_random = before
