@@ -31,3 +31,17 @@ def test_bfloat16_autocast(name: str, layout: str) -> None:
     (y16, g16), (y32, g32) = outs
     torch.testing.assert_close(y16, y32, atol=0.1, rtol=0.05)
     torch.testing.assert_close(g16, g32, atol=0.2, rtol=0.1)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NTC"])
+@pytest.mark.parametrize("name", list_norms())
+def test_same_dtype_in_training_and_evaluation_under_autocast(name: str, layout: str) -> None:
+    """A bf16 activation comes out of a norm in one dtype, whether the norm trains or evaluates
+    (``pn`` returned float32 in evaluation and bf16 in training)."""
+    m = build_norm(name, 16, layout, **KW.get(name, {}))
+    x = torch.randn((4, 16, 3, 3) if layout == "NCHW" else (4, 5, 16)).bfloat16()
+    dtypes = []
+    for training in (True, False):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            dtypes.append(m.train(training)(x).dtype)
+    assert dtypes[0] == dtypes[1], dtypes

@@ -63,3 +63,23 @@ def test_two_gloo_processes_equal_one_process(tmp_path: Path) -> None:
         torch.testing.assert_close(ranks[0][key] + ranks[1][key], single[key], atol=1e-12, rtol=0)
     for r in ranks:
         torch.testing.assert_close(r["rv"], single["rv"], atol=1e-12, rtol=0)
+
+
+def test_merged_moments_are_stable_far_from_zero() -> None:
+    """Chan et al.'s merge of per-process (n, μ, σ²) keeps float32 accuracy at mean/std = 1000,
+    where the one-pass Σx²/n − μ² (the previous synchronized variance) loses it."""
+    from normbench.norms.batch_functional import batch_moments, merge_moments
+
+    g = torch.Generator().manual_seed(0)
+    x = (1000 + torch.randn(2, 300, C, generator=g, dtype=torch.float64)).float()  # two processes' batches
+    mask = torch.arange(300)[None] < torch.tensor([300, 170])[:, None]
+    w = mask.unsqueeze(-1).float()
+    parts = [batch_moments(x[i : i + 1], "NTC", w[i : i + 1]) for i in range(2)]
+    gathered = tuple(torch.cat([n.view(1), mean, var]) for mean, var, n in parts)
+    mean, var, n = merge_moments(lambda local: gathered, *parts[0])
+    real = x.double()[mask]
+    assert float(n) == mask.sum()
+    torch.testing.assert_close(mean.double(), real.mean(0), rtol=1e-6, atol=0)
+    torch.testing.assert_close(var.double(), real.var(0, unbiased=False), rtol=1e-3, atol=0)
+    one_pass = (x[mask].square().mean(0) - x[mask].mean(0).square()).double()
+    assert ((one_pass - real.var(0, unbiased=False)).abs() / real.var(0, unbiased=False)).max() > 0.01
