@@ -121,4 +121,4 @@ class NoiseOnly(SanturkarNoise, Norm):
         NF.check_mask(x, self.layout, mask)
         if not self.training:
             return x
-        return self.add_noise(x, NF.token_weights(mask, x.dtype))
+        return self.add_noise(x, NF.token_weights(mask, x.dtype)).to(x.dtype)
