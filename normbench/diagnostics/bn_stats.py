@@ -2,20 +2,25 @@
 
 Shen, Yao, Gholami, Mahoney, Keutzer 2020 ("PowerNorm: Rethinking Batch Normalization in
 Transformers"): for every norm layer that keeps running statistics, at every training step,
-(1/d)·‖μ_B − μ‖₂ and (1/d)·‖σ²_B − σ²‖₂ with d the number of channels, μ_B and σ²_B (biased)
-the statistics of the step's batch over real tokens only, μ and σ² the running estimates as the
-batch finds them (before the step updates them). For PowerNorm the same for ψ²_B against the
-running ψ². With ``grad_norms``, also (1/d)·‖∂L/∂σ²_B‖₂ (and for each other live statistic) —
-their Figure 3.
+(1/d)·‖μ_B − μ‖₂ and (1/d)·‖s²_B − σ²‖₂ with d the number of channels, μ_B the mean of the
+step's batch over real tokens only, μ and σ² the running estimates as the batch finds them
+(before the step updates them). Like is compared with like: the running variance is an EMA of
+the *unbiased* batch variance (as torch's BatchNorm keeps it), so the batch side is the unbiased
+s²_B = n/(n − 1)·σ²_B, with σ²_B the biased variance the norm normalizes with and n the number
+of values per channel the statistics were taken over (N·H·W, or the real tokens of a masked
+sequence batch): ``last_stats["count"]`` where the norm records it, else counted from the
+layer's input (and its mask). A layer whose batch has n < 2 (its running estimates are not
+updated) is left out of that step's mean. For PowerNorm the same for ψ²_B against the running
+ψ² (an EMA of ψ²_B itself: no correction). With ``grad_norms``, also (1/d)·‖∂L/∂σ²_B‖₂ of the
+biased σ²_B the norm uses (and for each other live statistic) — their Figure 3.
 
 Cheap: nothing is recomputed. The norms record their batch statistics inside the training
-forward (``record_stats = True`` makes them keep ``last_stats``, detached, from whichever kernel
-runs; ``record_live_stats = True`` also ``last_stats_live`` in the graph, for the gradients);
-the running buffers are copied before the step; the distances are accumulated on the device
-and read once per epoch. Logged at the end of each epoch, as the mean
-over the epoch's recorded steps: ``<layer>/<stat>_dist`` for each layer and
-``first_layer/<stat>_dist`` for the first norm layer (what the paper plots, against the
-percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``.
+forward (``record_stats = True`` makes them keep ``last_stats``, detached; ``record_live_stats =
+True`` also ``last_stats_live`` in the graph, for the gradients); the running buffers are copied
+before the step; the distances are accumulated on the device and read once per epoch. Logged at
+the end of each epoch, as the mean over the epoch's recorded steps: ``<layer>/<stat>_dist`` for
+each layer and ``first_layer/<stat>_dist`` for the first norm layer (what the paper plots,
+against the percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,23 @@ from normbench.errors import ConfigError
 RUNNING_BUFFERS = {"mean": "running_mean", "var": "running_var", "psi2": "running_psi2"}
 """Batch statistic recorded in ``last_stats`` → the buffer holding its running estimate."""
 
+UNBIASED = {"var"}
+"""Statistics whose running estimate averages the unbiased n/(n − 1) version of the batch one."""
+
+
+def unbiased(var: Tensor, count: Tensor | float) -> Tensor:
+    """n/(n − 1)·σ²_B from the biased batch variance σ²_B over n values per channel."""
+    return var * (count / (count - 1))
+
+
+def input_count(x: Tensor, mask: Tensor | None, channels: int) -> Tensor:
+    """Values per channel of a norm's input: x.numel()/C, or with a (N, T) token mask the real
+    tokens times the values each token holds per channel (0-dim float64, on x's device)."""
+    per_channel = x.numel() / channels
+    if mask is None:
+        return torch.tensor(per_channel, dtype=torch.float64, device=x.device)
+    return mask.sum(dtype=torch.float64) * (per_channel / mask.numel())
+
 
 def stat_distance(batch_stat: Tensor, running_stat: Tensor) -> Tensor:
     """(1/d)·‖batch_stat − running_stat‖₂ over the d channels (float64, 0-d)."""
@@ -40,9 +62,24 @@ def stat_distance(batch_stat: Tensor, running_stat: Tensor) -> Tensor:
     return torch.linalg.vector_norm(batch_stat.double() - running_stat.double()) / d
 
 
-def compute(batch_stats: Mapping[str, Tensor], running: Mapping[str, Tensor]) -> dict[str, float]:
-    """``<stat>_dist`` for each statistic present in both mappings (e.g. ``mean``, ``var``, ``psi2``)."""
-    return {f"{k}_dist": float(stat_distance(v, running[k])) for k, v in batch_stats.items() if k in running}
+def compute(
+    batch_stats: Mapping[str, Tensor], running: Mapping[str, Tensor], count: Tensor | float | None = None
+) -> dict[str, float]:
+    """``<stat>_dist`` for each statistic present in both mappings (e.g. ``mean``, ``var``, ``psi2``).
+
+    ``batch_stats`` as the norms record them (``var`` biased, over ``count`` values per channel):
+    ``var`` is made unbiased before it meets the running variance; it needs ``count``.
+    """
+    out = {}
+    for k, v in batch_stats.items():
+        if k not in running:
+            continue
+        if k in UNBIASED:
+            if count is None:
+                raise ValueError(f"compute: {k!r} needs count, the values per channel of the batch statistics")
+            v = unbiased(v.double(), count)
+        out[f"{k}_dist"] = float(stat_distance(v, running[k]))
+    return out
 
 
 @dataclass
@@ -66,7 +103,8 @@ class BNStatsHook(DiagnosticHook):
         self._prev: Tensor | None = None
         self._prev_index = self._segment = self._channels = torch.zeros(0)
         self._sum: Tensor | None = None
-        self._count = 0
+        self._count: Tensor | None = None  # recorded steps per pair (a layer's batch with n < 2 is left out)
+        self._input_counts: dict[int, Tensor] = {}  # values per channel, for norms that do not record them
         self._recording = False
         self._grad_sums: dict[str, Tensor] = {}
         self._grad_counts: dict[str, int] = {}
@@ -81,6 +119,8 @@ class BNStatsHook(DiagnosticHook):
             for stat, buffer in RUNNING_BUFFERS.items()
             if isinstance(getattr(module, buffer, None), Tensor)
         ]
+        for i in sorted({i for i, stat in self.pairs if stat in UNBIASED}):
+            self.layers[i][1].register_forward_hook(self._count_input(i), with_kwargs=True)
         if self.cfg.grad_norms:  # type: ignore[attr-defined]
             for name, module in self.layers:
                 if not hasattr(module, "record_live_stats"):
@@ -109,6 +149,22 @@ class BNStatsHook(DiagnosticHook):
         recorded = self.layers[i][1].last_stats
         return None if recorded is None else recorded.get(stat)
 
+    def _values_per_channel(self, i: int) -> Tensor | None:
+        """Values per channel of layer i's batch statistics: the norm's own, else its input's."""
+        recorded = self.layers[i][1].last_stats
+        count = None if recorded is None else recorded.get("count")
+        return count if count is not None else self._input_counts.get(i)
+
+    def _count_input(self, i: int):
+        def forward_hook(module: nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> None:
+            recorded = getattr(module, "last_stats", None)
+            if not self._recording or not module.training or recorded is None or recorded.get("count") is not None:
+                return
+            mask = args[1] if len(args) > 1 else kwargs.get("mask")
+            self._input_counts[i] = input_count(args[0], mask, self._running(i, "var").numel())
+
+        return forward_hook
+
     def _resolve(self) -> None:
         """Keep the statistics the norms actually record; index each one's channels in the flat copy."""
         sizes = [self._running(i, s).numel() for i, s in self.pairs]
@@ -136,16 +192,29 @@ class BNStatsHook(DiagnosticHook):
         if not self.pairs:
             return
         stats = [self._batch(i, s) for i, s in self.pairs]
-        if any(b is None for b in stats):
+        counts = {i: self._values_per_channel(i) for i, s in self.pairs if s in UNBIASED}
+        if any(b is None for b in stats) or any(n is None for n in counts.values()):
             return  # a layer the step's forward did not reach: the step is not recorded
+        device = self._prev.device
+        batch = [
+            unbiased(b.double(), counts[i].double()) if s in UNBIASED else b.double()  # type: ignore[union-attr]
+            for (i, s), b in zip(self.pairs, stats)
+        ]
         prev = self._prev if len(self._prev_index) == len(self._prev) else self._prev[self._prev_index]
-        diff = torch.cat([b.reshape(-1) for b in stats]).double() - prev.double()  # type: ignore[union-attr]
-        sq = torch.zeros(len(self.pairs), dtype=torch.float64, device=diff.device)
+        diff = torch.cat([b.reshape(-1).to(device) for b in batch]) - prev.double()
+        sq = torch.zeros(len(self.pairs), dtype=torch.float64, device=device)
         dists = sq.index_add_(0, self._segment, diff * diff).sqrt_() / self._channels  # (1/d)·‖·‖₂ per pair
-        self._sum = dists if self._sum is None else self._sum.to(dists.device).add_(dists)
-        self._count += 1
+        always = torch.ones((), dtype=torch.bool, device=device)
+        valid = torch.stack([counts[i].to(device) > 1 if i in counts else always for i, _ in self.pairs])
+        dists = torch.where(valid, dists, 0.0)  # n < 2: no running update to compare with
+        if self._sum is None or self._count is None:
+            self._sum, self._count = dists, valid.double()
+        else:
+            self._sum = self._sum.to(device).add_(dists)
+            self._count = self._count.to(device).add_(valid.double())
         for _, module in self.layers:
             module.last_stats = None  # stale statistics are never read twice
+        self._input_counts = {}
         self._prev = None
 
     def _capture_grads(self, name: str):
@@ -169,16 +238,18 @@ class BNStatsHook(DiagnosticHook):
 
     def epoch_end(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        if self._sum is not None and self._count:
-            means = (self._sum / self._count).tolist()
+        if self._sum is not None and self._count is not None:
+            sums, steps = torch.stack([self._sum, self._count.to(self._sum).expand_as(self._sum)]).tolist()
             first = self.pairs[0][0] if self.pairs else None
-            for (i, stat), value in zip(self.pairs, means):
-                out[f"{self.layers[i][0]}/{stat}_dist"] = value
+            for (i, stat), total, n in zip(self.pairs, sums, steps):
+                if n == 0:
+                    continue
+                out[f"{self.layers[i][0]}/{stat}_dist"] = total / n
                 if i == first:
-                    out[f"first_layer/{stat}_dist"] = value
+                    out[f"first_layer/{stat}_dist"] = total / n
         for key, total in self._grad_sums.items():
             out[key] = float(total) / self._grad_counts[key]
-        self._sum, self._count = None, 0
+        self._sum, self._count = None, None
         self._grad_sums, self._grad_counts = {}, {}
         return out
 
@@ -186,7 +257,7 @@ class BNStatsHook(DiagnosticHook):
         """The epoch's accumulators so far (on the CPU), for checkpoints."""
         return {
             "sum": None if self._sum is None else self._sum.detach().cpu(),
-            "count": self._count,
+            "count": None if self._count is None else self._count.detach().cpu(),
             "grad_sums": {k: v.detach().cpu() for k, v in self._grad_sums.items()},
             "grad_counts": dict(self._grad_counts),
             "pairs": [list(p) for p in self.pairs],
@@ -194,7 +265,10 @@ class BNStatsHook(DiagnosticHook):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self._sum = state["sum"]
-        self._count = int(state["count"])
+        count = None if state["count"] is None else torch.as_tensor(state["count"], dtype=torch.float64)
+        if count is not None and self._sum is not None:
+            count = count.expand_as(self._sum).clone()  # a count of steps shared by all pairs
+        self._count = count
         self._grad_sums = dict(state["grad_sums"])
         self._grad_counts = dict(state["grad_counts"])
         self.pairs = [(int(i), str(s)) for i, s in state["pairs"]]

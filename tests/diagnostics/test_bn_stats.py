@@ -1,4 +1,5 @@
-"""bn_stats (Shen et al. 2020, Fig. 2-3): batches of known mean and variance give closed-form distances."""
+"""bn_stats (Shen et al. 2020, Fig. 2-3): batches of known mean and variance give closed-form distances;
+the batch variance is compared unbiased, as the running variance averages it."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def test_two_steps_give_the_closed_form_distances_averaged_over_the_epoch() -> N
     m1 = (1 - MOMENTUM) * m0.double() + MOMENTUM * torch.tensor(mu1, dtype=torch.float64)
     v1 = (1 - MOMENTUM) * v0.double() + MOMENTUM * torch.tensor(s1, dtype=torch.float64) * n / (n - 1)
     want_mean = (dist(mu1, m0) + dist(mu2, m1)) / 2
-    want_var = (dist(s1, v0) + dist(s2, v1)) / 2
+    unbiased = n / (n - 1)  # the running variance averages n/(n-1)·σ²_B: so does the distance
+    want_var = (dist([v * unbiased for v in s1], v0) + dist([v * unbiased for v in s2], v1)) / 2
     assert out["0/mean_dist"] == pytest.approx(want_mean, rel=1e-12)
     assert out["0/var_dist"] == pytest.approx(want_var, rel=1e-12)
     assert out["first_layer/mean_dist"] == out["0/mean_dist"]
@@ -71,6 +73,11 @@ def test_pure_distance_is_the_channel_averaged_euclidean_distance() -> None:
     a, b = torch.tensor([3.0, 0.0, 4.0, 0.0]), torch.zeros(4)
     assert float(stat_distance(a, b)) == pytest.approx(5.0 / 4)
     assert compute({"mean": a, "var": a}, {"mean": b}) == {"mean_dist": pytest.approx(1.25)}
+    # var: n/(n-1)·σ²_B against the running variance; it needs n
+    assert compute({"var": a}, {"var": b}, count=5) == {"var_dist": pytest.approx(1.25 * 5 / 4)}
+    assert compute({"var": a}, {"var": a * 5 / 4}, count=torch.tensor(5.0)) == {"var_dist": 0.0}
+    with pytest.raises(ValueError, match="count"):
+        compute({"var": a}, {"var": b})
 
 
 def test_cadence_records_only_the_due_steps_and_state_dict_resumes() -> None:
@@ -130,9 +137,69 @@ def test_padding_does_not_change_the_distances() -> None:
     mask = torch.zeros(3, 7, dtype=torch.bool)
     mask[:, :4] = True
     assert distances(padded, mask) == pytest.approx(unpadded, rel=1e-12)
-    # running statistics start at (0, 1): the distances are those of the batch moments from them
+    # running statistics start at (0, 1): the distances are those of the batch moments from them,
+    # the variance unbiased over the 12 real tokens
     assert unpadded["0/mean_dist"] == pytest.approx(float(torch.tensor([1.0, 2.0, 0.5]).double().norm() / C), rel=1e-12)
-    assert unpadded["0/var_dist"] == pytest.approx(float(torch.tensor([1.0, 0.5, 0.0]).double().norm() / C), rel=1e-12)
+    unbiased = torch.tensor([2.0, 0.5, 1.0], dtype=torch.float64) * 12 / 11
+    assert unpadded["0/var_dist"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
+
+
+def drop_count(module: nn.Module) -> None:
+    """Make ``module`` record its batch statistics without ``count``, as a norm that does not keep it."""
+
+    def hook(m: nn.Module, args, output) -> None:
+        if m.last_stats is not None:
+            m.last_stats.pop("count", None)
+
+    module.register_forward_hook(hook)  # before bn_stats' own hook: runs first
+
+
+@pytest.mark.parametrize("recorded_count", [True, False])
+@pytest.mark.parametrize("layout", ["NCHW", "NTC"])
+def test_batch_variance_equal_to_the_running_one_in_the_unbiased_sense_is_at_distance_zero(
+    layout: str, recorded_count: bool
+) -> None:
+    """σ²_B biased over n values per channel, running_var = n/(n−1)·σ²_B: distance 0. With a mask, n is
+    the real tokens (8 of 3×5); without the norm's ``count``, bn_stats counts the input's values."""
+    mean, var = [1.0, -2.0, 0.5], [2.0, 0.5, 1.0]
+    norm = build_norm("bn", C, layout=layout).double()
+    if not recorded_count:
+        drop_count(norm)
+    hook = hook_for(norm)
+    if layout == "NCHW":
+        x, mask, n = batch_with(mean, var, (4, C, 3, 2), 5), None, 4 * 3 * 2
+    else:
+        real = batch_with(mean, var, (8, C), 5)  # 8 real tokens (N·T, C)
+        mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [0, 0, 0, 0, 0]], dtype=torch.bool)
+        x = torch.full((3, 5, C), 7.0, dtype=torch.float64)
+        x[mask] = real
+        n = 8
+    norm.running_mean.copy_(torch.tensor(mean))
+    norm.running_var.copy_(torch.tensor(var, dtype=torch.float64) * n / (n - 1))
+    hook.before_step(0)
+    norm(x, mask)
+    hook.after_step(0)
+    out = hook.epoch_end()
+    assert out["first_layer/var_dist"] == pytest.approx(0.0, abs=1e-15)
+    assert out["first_layer/mean_dist"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_mean() -> None:
+    """n < 2: the norm does not update its running statistics and there is no unbiased variance; the
+    epoch mean is over the other steps (and finite)."""
+    mean, var = [1.0, -2.0, 0.5], [2.0, 0.5, 1.0]
+    norm = build_norm("bn", C, layout="NTC").double()
+    hook = hook_for(norm)
+    full = torch.ones(2, 4, dtype=torch.bool)
+    one = torch.zeros(2, 4, dtype=torch.bool)
+    one[0, 0] = True
+    x = batch_with(mean, var, (8, C), 6).view(2, 4, C)
+    for step, mask in enumerate([full, one]):
+        train_step(hook, norm, step, x, mask)
+    out = hook.epoch_end()
+    unbiased = torch.tensor(var, dtype=torch.float64) * 8 / 7  # only step 0, from the initial (0, 1)
+    assert out["model/var_dist"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
+    assert out["model/mean_dist"] == pytest.approx(float(torch.tensor(mean).double().norm() / C), rel=1e-12)
 
 
 class LiveBatchNorm(Norm):
