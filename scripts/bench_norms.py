@@ -1,32 +1,32 @@
-"""Forward+backward time of every registered norm, against torch's fused layers.
+"""Forward+backward time of every registered norm, eager and compiled, against torch's fused
+layer of the same layout.
 
-Shapes (the issue's): images (128, 64, 16, 16) NCHW, and sequences 64 × 32 tokens × 512
-channels NTC with about 10 % padding (the mask is passed to every norm). Each norm runs in
-training mode; one timed call is forward + ``torch.autograd.grad`` of (y·dy).sum() with respect
-to the input and the parameters.
+Shapes: images (128, 64, 16, 16) NCHW, and sequences 64 × 32 tokens × 512 channels NTC with
+about 10 % padding (the mask is passed to every norm). Each norm runs in training mode; one timed
+call is forward + ``torch.autograd.grad`` of (y·dy).sum() with respect to the input and the
+parameters. ``compiled`` is ``torch.compile`` of the norm module (compiled once, outside the
+timing).
+
+References (torch's own fused op, eager, on the same tensor): images — ``F.batch_norm`` (what
+``nn.BatchNorm2d`` runs) for the batch-statistic norms and the noise, ``F.group_norm`` for gn, in
+and ln_sample, ``F.layer_norm`` over C for ln, ``F.rms_norm`` over C for rms and prms;
+sequences — ``F.rms_norm`` for rms and prms, ``F.layer_norm`` over C for every other norm (the
+masked ones included, as the targets are stated).
 
 The machine may be shared and noisy, so each norm is timed next to its reference: in every
-round, for every norm, the reference, the norm and the reference again (A-B-A, each a short
+round, the reference, the norm and the reference again (A-B-A, each a short
 ``blocked_autorange``); the round's ratio is the norm's time over the geometric mean of the two
-reference times. Reported per norm: the median over rounds of its time and of that ratio.
+reference times. Reported per norm and mode: the median over rounds of its time and of that
+ratio.
 
-- ``ratio_torch``: to torch's fused layer on the same shape (``torch_bn`` = F.batch_norm for
-  images, ``torch_ln`` = F.layer_norm over C for sequences) — the issue's 1.5× target;
-- ``ratio_ours``: to our ``bn`` (images) and ``ln`` (sequences), as the issue asks to print
-  (per round, the norm's ratio_torch over ours).
-
-    python scripts/bench_norms.py                          # CPU (and CUDA when present)
-    python scripts/bench_norms.py --device cpu --rounds 7 --threads 1 2
-
-Writes ``results/bench/norms_<device>.csv`` (one block of rows per thread count) when every norm
-is timed (not with ``--norms``).
+    python scripts/bench_norms.py --device cpu                 # -> results/bench/norms_cpu.csv
+    python scripts/bench_norms.py --device cuda                # -> results/bench/norms_cuda.csv
+    python scripts/bench_norms.py --norms bn ln --modes eager  # a subset (not written)
 
 Allocation: on Linux/glibc the script first fixes malloc's mmap and trim thresholds at 64 and
 128 MiB (``mallopt``), so that a fresh multi-MB tensor comes from the heap rather than from new
-pages that fault in on first touch. glibc adapts its threshold that way itself during a long
-training run, but under the bench's alternation of shapes it may not, and then every layer's
-time (torch's included) swings 2–4x from run to run with the page faults. ``--default-malloc``
-keeps glibc's defaults.
+pages that fault in on first touch (otherwise every layer's time, torch's included, swings 2–4x
+between runs on the CPU). ``--default-malloc`` keeps glibc's defaults.
 """
 
 from __future__ import annotations
@@ -72,109 +72,131 @@ def sequence_input(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(n, t, c, device=device), mask.to(device)
 
 
-class TorchLayer(torch.nn.Module):
-    """torch's own fused layer, the reference of each shape."""
+IMAGE_REFERENCE = {"gn": "group_norm", "in": "group_norm", "ln_sample": "group_norm", "ln": "layer_norm",
+                   "rms": "rms_norm", "prms": "rms_norm"}  # fmt: skip
+SEQUENCE_REFERENCE = {"rms": "rms_norm", "prms": "rms_norm"}
 
-    def __init__(self, c: int, kind: str) -> None:
+
+def reference_op(name: str, layout: str) -> str:
+    table = IMAGE_REFERENCE if layout == "NCHW" else SEQUENCE_REFERENCE
+    return table.get(name, "batch_norm" if layout == "NCHW" else "layer_norm")
+
+
+class TorchLayer(torch.nn.Module):
+    """torch's own fused op, the reference: ``kind`` over the channels of ``layout``."""
+
+    def __init__(self, c: int, kind: str, layout: str, groups: int = 1) -> None:
         super().__init__()
-        self.kind = kind
+        self.kind, self.layout, self.groups = kind, layout, groups
         self.weight = torch.nn.Parameter(torch.ones(c))
         self.bias = torch.nn.Parameter(torch.zeros(c))
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        if self.kind == "bn":
+        if self.kind == "batch_norm":
             return F.batch_norm(x, None, None, self.weight, self.bias, True, 0.1, 1e-5)
-        return F.layer_norm(x, x.shape[-1:], self.weight, self.bias, 1e-5)
+        if self.kind == "group_norm":
+            return F.group_norm(x, self.groups, self.weight, self.bias, 1e-5)
+        xc = x if self.layout == "NTC" else x.movedim(1, -1)
+        if self.kind == "layer_norm":
+            y = F.layer_norm(xc, xc.shape[-1:], self.weight, self.bias, 1e-5)
+        else:
+            y = F.rms_norm(xc, xc.shape[-1:], self.weight, 1e-5)
+        return y if self.layout == "NTC" else y.movedim(-1, 1)
 
 
 def step_fn(m: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor | None) -> Callable[[], None]:
     x = x.clone().requires_grad_(True)
     dy = torch.randn_like(x)
     inputs = [x, *m.parameters()]
+    module = m
 
     def step() -> None:
-        y = m(x, mask)
-        torch.autograd.grad(y, inputs, dy)
+        y = module(x, mask)
+        torch.autograd.grad(y, inputs, dy, allow_unused=True)
 
     return step
 
 
 def timed(fn: Callable[[], None], min_time: float) -> float:
-    fn()  # warm-up
+    fn()  # warm-up (and, compiled, the compilation)
+    fn()
     return benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_time).median
 
 
+def _groups(name: str, c: int) -> int:
+    return {"gn": KW["gn"]["groups"], "in": c, "ln_sample": 1}.get(name, 1)
+
+
 def bench_shape(
-    label: str, x: torch.Tensor, mask: torch.Tensor | None, rounds: int, min_time: float, names: list[str], malloc: str
+    label: str, x: torch.Tensor, mask: torch.Tensor | None, args: argparse.Namespace, malloc: str
 ) -> list[dict]:
     layout = "NCHW" if x.dim() == 4 else "NTC"
     c = x.shape[1] if layout == "NCHW" else x.shape[-1]
-    ref_torch, ref_ours = ("torch_bn", "bn") if layout == "NCHW" else ("torch_ln", "ln")
-    modules: dict[str, torch.nn.Module] = {ref_torch: TorchLayer(c, ref_torch[-2:])}
-    for name in dict.fromkeys([ref_ours, *names]):
-        modules[name] = build_norm(name, c, layout, **KW.get(name, {}))
-    steps = {name: step_fn(m.to(x.device).train(), x, mask) for name, m in modules.items()}
-    times: dict[str, list[float]] = {name: [] for name in steps}
-    ratios: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(rounds):
-        for name, fn in steps.items():
-            before = timed(steps[ref_torch], min_time)
-            times[name].append(timed(fn, min_time))
-            after = timed(steps[ref_torch], min_time)
-            ratios[name].append(times[name][-1] / (before * after) ** 0.5)
     rows = []
-    for name in steps:
-        rows.append(
-            {
-                "device": x.device.type,
-                "threads": torch.get_num_threads(),
-                "malloc": malloc,
-                "shape": label,
-                "norm": name,
-                "median_ms": round(statistics.median(times[name]) * 1e3, 3),
-                "ratio_torch": round(statistics.median(ratios[name]), 2),
-                "ratio_ours": round(statistics.median(a / b for a, b in zip(ratios[name], ratios[ref_ours])), 2),
-            }
-        )
+    for name in args.norms:
+        ref_kind = reference_op(name, layout)
+        reference = TorchLayer(c, ref_kind, layout, _groups(name, c)).to(x.device)
+        ref_step = step_fn(reference, x, mask)
+        norm = build_norm(name, c, layout, **KW.get(name, {})).to(x.device).train()
+        for mode in args.modes:
+            torch._dynamo.reset()
+            module = torch.compile(norm) if mode == "compiled" else norm
+            fn = step_fn(module, x, mask)
+            times, ratios = [], []
+            for _ in range(args.rounds):
+                before = timed(ref_step, args.min_time)
+                times.append(timed(fn, args.min_time))
+                after = timed(ref_step, args.min_time)
+                ratios.append(times[-1] / (before * after) ** 0.5)
+            rows.append(
+                {
+                    "device": x.device.type,
+                    "threads": torch.get_num_threads(),
+                    "malloc": malloc,
+                    "shape": label,
+                    "norm": name,
+                    "mode": mode,
+                    "reference": f"F.{ref_kind}",
+                    "median_ms": round(statistics.median(times) * 1e3, 3),
+                    "ratio": round(statistics.median(ratios), 2),
+                }
+            )
+            print(" ".join(f"{v}" for v in rows[-1].values()), flush=True)
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--device", choices=["cpu", "cuda", "all"], default="all")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.1, help="seconds per measurement")
     parser.add_argument("--norms", nargs="+", default=list_norms(), help="norms to time (default: all)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads()], help="CPU threads")
+    parser.add_argument("--modes", nargs="+", choices=["eager", "compiled"], default=["eager", "compiled"])
+    parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     parser.add_argument("--default-malloc", action="store_true", help="keep glibc's adaptive malloc thresholds")
+    parser.add_argument("--out", type=Path, default=None, help="CSV path (default: results/bench/norms_<device>.csv)")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        sys.exit("bench_norms: --device cuda but no CUDA device is visible")
     malloc = "glibc defaults" if args.default_malloc else ("fixed thresholds" if steady_malloc() else "defaults")
-    devices = ["cpu", "cuda"] if args.device == "all" else [args.device]
-    for dev in devices:
-        if dev == "cuda" and not torch.cuda.is_available():
-            print("no CUDA device: skipping cuda")
-            continue
-        device = torch.device(dev)
-        torch.manual_seed(0)
-        img, _ = image_input(device)
-        seq, mask = sequence_input(device)
-        pad = 1 - mask.float().mean().item()
-        rows = []
-        for threads in args.threads if dev == "cpu" else [torch.get_num_threads()]:
-            torch.set_num_threads(threads)
-            timing = (args.rounds, args.min_time, args.norms, malloc)
-            rows += bench_shape("image 128x64x16x16", img, None, *timing)
-            rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, *timing)
-        written = "not written: --norms times a subset"
-        if sorted(args.norms) == sorted(list_norms()):
-            out = ROOT / "results" / "bench" / f"norms_{dev}.csv"
-            write_csv(out, rows)
-            written = str(out.relative_to(ROOT))
-        print(f"\n{dev}: torch {torch.__version__}, malloc {malloc} → {written}")
-        print(f"{'threads':>7} {'shape':<34} {'norm':<11} {'ms':>8} {'× torch':>8} {'× bn/ln':>8}")
-        for r in rows:
-            ms, rt, ro = r["median_ms"], r["ratio_torch"], r["ratio_ours"]
-            print(f"{r['threads']:>7} {r['shape']:<34} {r['norm']:<11} {ms:>8.3f} {rt:>8.2f} {ro:>8.2f}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    torch.manual_seed(0)
+    img, _ = image_input(device)
+    seq, mask = sequence_input(device)
+    pad = 1 - mask.float().mean().item()
+    rows = bench_shape("image 128x64x16x16", img, None, args, malloc)
+    rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args, malloc)
+    written = "not written: a subset of norms or modes"
+    if sorted(args.norms) == sorted(list_norms()) and len(args.modes) == 2:
+        out = args.out or ROOT / "results" / "bench" / f"norms_{args.device}.csv"
+        write_csv(out, rows)
+        written = str(out)
+    print(f"\n{args.device}: torch {torch.__version__}, {torch.get_num_threads()} threads, malloc {malloc} -> {written}")
+    print(f"{'shape':<34} {'norm':<11} {'mode':<9} {'reference':<13} {'ms':>8} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['shape']:<34} {r['norm']:<11} {r['mode']:<9} {r['reference']:<13} {r['median_ms']:>8.3f} {r['ratio']:>6.2f}")
 
 
 if __name__ == "__main__":

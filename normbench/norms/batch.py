@@ -57,10 +57,14 @@ class BatchNorm(Norm):
     the buffers ``population_mean`` / ``population_var`` that
     `normbench.norms.population.refresh_population_stats` fills before each evaluation.
 
-    Unmasked inputs run torch's fused ``F.batch_norm`` (cuDNN on GPU; bf16 inputs stay bf16 with
-    float32 statistics); masked sequences, ``sync`` and ``record_live_stats`` run the same maths
-    in differentiable torch ops (`batch_functional.batch_norm_composed`). Both are twice
-    differentiable and never synchronize the host with the device.
+    Paths, one maths: unmasked inputs run torch's fused ``F.batch_norm`` (cuDNN on GPU; bf16
+    inputs stay bf16 with float32 statistics), which also updates the running estimates; where
+    the statistics are needed (Batch Renorm's r and d, ``record_stats``, population statistics)
+    or a mask is given, torch's fused kernel runs on an exactly shifted input
+    (`batch_functional.batch_norm_fused`); ``sync``, ``record_live_stats`` and eps = 0 (which the
+    fused kernel refuses) run the same maths in plain differentiable ops
+    (`batch_functional.batch_norm_composed`). All are twice differentiable and none synchronizes
+    the host with the device.
 
     ``sync=True``: when torch.distributed is initialized, the per-process (count, mean, variance)
     are all-gathered differentiably and merged (Chan et al.), so every process normalizes with
@@ -122,44 +126,29 @@ class BatchNorm(Norm):
         if mask is None and x.numel() // x.shape[NF.channel_dim(self.layout)] < 2:
             raise ValueError(f"BatchNorm needs more than 1 value per channel in training, got input {tuple(x.shape)}")
         self.num_batches_tracked.add_(1)
-        w = NF.token_weights(mask, torch.float32 if x.dtype in NF.HALF else x.dtype)
         group = _all_gather() if self.sync else None
-        if w is None and group is None and not self.record_live_stats and self.eps > 0:  # F.batch_norm refuses eps=0
-            y = self._normalize_fused(x)
+        x2 = x if self.layout == "NCHW" else x.reshape(-1, x.shape[-1])  # (N·T, C) rows: channels last, contiguous
+        if mask is not None:
+            x2 = NF.upcast(x2)
+        w = None if mask is None else mask.reshape(-1, 1).to(x2.dtype)
+        params = (self.weight, self.bias, self.eps)
+        if group is not None or self.record_live_stats or self.eps <= 0:
+            y, mean, var, n = BF.batch_norm_composed(NF.upcast(x2), "NCHW", w, *params, self.renorm(), group)
+            if self.record_live_stats:
+                self.last_stats_live = {"mean": mean, "var": var}
+        elif w is None and type(self).renorm is BatchNorm.renorm:  # torch's kernel (cuDNN) updates the running
+            if self.record_stats or self.population_sums is not None:  # estimates; observing reads them
+                self._record(*BF.observed_moments(x2))  # aside, so that diagnostics change no number
+            running = (self.running_mean, self.running_var)
+            y = F.batch_norm(x2, *running, self.weight, self.bias, True, self.momentum, self.eps)
+            return self.post_affine(y.reshape(x.shape), None).to(x.dtype)
         else:
-            y = self._normalize_composed(NF.upcast(x), w, group)
-        return self.post_affine(y, w).to(x.dtype)
-
-    def _wants_stats(self) -> bool:
-        return self.record_stats or self.population_sums is not None or type(self).renorm is not BatchNorm.renorm
-
-    def _normalize_fused(self, x: Tensor) -> Tensor:
-        """Unmasked: torch's fused BatchNorm, which also updates the running estimates."""
-        x2 = x if self.layout == "NCHW" else x.reshape(-1, x.shape[-1])  # (N·T, C): channels last, contiguous
-        weight, bias = self.weight, self.bias
-        if self._wants_stats():
-            with torch.no_grad():
-                var, mean = torch.var_mean(NF.upcast(x2), NF.batch_dims(x2, "NCHW"), correction=0)
-            n = torch.tensor(float(x2.numel() // x2.shape[1]), dtype=var.dtype, device=var.device)
-            renorm = self.renorm()
-            if renorm is not None:
-                weight, bias = BF.renormalized_affine(weight, bias, *renorm.factors(mean, var, self.eps))
-            self._record(mean, var, n)
-        y = F.batch_norm(x2, self.running_mean, self.running_var, weight, bias, True, self.momentum, self.eps)
-        return y.reshape(x.shape)
-
-    def _normalize_composed(self, x: Tensor, w: Tensor | None, group: BF.AllGather | None) -> Tensor:
-        """Masked, synchronized or live statistics: the same maths in differentiable torch ops."""
-        y, mean, var, n = BF.batch_norm_composed(
-            x, self.layout, w, self.weight, self.bias, self.eps, self.renorm(), group
-        )
-        if self.record_live_stats:
-            self.last_stats_live = {"mean": mean, "var": var}
+            y, mean, var, n = BF.batch_norm_fused(x2, w, *params, self.renorm())
         mean, var, n = mean.detach(), var.detach(), n.detach()
         self._record(mean, var, n)
         BF.ema_update(self.running_mean, mean, self.momentum, n > 0)
         BF.ema_update(self.running_var, BF.unbiased(var, n), self.momentum, n > 1)
-        return y
+        return self.post_affine(y.reshape(x.shape), NF.token_weights(mask, y.dtype)).to(x.dtype)
 
     @torch.no_grad()
     def _record(self, mean: Tensor, var: Tensor, n: Tensor) -> None:

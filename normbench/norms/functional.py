@@ -51,11 +51,11 @@ def upcast(x: Tensor) -> Tensor:
 def channel_affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, layout: str) -> Tensor:
     """y·γ + β with one (γ, β) per channel."""
     shape = channel_shape(y, layout)
+    if weight is not None and bias is not None:
+        return torch.addcmul(bias.view(shape), y, weight.view(shape))  # one pass
     if weight is not None:
-        y = y * weight.view(shape)
-    if bias is not None:
-        y = y + bias.view(shape)
-    return y
+        return y * weight.view(shape)
+    return y if bias is None else y + bias.view(shape)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -260,15 +260,7 @@ def test_an_approximate_backward_is_flagged_as_asymmetric_and_not_converged(norm
     assert out["diag/hessian/asymmetry"] > 1e-2 and out["diag/hessian/converged"] == 0.0
 
 
-PN_BACKWARD_LEAK = pytest.mark.xfail(
-    strict=True,
-    reason="PowerNorm's backward updates its ema_gz buffer in place with graph-tracked values under "
-    "create_graph: the buffer stays in the autograd graph and the next backward fails (norms owner: update "
-    "it under torch.no_grad(); then drop this mark)",
-)
-
-
-@pytest.mark.parametrize("norm", [pytest.param(n, marks=PN_BACKWARD_LEAK) if n == "pn" else n for n in list_norms()])
+@pytest.mark.parametrize("norm", list_norms())
 def test_training_steps_after_the_hook_are_unchanged(norm: str) -> None:
     """The hook's double backward leaves no trace: the next step's loss and gradients are those of a
     model that never ran it (no buffer left in the autograd graph, no state changed)."""
