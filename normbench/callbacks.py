@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
+
+from normbench.output import format_table, write_csv
 
 SUMMARY_KEYS = (
     "diverged_step",
@@ -55,18 +56,6 @@ def _job_order(path: Path) -> tuple[int, str]:
     return (int(path.name), "") if path.name.isdigit() else (1 << 30, path.name)
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> list[str]:
-    """``rows`` as a CSV file (parent folders made), columns in order of first appearance;
-    returns the columns."""
-    columns = list(dict.fromkeys(k for row in rows for k in row))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    return columns
-
-
 def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     rows = collect_sweep(sweep_dir)
     if not rows:
@@ -75,18 +64,6 @@ def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     print(format_table(rows, columns), flush=True)
     print(f"[normbench] sweep summary: {sweep_dir / 'sweep_summary.csv'}", flush=True)
     return rows
-
-
-def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
-    def fmt(v: Any) -> str:
-        return f"{v:.4g}" if isinstance(v, float) else ("" if v is None else str(v))
-
-    cells = [[fmt(row.get(c)) for c in columns] for row in rows]
-    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
-    return "\n".join(lines)
 
 
 try:

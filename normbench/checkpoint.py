@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import random
 import re
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 import torch
 
 from normbench.errors import ConfigError
+from normbench.output import warn
 
 FORMAT_VERSION = 1
 CHECKPOINT_DIR = "checkpoints"
@@ -50,10 +50,6 @@ class CheckpointConfig:
     keep: int = 2
     """How many complete checkpoints to keep (at least 2: the previous survives a crash while
     the next is written)."""
-
-
-def warn(message: str) -> None:
-    print(f"normbench: warning: {message}", file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -45,7 +45,7 @@ def main(cfg: DictConfig) -> Any:
             raise
         message = f"normbench: error: {e}"
         if hc.mode == RunMode.MULTIRUN:  # this job fails alone; the sweep goes on
-            from normbench.sinks import atomic_write_text
+            from normbench.output import atomic_write_text
 
             print(message, file=sys.stderr, flush=True)
             if not (run_dir / "summary.json").exists():

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normbench.output import atomic_write_text
+
 EPOCH_KEY_PREFIXES = ("train/", "val/", "test/", "perf/")
 
 
@@ -35,16 +37,6 @@ class Histogram:
 
     counts: list[float]
     edges: list[float]
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write via a temporary file, flush + fsync, then ``os.replace``."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _jsonable(v: Any) -> Any:

@@ -21,7 +21,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from normbench import distributed, hardware
-from normbench.checkpoint import Checkpointer, restore, training_state, warn
+from normbench.checkpoint import Checkpointer, restore, training_state
 from normbench.data import build_task
 from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
 from normbench.diagnostics.probe import resolve_probe_directions
@@ -31,6 +31,7 @@ from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
 from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
+from normbench.output import warn
 from normbench.sinks import LocalSink, MetricLogger, WandbSink, git_commit
 from normbench.validate import check_norm_in_model, validate_config
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from bench_overhead import compose_cfg  # noqa: E402
 
 from normbench import train  # noqa: E402
-from normbench.callbacks import format_table, write_csv  # noqa: E402
+from normbench.output import format_table, write_csv  # noqa: E402
 
 VARIANTS = {
     "fp32": [],

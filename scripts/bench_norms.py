@@ -45,8 +45,8 @@ from torch.utils import benchmark
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's normbench, not an installed one
 
-from normbench.callbacks import write_csv  # noqa: E402
 from normbench.norms import build_norm, list_norms  # noqa: E402
+from normbench.output import format_table, write_csv  # noqa: E402
 
 KW = {"gn": {"groups": 8}, "pn": {"groups": 4}}
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
@@ -193,10 +193,9 @@ def main() -> None:
         out = args.out or ROOT / "results" / "bench" / f"norms_{args.device}.csv"
         write_csv(out, rows)
         written = str(out)
-    print(f"\n{args.device}: torch {torch.__version__}, {torch.get_num_threads()} threads, malloc {malloc} -> {written}")
-    print(f"{'shape':<34} {'norm':<11} {'mode':<9} {'reference':<13} {'ms':>8} {'ratio':>6}")
-    for r in rows:
-        print(f"{r['shape']:<34} {r['norm']:<11} {r['mode']:<9} {r['reference']:<13} {r['median_ms']:>8.3f} {r['ratio']:>6.2f}")
+    threads = torch.get_num_threads()
+    print(f"\n{args.device}: torch {torch.__version__}, {threads} threads, malloc {malloc} -> {written}")
+    print(format_table(rows, ["shape", "norm", "mode", "reference", "median_ms", "ratio"]))
 
 
 if __name__ == "__main__":
