@@ -23,6 +23,9 @@ class OptimizerConfig:
     nesterov: bool = False
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
     eps: float = 1e-8
+    no_decay_norm_and_bias: bool = False
+    """No weight decay on the norms' γ/β and on biases (the timm / torchvision / nanoGPT
+    convention); off by default, so results made without it stand."""
 
 
 @dataclass
@@ -37,9 +40,29 @@ class ScheduleConfig:
     """``cosine``: the final lr as a fraction of ``lr``."""
 
 
+def parameter_groups(model: nn.Module, weight_decay: float, no_decay_norm_and_bias: bool) -> list[dict[str, Any]]:
+    """The optimizer's parameter groups: one with ``weight_decay``, and with
+    ``no_decay_norm_and_bias`` a second, without decay, holding every parameter of a norm (a
+    `normbench.norms.base.Norm`, or any module of torch's norm classes) and every bias."""
+    from normbench.norms.base import Norm
+
+    norm_types = (Norm, nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm, nn.RMSNorm)
+    decay, no_decay = [], []
+    for module in model.modules():
+        for name, p in module.named_parameters(recurse=False):
+            if not p.requires_grad:
+                continue
+            exempt = no_decay_norm_and_bias and (isinstance(module, norm_types) or name == "bias")
+            (no_decay if exempt else decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
 def build_optimizer(model: nn.Module, cfg: Mapping[str, Any], lr: float, weight_decay: float) -> torch.optim.Optimizer:
     name = cfg["name"]
-    params = [p for p in model.parameters() if p.requires_grad]
+    params = parameter_groups(model, weight_decay, bool(cfg.get("no_decay_norm_and_bias", False)))
     if name == "sgd":
         return torch.optim.SGD(
             params, lr=lr, momentum=cfg["momentum"], nesterov=cfg["nesterov"], weight_decay=weight_decay
