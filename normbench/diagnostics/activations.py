@@ -4,8 +4,10 @@ One extra forward of the step's batch at θ_t, in train mode as the step (same R
 forward hooks on every normbench norm (``none`` included, so a network without normalization
 shows the same positions). For each layer, over all elements (real tokens only when the norm
 gets a padding mask): ``<layer>/pre_mean``, ``pre_std``, ``post_mean``, ``post_std`` (population
-std) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.Histogram`: W&B shows
-them as histograms; ``metrics.jsonl`` keeps the means and stds only).
+std), the quantiles ``pre_q05`` … ``pre_q95`` / ``post_q05`` … (5, 25, 50, 75, 95 %: the
+distribution over training that Santurkar et al. draw in Fig. 1c and Fig. 2, kept in
+``metrics.jsonl``) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.Histogram`:
+W&B shows them as histograms; ``metrics.jsonl`` leaves them out).
 """
 
 from __future__ import annotations
@@ -27,6 +29,22 @@ def real_values(x: Tensor, mask: Tensor | None, layout: str) -> Tensor:
     if mask is None or layout != "NTC":
         return x
     return x[mask]  # (real tokens, C)
+
+
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+MAX_QUANTILE_SAMPLE = 1 << 20
+"""Quantiles are taken over at most this many elements (an evenly strided subsample beyond it)."""
+
+
+def quantiles(x: Tensor) -> dict[str, float]:
+    """``{"q05": …, "q25": …, "q50": …, "q75": …, "q95": …}`` of all elements of ``x`` (linear
+    interpolation, as ``torch.quantile``), over an evenly strided subsample of at most
+    `MAX_QUANTILE_SAMPLE` elements."""
+    flat = x.detach().float().reshape(-1)
+    if flat.numel() > MAX_QUANTILE_SAMPLE:
+        flat = flat[:: -(-flat.numel() // MAX_QUANTILE_SAMPLE)]
+    values = torch.quantile(flat, torch.tensor(QUANTILES, device=flat.device)).tolist()
+    return {f"q{round(100 * q):02d}": v for q, v in zip(QUANTILES, values)}
 
 
 def summarize(x: Tensor, bins: int) -> tuple[Tensor, Tensor, Histogram]:
@@ -79,5 +97,6 @@ class ActivationsHook(DiagnosticHook):
             for side, x in (("pre", pre), ("post", post)):
                 mean, std, hist = summarize(x, bins)
                 out[f"{name}/{side}_mean"], out[f"{name}/{side}_std"] = float(mean), float(std)
+                out.update({f"{name}/{side}_{q}": v for q, v in quantiles(x).items()})
                 out[f"{name}/{side}_hist"] = hist
         return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,10 @@ def test_layer_statistics_are_those_of_the_norms_input_and_output() -> None:
     assert out[f"{key}/pre_std"] == pytest.approx(float(pre.std(correction=0)), rel=1e-5)
     assert out[f"{key}/post_mean"] == pytest.approx(0.0, abs=1e-6)
     assert out[f"{key}/post_std"] == pytest.approx(float(post.std(correction=0)), rel=1e-5)
+    for q in (5, 25, 50, 75, 95):  # against numpy's quantiles of the same values
+        for side, values in (("pre", pre), ("post", post)):
+            expected = float(np.quantile(values.numpy(), q / 100))
+            assert out[f"{key}/{side}_q{q:02d}"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
     hist = out[f"{key}/pre_hist"]
     assert isinstance(hist, Histogram) and sum(hist.counts) == pre.numel() and len(hist.edges) == 11
     want, _ = torch.histogram(pre, bins=10, range=(float(pre.min()), float(pre.max())))
@@ -59,3 +64,12 @@ def test_local_sink_keeps_numbers_and_wandb_gets_histograms(tmp_path) -> None:
     wb.log(3, 0, metrics)
     assert isinstance(logged["diag/activations/norm1/pre_hist"], wandb.Histogram)
     assert logged["diag/activations/norm1/pre_mean"] == 0.5
+
+
+def test_quantiles_of_a_large_tensor_come_from_an_even_subsample() -> None:
+    from normbench.diagnostics.activations import MAX_QUANTILE_SAMPLE, quantiles
+
+    x = torch.arange(4 * MAX_QUANTILE_SAMPLE, dtype=torch.float32)  # uniform on [0, 4M): quantiles known
+    got = quantiles(x)
+    for q in (5, 25, 50, 75, 95):
+        assert got[f"q{q:02d}"] == pytest.approx(q / 100 * x.numel(), rel=1e-3)
