@@ -9,46 +9,57 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from normbench.analysis.batch_size import gn_batch_size
-from normbench.analysis.claims import Claim
+from normbench.analysis import batch_size, powernorm, santurkar, transformer
+from normbench.analysis.claims import FULL_SCALE, Claim, Scale
 from normbench.analysis.plot import FigureResult, write_outputs
-from normbench.analysis.powernorm import powernorm_stats
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
-from normbench.analysis.santurkar import santurkar_vgg
-from normbench.analysis.transformer import ln_axes, powernorm_mt, rmsnorm_speed
+from normbench.analysis.santurkar_landscape import ICS_KEY, figure3, figure4
 from normbench.errors import ConfigError
 
-FigureFn = Callable[[Sequence[Run]], list[FigureResult]]
+FigureFn = Callable[[Sequence[Run], Scale], list[FigureResult]]
 
-FIGURES: dict[str, FigureFn] = {
-    "santurkar_vgg": santurkar_vgg,
-    "powernorm_stats": powernorm_stats,
-    "powernorm_mt": powernorm_mt,
-    "rmsnorm_speed": rmsnorm_speed,
-    "gn_batch_size": gn_batch_size,
-    "ln_axes": ln_axes,
+
+def santurkar_vgg(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
+    """Santurkar et al. 2018, Figs. 1-4 (Fig. 3 when ICS was measured)."""
+    out = [santurkar.figure1(runs, scale), santurkar.figure2(runs, scale), figure4(runs, scale)]
+    if any(ICS_KEY.match(k) for r in runs for k in r.metric_keys()):
+        out.insert(2, figure3(runs, scale))
+    return out
+
+
+FIGURES: dict[str, tuple[FigureFn, Scale]] = {
+    "santurkar_vgg": (santurkar_vgg, santurkar.CPU_SCALE),
+    "powernorm_stats": (powernorm.powernorm_stats, powernorm.CPU_SCALE),
+    "powernorm_mt": (transformer.powernorm_mt, transformer.CPU_SCALE),
+    "rmsnorm_speed": (transformer.rmsnorm_speed, transformer.CPU_SCALE),
+    "gn_batch_size": (batch_size.gn_batch_size, batch_size.CPU_SCALE),
+    "ln_axes": (transformer.ln_axes, transformer.CPU_SCALE),
 }
+"""Each preset's figure function and the scale of its ``_cpu`` variant (the full preset: the
+paper's; a CPU variant: far shorter or smaller — its failed orderings read "not reproduced at this
+scale", never "contradicted")."""
 SCALE_SUFFIXES = ("_cpu",)
 
 
-def figure_fn(preset: str) -> FigureFn:
-    """The figure function of ``preset`` (``santurkar_vgg`` or ``santurkar_vgg_cpu``)."""
+def figure_fn(preset: str) -> tuple[FigureFn, Scale]:
+    """The figure function of ``preset`` (``santurkar_vgg`` or ``santurkar_vgg_cpu``) and its scale."""
     base = preset
     for suffix in SCALE_SUFFIXES:
         base = base.removesuffix(suffix)
     if base not in FIGURES:
         valid = ", ".join(sorted(FIGURES) + sorted(f + s for f in FIGURES for s in SCALE_SUFFIXES))
         raise ConfigError(f"unknown preset {preset!r}; valid choices: {valid}")
-    return FIGURES[base]
+    fn, cpu_scale = FIGURES[base]
+    return fn, (FULL_SCALE if base == preset else cpu_scale)
 
 
 def make_figures(preset: str, runs: Sequence[Run]) -> list[FigureResult]:
     """The preset's figures and claims from ``runs`` (failed runs without metrics left out)."""
-    fn = figure_fn(preset)
+    fn, scale = figure_fn(preset)
     usable = [r for r in runs if r.history]
     if not usable:
         raise ConfigError(f"no runs with metrics for preset {preset!r}")
-    return fn(usable)
+    return fn(usable, scale)
 
 
 __all__ = [

@@ -1,7 +1,18 @@
 """Pure aggregation over seeds and steps: medians with min–max spread, and claim verdicts.
 
-Non-finite values (a diverged run's NaN loss) are left out of every statistic; ``n`` says how
-many finite values a number rests on.
+NaN values are left out of every statistic; ``n`` says how many values a number rests on. A run
+that diverged is not left out: the claims give it the worst value of its measure (±inf, see
+`normbench.analysis.claims.per_seed`), so it counts in its arm's median and range, and
+``diverged`` says how many runs did.
+
+Verdicts (rules fixed in this code before any run they judge):
+
+- **holds**: the seed medians are ordered as claimed and the seeds' min–max ranges are apart;
+- **mixed**: the medians are ordered as claimed, the ranges overlap;
+- **not reproduced at this scale**: the medians are not ordered as claimed, and the run is far
+  shorter or smaller than the paper's (each preset's `Scale` says by how much);
+- **contradicted**: the medians are not ordered as claimed in a setup that matches the paper's at
+  an adequate scale.
 """
 
 from __future__ import annotations
@@ -15,7 +26,8 @@ import numpy as np
 HOLDS = "holds"
 MIXED = "mixed"
 """The medians are ordered as claimed, but the seeds' min–max ranges overlap."""
-FAILS = "does not hold"
+NOT_REPRODUCED = "not reproduced at this scale"
+CONTRADICTED = "contradicted"
 NOT_MEASURED = "not measured"
 
 
@@ -27,22 +39,26 @@ class Spread:
     lo: float
     hi: float
     n: int
+    diverged: int = 0
+    """How many of the n values stand for a run that diverged (±inf: the worst value)."""
 
     def fmt(self, digits: int = 4) -> str:
+        def num(v: float) -> str:
+            return "diverged" if math.isinf(v) else f"{v:.{digits}g}"
+
         if self.n == 0:
             return "n/a"
-        if self.n == 1:
-            return f"{self.median:.{digits}g}"
-        return f"{self.median:.{digits}g} [{self.lo:.{digits}g}, {self.hi:.{digits}g}]"
+        text = num(self.median) if self.n == 1 else f"{num(self.median)} [{num(self.lo)}, {num(self.hi)}]"
+        return text + (f" ({self.diverged} of {self.n} diverged)" if self.diverged else "")
 
 
-def spread(values: Iterable[float]) -> Spread:
-    """Median and min–max of the finite ``values``."""
+def spread(values: Iterable[float], diverged: int = 0) -> Spread:
+    """Median and min–max of ``values``, NaN left out (±inf kept: a diverged run's worst value)."""
     v = np.asarray([float(x) for x in values], dtype=np.float64)
-    v = v[np.isfinite(v)]
+    v = v[~np.isnan(v)]
     if v.size == 0:
-        return Spread(math.nan, math.nan, math.nan, 0)
-    return Spread(float(np.median(v)), float(v.min()), float(v.max()), int(v.size))
+        return Spread(math.nan, math.nan, math.nan, 0, diverged)
+    return Spread(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), diverged)
 
 
 def stack(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -78,14 +94,23 @@ def median_over_steps(values: np.ndarray) -> float:
     return float(np.median(v)) if v.size else math.nan
 
 
-def verdict_less(a: Spread, b: Spread) -> str:
+def verdict_less(a: Spread, b: Spread, scale_adequate: bool) -> str:
     """Verdict on the claim "a < b": `HOLDS` when the medians are ordered so and the min–max
-    ranges do not overlap (a.hi < b.lo), `MIXED` when only the medians are, `FAILS` otherwise."""
+    ranges do not overlap (a.hi < b.lo), `MIXED` when only the medians are; otherwise
+    `CONTRADICTED` where the scale is adequate, `NOT_REPRODUCED` where it is not."""
     if a.n == 0 or b.n == 0:
         return NOT_MEASURED
     if not a.median < b.median:
-        return FAILS
+        return CONTRADICTED if scale_adequate else NOT_REPRODUCED
     return HOLDS if a.hi < b.lo else MIXED
+
+
+def verdict_true(ordered: bool, scale_adequate: bool) -> str:
+    """Verdict on a claim judged by one comparison of medians (no ranges): `HOLDS` or, when it
+    fails, `CONTRADICTED` / `NOT_REPRODUCED` by scale."""
+    if ordered:
+        return HOLDS
+    return CONTRADICTED if scale_adequate else NOT_REPRODUCED
 
 
 def fraction_less(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
