@@ -1,7 +1,9 @@
 """The data set registry: ``register_dataset(name, config)``; a builder returns a `Task`.
 
 A builder is ``builder(cfg, run_cfg, device, run_dir) -> Task``: ``cfg`` the data set config
-(``conf/dataset/<name>.yaml``), ``run_cfg`` the whole run config (batch size, seed).
+(``conf/dataset/<name>.yaml``), ``run_cfg`` the whole run config (batch size, seed). Builders
+are registered by the modules of their tasks (``normbench.tasks.translation``), so that imports go
+one way, tasks → data: this module names `Task` for type checkers only.
 """
 
 from __future__ import annotations
@@ -9,14 +11,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from normbench.registry import Registry
-from normbench.tasks.base import Task
 
-DatasetBuilder = Callable[..., Task]
+if TYPE_CHECKING:
+    from normbench.tasks.base import Task
+
+DatasetBuilder = Callable[..., "Task"]
 DATASETS: Registry[DatasetBuilder] = Registry("dataset")
 
 

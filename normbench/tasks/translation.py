@@ -1,7 +1,8 @@
 """Translation: label-smoothed cross entropy on token batches, perplexity, BLEU.
 
-Training batches are the length buckets of `normbench.data.translation.TokenBatches` (at most
-``max_tokens`` padded tokens each), in a fresh order each epoch. The loss is the label-smoothed
+The data come from `normbench.data` (parallel text → BPE ids); training batches are the length
+buckets of `normbench.tasks.batching.TokenBatches` (at most ``max_tokens`` padded tokens each), in
+a fresh order each epoch. The loss is the label-smoothed
 cross entropy over real target tokens (padding ignored), averaged per token; throughput counts
 target tokens (``perf/tokens_per_s``, fairseq's "wps").
 
@@ -10,22 +11,31 @@ on the validation split; ``val/bleu`` and ``test/bleu`` from beam search (``beam
 BPE removed, scored with sacrebleu on the pre-tokenized, lowercased references with
 ``tokenize="none"`` (tokenized BLEU, as fairseq reports for IWSLT14). The sacrebleu signature is
 printed and written to ``sacrebleu.txt`` in the run directory.
+
+The data sets ``iwslt14`` (a local folder in fairseq's layout, or a Hub data set) and
+``synthetic_translation`` are registered here: their configs and the builders that return a
+`TranslationTask`.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from normbench.data.translation import TokenBatches, TranslationBatch, TranslationData, token_buckets
-from normbench.errors import ConfigError
+from normbench.data.parallel_text import ParallelText, load_parallel_folder, load_parallel_hub, split_files
+from normbench.data.registry import DatasetConfig, register_dataset
+from normbench.data.synthetic_translation import write_synthetic_translation
+from normbench.data.translation import TranslationData, prepare
+from normbench.errors import ConfigError, DatasetMissingError
 from normbench.models.decoding import beam_search, greedy_search, max_decode_len
 from normbench.tasks.base import StepOutput
+from normbench.tasks.batching import TokenBatches, TranslationBatch, token_buckets
 
 
 def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_index: int) -> tuple[Tensor, Tensor]:
@@ -157,3 +167,100 @@ class TranslationTask:
             metrics["val/bleu"] = self.bleu(model, "valid")
             metrics["test/bleu"] = self.bleu(model, "test")
         return metrics
+
+
+# --- registered data sets ----------------------------------------------------------------------
+
+
+@dataclass
+class TranslationConfig(DatasetConfig):
+    """Keys shared by the translation data sets: preprocessing, batching and evaluation."""
+
+    name: str = "iwslt14"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    lowercase: bool = True
+    pretokenize: str = "none"
+    """``none``: the text is already tokenized (fairseq's IWSLT14); ``punct``: raw text."""
+    vocab_size: int = 10000
+    """Size of the joint BPE vocabulary, specials and alphabet included."""
+    cache_dir: str | None = None
+    """Where the BPE goes when the data folder is read-only; default ``~/.cache/normbench/bpe``."""
+    max_tokens: int = 4096
+    max_positions: int = 1024
+    label_smoothing: float = 0.1
+    beam: int = 5
+    lenpen: float = 1.0
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    """Decoding stops at ``max_len_a`` × (longest source in the batch) + ``max_len_b`` tokens."""
+    eval_bleu: bool = True
+    bleu_max_sentences: int | None = None
+    """Score only the first N sentences of valid/test (quick checks); null: all of them."""
+
+
+@dataclass
+class IWSLT14Config(TranslationConfig):
+    name: str = "iwslt14"
+    root: str | None = "data/iwslt14.tokenized.de-en"
+    hub: str | None = None
+    """A Hub data set with a ``translation`` column, used instead of ``root`` (needs network)."""
+    hub_revision: str | None = "refs/convert/parquet"
+
+
+@dataclass
+class SyntheticTranslationConfig(TranslationConfig):
+    name: str = "synthetic_translation"
+    root: str | None = None
+    """Where to write the files; default ``<run dir>/data``."""
+    vocab_size: int = 200
+    max_tokens: int = 1024
+    num_train: int = 4000
+    num_valid: int = 200
+    num_test: int = 200
+    num_words: int = 40
+    min_len: int = 3
+    max_len: int = 12
+    seed: int = 0
+
+
+def build_translation_task(
+    text: dict[str, ParallelText], root: Path | None, cfg: Mapping[str, Any], device: torch.device, run_dir: Path
+) -> TranslationTask:
+    """BPE ids of ``text`` (`normbench.data.translation.prepare`) wrapped in a `TranslationTask`."""
+    src_lang, tgt_lang = cfg["src_lang"], cfg["tgt_lang"]
+    data = prepare(
+        text,
+        root=root,
+        train_files=split_files(root, "train", src_lang, tgt_lang) if root is not None else None,
+        vocab_size=int(cfg["vocab_size"]),
+        lowercase=bool(cfg["lowercase"]),
+        pretokenize_mode=cfg["pretokenize"],
+        cache_dir=cfg.get("cache_dir"),
+        max_positions=int(cfg["max_positions"]),
+        langs=(src_lang, tgt_lang),
+    )
+    return TranslationTask(data, cfg, device, run_dir)
+
+
+@register_dataset("iwslt14", IWSLT14Config)
+def iwslt14(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> TranslationTask:
+    """A local folder in fairseq's layout (``dataset.root``) or a Hub data set (``dataset.hub``)."""
+    if cfg.get("hub"):
+        text = load_parallel_hub(cfg["hub"], cfg["src_lang"], cfg["tgt_lang"], cfg.get("hub_revision"))
+        return build_translation_task(text, None, cfg, device, run_dir)
+    if not cfg.get("root"):
+        raise DatasetMissingError("dataset=iwslt14 needs dataset.root=<folder> or dataset.hub=<Hub data set>")
+    root = Path(cfg["root"]).expanduser()
+    text = load_parallel_folder(root, cfg["src_lang"], cfg["tgt_lang"])
+    return build_translation_task(text, root, cfg, device, run_dir)
+
+
+@register_dataset("synthetic_translation", SyntheticTranslationConfig)
+def synthetic_translation(
+    cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path
+) -> TranslationTask:
+    """Write the synthetic corpus in fairseq's layout (once per settings), then load it as iwslt14."""
+    root = write_synthetic_translation(cfg, run_dir)
+    text = load_parallel_folder(root, cfg["src_lang"], cfg["tgt_lang"])
+    return build_translation_task(text, root, cfg, device, run_dir)

@@ -1,17 +1,24 @@
-"""The translation task: its loss against torch, BLEU against known cases, runs end to end."""
+"""The translation task: its loss against torch, BLEU against known cases, its registered data sets
+and the one direction of its imports (tasks → data), runs end to end."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+import normbench.data
+import normbench.tasks
 from normbench.tasks.translation import corpus_bleu, label_smoothed_nll
-from tests.conftest import DE_EN_SUBSET, run_cli
+from tests.conftest import DE_EN_SUBSET, REPO, run_cli
 
 QUICK = ("logger.progress_bar=false", "logger.log_every_n_steps=5")
 
@@ -97,6 +104,52 @@ def test_missing_translation_data_names_what_to_pass(tmp_path) -> None:
     assert r.returncode == 2
     line = next(x for x in r.stderr.splitlines() if x.startswith("normbench: error:"))
     assert str(tmp_path / "absent") in line and "dataset=synthetic_translation" in line and "dataset.hub" in line
+
+
+TRANSLATION_DATA_MODULES = ("registry", "parallel_text", "bpe", "translation", "synthetic_translation")
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every ``normbench`` module ``path`` imports, at the top or inside a function, except under
+    ``if TYPE_CHECKING:``."""
+    tree = ast.parse(path.read_text())
+    skip = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING"
+        for n in ast.walk(node)
+    }
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return {m for m in out if m.startswith("normbench")}
+
+
+def test_translation_imports_go_one_way_tasks_to_data() -> None:
+    data_dir = Path(normbench.data.__file__).parent
+    for name in TRANSLATION_DATA_MODULES:
+        assert not {m for m in imported_modules(data_dir / f"{name}.py") if m.startswith("normbench.tasks")}, name
+    tasks_dir = Path(normbench.tasks.__file__).parent
+    assert "normbench.data.translation" in imported_modules(tasks_dir / "translation.py")
+    # the registered data sets are the task module's builders, and normbench.tasks sees them
+    for name in ("iwslt14", "synthetic_translation"):
+        assert normbench.tasks.DATASETS.get(name).__module__ == "normbench.tasks.translation"
+        assert name in normbench.tasks.list_datasets()
+
+
+@pytest.mark.parametrize(
+    "module", [f"normbench.data.{m}" for m in TRANSLATION_DATA_MODULES] + ["normbench.tasks.translation"]
+)
+def test_each_translation_module_imports_first_in_a_fresh_process(module: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-c", f"import {module}"], cwd=REPO, capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
 
 
 @pytest.mark.slow
