@@ -10,17 +10,26 @@ W&B run id and the byte length of ``metrics.jsonl`` at that step (a resume cuts 
 it, so that no step is logged twice).
 
 Files: ``<run dir>/checkpoints/step-<step>.pt``. Each is written to a temporary file, flushed and
-fsynced, then renamed into place; the older ones are removed only after the new one is complete
-(the last ``keep`` are kept). Loading uses ``torch.load(weights_only=True)``: everything that is
-not a tensor is stored as plain python types. A file that fails to load (truncated on disk) is
-skipped with a warning and the previous checkpoint is used.
+fsynced, then renamed into place; then its SHA-256 goes, the same way, into the sidecar
+``step-<step>.pt.sha256`` (``sha256sum`` format). Older checkpoints are removed only after the new
+one and its sidecar are complete (the last ``keep`` verified ones are kept). Loading uses
+``torch.load(weights_only=True)``: everything that is not a tensor is stored as plain python types.
+
+On resume, a checkpoint counts only if its bytes match its sidecar and it loads: a newer one that
+fails (flipped bits, truncated, no sidecar because the process died between the two renames) is
+named in a warning, moved to ``checkpoints/rejected/`` (kept for inspection, out of the ``keep``
+rotation), and the previous verified one is used. When none verifies, or there is none, resume
+stops with an error; it never starts over from step 0. Leftover ``.tmp`` files of a write that
+died are removed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import re
+import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,11 +39,14 @@ import numpy as np
 import torch
 
 from normbench.errors import ConfigError
-from normbench.output import warn
+from normbench.output import atomic_write_text, warn
 
 FORMAT_VERSION = 1
 CHECKPOINT_DIR = "checkpoints"
+REJECTED_DIR = "rejected"
+CHECKSUM_SUFFIX = ".sha256"
 _NAME = re.compile(r"^step-(\d+)\.pt$")
+_TMP = re.compile(r"^\..*\.tmp$")
 
 VOLATILE_KEYS = ("resume", "logger", "checkpoint")
 """Top-level config keys that may change between a run and its resume (how it is logged and
@@ -102,15 +114,46 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_torch_save(obj: Any, path: Path) -> None:
-    """``torch.save`` to a temporary file, flush + fsync, then ``os.replace`` onto ``path``."""
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM_SUFFIX)
+
+
+def atomic_torch_save(obj: Any, path: Path) -> str:
+    """``torch.save`` to a temporary file, flush + fsync, then ``os.replace`` onto ``path``;
+    then the file's SHA-256 into its sidecar (`checksum_path`), also atomically. Returns the digest."""
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as f:
         torch.save(obj, f)
         f.flush()
         os.fsync(f.fileno())
+    digest = sha256_file(tmp)
     os.replace(tmp, path)
+    atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
     _fsync_dir(path.parent)
+    return digest
+
+
+def verify(path: Path) -> str | None:
+    """Why ``path`` fails its checksum (no sidecar, unreadable sidecar, a different SHA-256), or None."""
+    side = checksum_path(path)
+    try:
+        recorded = side.read_text().split()[0].lower()
+    except FileNotFoundError:
+        return f"it has no checksum file {side.name}"
+    except (OSError, UnicodeDecodeError, IndexError) as e:
+        return f"its checksum file {side.name} is unreadable ({type(e).__name__})"
+    actual = sha256_file(path)
+    if actual != recorded:
+        return f"its SHA-256 {actual[:16]}... differs from {recorded[:16]}... recorded in {side.name}"
+    return None
 
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
@@ -122,19 +165,60 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found, reverse=True)
 
 
-def load_latest(run_dir: Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path] | None:
-    """The newest checkpoint that loads, with its path; a broken one is skipped with a warning."""
+def _load_verified(path: Path, map_location: str | torch.device) -> dict[str, Any]:
+    """The state in ``path`` after its checksum passed; raises ValueError naming the reason."""
+    reason = verify(path)
+    if reason is not None:
+        raise ValueError(reason)
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:
+        detail = str(e).splitlines()[0] if str(e) else ""
+        raise ValueError(f"it does not load ({type(e).__name__}: {detail})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
+        raise ValueError(f"it is not a normbench checkpoint of format {FORMAT_VERSION}")
+    return state
+
+
+def find_latest(
+    run_dir: Path, map_location: str | torch.device = "cpu"
+) -> tuple[dict[str, Any] | None, Path | None, list[tuple[Path, str]]]:
+    """``(state, path, rejected)``: the newest checkpoint that verifies and loads (None, None if
+    none does) and the newer ones that failed, each with the reason."""
+    rejected: list[tuple[Path, str]] = []
     for _, path in list_checkpoints(run_dir):
         try:
-            state = torch.load(path, map_location=map_location, weights_only=True)
-            if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION:
-                raise ValueError(f"not a normbench checkpoint of format {FORMAT_VERSION}")
-        except Exception as e:  # truncated or corrupted on disk: fall back to the previous one
-            reason = str(e).splitlines()[0] if str(e) else type(e).__name__
-            warn(f"checkpoint {path} is unreadable ({type(e).__name__}: {reason}); using the previous one")
-            continue
-        return state, path
-    return None
+            return _load_verified(path, map_location), path, rejected
+        except ValueError as e:
+            rejected.append((path, str(e)))
+    return None, None, rejected
+
+
+def load_latest(run_dir: Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path] | None:
+    """The newest checkpoint that verifies and loads, with its path; each newer one that does not
+    is named in a warning."""
+    state, path, rejected = find_latest(run_dir, map_location)
+    for bad, reason in rejected:
+        warn(f"checkpoint {bad} is unusable ({reason}); using the previous one")
+    return (state, path) if state is not None and path is not None else None
+
+
+def remove_stale_tmp(folder: Path) -> list[Path]:
+    """Remove the ``.<name>.tmp`` files that a write which died left in ``folder``."""
+    stale = [p for p in folder.iterdir() if _TMP.match(p.name)] if folder.is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
+def reject(path: Path) -> Path:
+    """Move a checkpoint that failed verification (and its sidecar) to ``checkpoints/rejected/``."""
+    folder = path.parent / REJECTED_DIR
+    folder.mkdir(exist_ok=True)
+    for p in (path, checksum_path(path)):
+        if p.exists():
+            shutil.move(p, folder / p.name)
+    return folder / path.name
 
 
 def config_difference(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> str | None:
@@ -166,37 +250,71 @@ class Checkpointer:
         self.enabled = bool(cfg.get("enabled", True))
         self.every_n_steps = int(cfg.get("every_n_steps", 0) or 0)
         self.keep = max(int(cfg.get("keep", 2)), 2)
+        self._verified: set[str] = set()
+        """Names of checkpoints whose checksum this process wrote or checked."""
 
     def due(self, step: int) -> bool:
         return self.enabled and self.every_n_steps > 0 and step % self.every_n_steps == 0
 
-    def resume_state(self, config: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The latest checkpoint's state, checked against ``config``; None when there is none."""
-        found = load_latest(self.run_dir)
-        if found is None:
-            if list_checkpoints(self.run_dir):
-                warn(f"no readable checkpoint in {self.folder}; starting from step 0")
-            return None
-        state, path = found
+    def resume_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The newest verified checkpoint's state, checked against ``config``. Newer ones that fail
+        are named in a warning and moved aside; a ConfigError when none verifies or there is none."""
+        remove_stale_tmp(self.folder)
+        state, path, rejected = find_latest(self.run_dir)
+        if state is None or path is None:
+            if not rejected:
+                raise ConfigError(
+                    f"resume=true but {self.folder} holds no checkpoint, so there is nothing to resume; "
+                    "drop resume=true to start a new run (in a new hydra.run.dir)"
+                )
+            reasons = "; ".join(f"{p.name}: {r}" for p, r in rejected)
+            raise ConfigError(
+                f"resume=true but no checkpoint in {self.folder} verifies ({reasons}); not starting over from "
+                "step 0: restore a checkpoint and its .sha256 file, or start a new run in a new hydra.run.dir"
+            )
         diff = config_difference(state["config"], config)
         if diff:
             raise ConfigError(
                 f"resume=true but checkpoint {path} comes from another configuration ({diff}); "
                 "resume with the run's own settings, or start a new run directory"
             )
+        for bad, reason in rejected:
+            moved = reject(bad)
+            warn(f"checkpoint {bad} is unusable ({reason}); moved to {moved.parent}, using the previous one")
+        self._verified.add(path.name)
         return state
 
     def has_checkpoints(self) -> bool:
         return bool(list_checkpoints(self.run_dir))
 
+    def _is_verified(self, path: Path) -> bool:
+        if path.name not in self._verified:
+            if verify(path) is not None:
+                return False
+            self._verified.add(path.name)
+        return True
+
     def save(self, state: dict[str, Any]) -> Path | None:
+        """Write the checkpoint of ``state["step"]``, then keep the newest ``keep`` verified ones.
+        Files that fail verification take no place among them: they are moved to ``rejected/``."""
         if not self.enabled:
             return None
         self.folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_tmp(self.folder)
         path = self.folder / f"step-{int(state['step']):08d}.pt"
+        self._verified.discard(path.name)
         atomic_torch_save(state, path)
-        for _, old in list_checkpoints(self.run_dir)[self.keep :]:
-            old.unlink(missing_ok=True)
+        self._verified.add(path.name)
+        kept = 0
+        for _, old in list_checkpoints(self.run_dir):
+            if not self._is_verified(old):
+                warn(f"checkpoint {old} fails its checksum; moved to {reject(old).parent}")
+            elif kept < self.keep:
+                kept += 1
+            else:
+                old.unlink(missing_ok=True)
+                checksum_path(old).unlink(missing_ok=True)
+                self._verified.discard(old.name)
         return path
 
 

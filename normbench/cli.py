@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,39 +33,44 @@ def main(cfg: DictConfig) -> Any:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from normbench import rundir
     from normbench.train import run
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
+    multirun = hc.mode == RunMode.MULTIRUN
+    locked_here = False
     try:
+        locked_here = rundir.hold(run_dir)  # a single run's lock is already held (RunDirCallback)
         return run(cfg, run_dir)
     except ConfigError as e:
         if full_error():
             raise
         message = f"normbench: error: {e}"
-        if hc.mode == RunMode.MULTIRUN:  # this job fails alone; the sweep goes on
+        if multirun:  # this job fails alone; the sweep goes on
             from normbench.output import atomic_write_text
 
             print(message, file=sys.stderr, flush=True)
-            if not (run_dir / "summary.json").exists():
+            busy = isinstance(e, rundir.RunDirError)  # another run's directory, or unwritable: write nothing
+            if not busy and not (run_dir / "summary.json").exists():
                 atomic_write_text(run_dir / "summary.json", json.dumps({"status": "failed", "error": str(e)}) + "\n")
             return {"status": "failed", "error": str(e)}
-        if only_hydra_files(run_dir):
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing there that could pass for a result
+        rundir.discard_new(run_dir)  # what this run created; never what was there before
         print(message, file=sys.stderr, flush=True)
         sys.exit(2)
+    finally:
+        if locked_here:
+            rundir.release(run_dir)
 
 
 def full_error() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
-def only_hydra_files(run_dir: Path) -> bool:
-    """Whether ``run_dir`` holds only what Hydra wrote for this job (``.hydra/``, its log file):
-    a directory of an earlier run (checkpoints, metrics) is never removed."""
-    if not run_dir.is_dir():
-        return False
-    return all(p.name == ".hydra" or p.suffix == ".log" for p in run_dir.iterdir())
+CALLBACK_OVERRIDE = "++hydra.callbacks.normbench_run_dir._target_=normbench.rundir.RunDirCallback"
+"""Added to the command line by `cli`: the callback that takes the run directory's lock and
+snapshot before Hydra makes the directory (a config file could name it too; this keeps
+``conf/`` free of it)."""
 
 
 def cli() -> Any:
@@ -81,7 +85,15 @@ def cli() -> Any:
             raise
         print(f"normbench: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
-    return main()
+    from normbench import rundir
+
+    argv = sys.argv
+    sys.argv = [*argv, CALLBACK_OVERRIDE]
+    try:
+        return main()
+    finally:
+        sys.argv = argv
+        rundir.release_all()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
 """Checkpoint files: atomic writes, plain-type state under weights_only, RNG round trips, the
-fallback past a truncated file, and the config check on resume."""
+SHA-256 sidecars and the fallback past a corrupted or truncated file, no silent fresh start, the
+`keep` rotation past bad and stale files, and the config check on resume."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
+import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,12 +17,15 @@ import torch
 from normbench.checkpoint import (
     Checkpointer,
     capture_rng,
+    checksum_path,
     config_difference,
     list_checkpoints,
     load_latest,
     restore_rng,
 )
 from normbench.errors import ConfigError
+from tests.conftest import TINY_RUN
+from tests.test_validate import run_cli_inprocess
 
 CONFIG = {"lr": 0.1, "norm": {"name": "bn", "eps": 1e-5}, "resume": False, "logger": {"wandb": True}}
 
@@ -99,3 +107,103 @@ def test_config_difference_names_the_first_differing_key() -> None:
     assert config_difference(CONFIG, CONFIG) is None
     assert config_difference(CONFIG, {**CONFIG, "lr": 0.2}) == "lr=0.1 there, 0.2 here"
     assert config_difference(CONFIG, {**CONFIG, "seed": 1}) == "seed is new here (=1)"
+
+
+def _flip_weights(path: Path, step: int) -> None:
+    """Change one float of the saved ``weights`` in place, leaving a file that still loads."""
+    data = path.read_bytes()
+    old = struct.pack("<3f", *[float(step)] * 3)
+    assert data.count(old) == 1
+    path.write_bytes(data.replace(old, struct.pack("<3f", float(step), float(step), step + 0.5)))
+
+
+def test_sidecar_holds_the_sha256_of_the_file(tmp_path) -> None:
+    path = Checkpointer(tmp_path, {}).save(_state(4))
+    digest, name = checksum_path(path).read_text().split()
+    assert name == path.name and digest == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_flipped_bits_fall_back_to_the_previous_verified_checkpoint(tmp_path, capsys) -> None:
+    ckpt = Checkpointer(tmp_path, {})
+    ckpt.save(_state(3))
+    newest = ckpt.save(_state(6))
+    _flip_weights(newest, 6)
+    # the damage is silent to torch: the file loads, with other weights
+    assert torch.load(newest, weights_only=True)["weights"].tolist() == [6.0, 6.0, 6.5]
+    state = Checkpointer(tmp_path, {}).resume_state(CONFIG)  # a new process resuming
+    assert state["step"] == 3 and torch.equal(state["weights"], torch.full((3,), 3.0))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("normbench: warning: checkpoint ") and newest.name in err[0]
+    assert "SHA-256" in err[0] and "using the previous one" in err[0]
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [3]  # the bad one is out of the rotation
+    assert (ckpt.folder / "rejected" / newest.name).is_file()  # and kept for inspection
+
+
+def test_resume_stops_when_no_checkpoint_verifies(tmp_path, capsys) -> None:
+    ckpt = Checkpointer(tmp_path, {})
+    paths = [ckpt.save(_state(3)), ckpt.save(_state(6))]
+    _flip_weights(paths[0], 3)
+    paths[1].write_bytes(paths[1].read_bytes()[:100])
+    before = sorted((p.name, p.read_bytes()) for p in ckpt.folder.iterdir())
+    with pytest.raises(ConfigError, match="no checkpoint in .* verifies") as e:
+        ckpt.resume_state(CONFIG)
+    assert "step-00000003.pt" in str(e.value) and "step-00000006.pt" in str(e.value) and "\n" not in str(e.value)
+    assert "not starting over from step 0" in str(e.value)
+    assert sorted((p.name, p.read_bytes()) for p in ckpt.folder.iterdir()) == before  # nothing touched
+    assert capsys.readouterr().err == ""
+
+
+def test_resume_without_any_checkpoint_is_an_error(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="holds no checkpoint, so there is nothing to resume"):
+        Checkpointer(tmp_path, {}).resume_state(CONFIG)
+    # a checkpoint without its checksum (died between the two renames) does not count either
+    Checkpointer(tmp_path, {}).save(_state(2))
+    checksum_path(list_checkpoints(tmp_path)[0][1]).unlink()
+    with pytest.raises(ConfigError, match="has no checksum file step-00000002.pt.sha256"):
+        Checkpointer(tmp_path, {}).resume_state(CONFIG)
+
+
+def test_bad_and_stale_files_take_no_keep_slot_and_are_cleaned(tmp_path, capsys) -> None:
+    ckpt = Checkpointer(tmp_path, {"keep": 2})
+    ckpt.save(_state(3))
+    bad = ckpt.save(_state(6))
+    _flip_weights(bad, 6)
+    (ckpt.folder / ".step-00000009.pt.tmp").write_bytes(b"PK half a file")  # a write that died
+    (ckpt.folder / ".step-00000006.pt.sha256.tmp").write_text("0" * 64)
+    later = Checkpointer(tmp_path, {"keep": 2})  # the next process
+    later.save(_state(9))
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [9, 3]  # the two newest verified ones
+    assert sorted(p.name for p in ckpt.folder.iterdir() if p.is_file()) == [
+        "step-00000003.pt",
+        "step-00000003.pt.sha256",
+        "step-00000009.pt",
+        "step-00000009.pt.sha256",
+    ]
+    assert (ckpt.folder / "rejected" / bad.name).is_file()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and bad.name in err[0]
+
+
+def test_cli_resume_past_a_corrupted_checkpoint_is_one_line_and_keeps_the_run(tmp_path, monkeypatch, capsys) -> None:
+    out = tmp_path / "run"
+    base = (*TINY_RUN, "max_steps=2", "logger=local", f"hydra.run.dir={out}")
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base)
+    assert code == 0, stderr
+    ((_, only),) = list_checkpoints(out)
+    data = bytearray(only.read_bytes())
+    data[len(data) // 2] ^= 0x01  # one flipped bit
+    only.write_bytes(bytes(data))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *base, "resume=true")
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith("normbench: error: resume=true but no checkpoint in") and only.name in stderr
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and ".hydra" not in p.parts}
+    assert after == {p: b for p, b in before.items() if ".hydra" not in p.parts}  # the run is untouched
+    assert json.loads((out / "summary.json").read_text())["status"] == "finished"
+
+
+def test_cli_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch, capsys) -> None:
+    out = tmp_path / "fresh"
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, "resume=true", f"hydra.run.dir={out}")
+    assert code == 2 and stderr.count("\n") == 1 and "holds no checkpoint" in stderr
+    assert not out.exists()  # nothing left behind

@@ -82,17 +82,33 @@ class Run:
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The rows of a run's ``metrics.jsonl``. A line that is not one JSON object with an integer
+    ``step`` (two writers interleaved, a damaged file) is a ConfigError naming the file and line;
+    only a last line without its newline (a run killed mid-write, which a resume cuts off) is
+    left out, with a warning."""
+    from normbench.output import warn
+
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.split(b"\n")
     rows = []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # a run killed mid-write leaves a partial last line
-                continue
-            rows.append({k: _number(v) for k, v in row.items()})
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+                raise ValueError("not a JSON object with an integer step")
+        except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            if number == len(lines):  # no newline after it: the write was cut short
+                warn(f"{path}:{number}: an unfinished last line (a run killed mid-write) is left out")
+                break
+            text = raw[:60].decode("utf-8", "replace")
+            raise ConfigError(
+                f"{path}:{number} is not a metrics row ({type(e).__name__}: {str(e).splitlines()[0]}): "
+                f"{text!r}; was the run directory written by two runs at once?"
+            ) from None
+        rows.append({k: _number(v) for k, v in row.items()})
     return rows
 
 

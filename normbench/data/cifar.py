@@ -1,6 +1,7 @@
-"""CIFAR-10 through torchvision, held as one uint8 tensor; and a synthetic CIFAR-shaped task
-written in the same on-disk layout (``cifar-10-batches-py``) and read back through the same
-loader, so that every synthetic run exercises the real path."""
+"""CIFAR-10, held as one uint8 tensor; and a synthetic CIFAR-shaped task written in the same
+on-disk layout (``cifar-10-batches-py``) and read back through the same loader, so that every
+synthetic run exercises the real path. The files are pickles: they are read with a restricted
+unpickler and checked file by file (`normbench.data.cifar_files`)."""
 
 from __future__ import annotations
 
@@ -14,57 +15,41 @@ from typing import Any
 import numpy as np
 import torch
 
+from normbench.data.cifar_files import (
+    BASE_FOLDER,
+    META_FILE,
+    TEST_FILES,
+    TRAIN_FILES,
+    DataFileError,
+    check_files,
+    read_batch,
+    read_meta,
+)
 from normbench.data.registry import DatasetConfig, register_dataset
-from normbench.errors import DatasetMissingError
 from normbench.tasks.classification import ImageClassificationTask
 
-BASE_FOLDER = "cifar-10-batches-py"
 LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-
-
-def _cifar10_class(verify_checksums: bool) -> type:
-    from torchvision.datasets import CIFAR10
-
-    if verify_checksums:
-        return CIFAR10
-
-    class UncheckedCIFAR10(CIFAR10):
-        """CIFAR10 that accepts files whose MD5 differs from the originals (subsets, re-encodings)."""
-
-        def _check_integrity(self) -> bool:
-            folder = Path(self.root) / self.base_folder
-            return all((folder / name).is_file() for name, _ in self.train_list + self.test_list)
-
-        def _load_meta(self) -> None:
-            path = Path(self.root) / self.base_folder / self.meta["filename"]
-            if not path.is_file():
-                raise RuntimeError(f"Dataset metadata file not found: {path}")
-            with open(path, "rb") as f:
-                self.classes = pickle.load(f, encoding="latin1")[self.meta["key"]]
-            self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
-
-    return UncheckedCIFAR10
 
 
 def load_cifar10(
     root: str | Path, train: bool, download: bool = False, verify_checksums: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
-    """One split as (uint8 images (N, 3, 32, 32), int64 labels (N,), class names)."""
+    """One split as (uint8 images (N, 3, 32, 32), int64 labels (N,), class names), from the
+    ``cifar-10-batches-py`` files under ``root``, each read with a restricted unpickler and
+    checked (`normbench.data.cifar_files`): a bad file is one error line naming it."""
     root = Path(root).expanduser()
-    try:
-        ds = _cifar10_class(verify_checksums)(str(root), train=train, download=download)
-    except (RuntimeError, OSError) as e:
-        hint = "dataset.download=true (needs network)"
-        if verify_checksums:
-            hint += ", dataset.verify_checksums=false (for a subset or re-encoded copy)"
-        raise DatasetMissingError(
-            f"CIFAR-10 is missing or unreadable under dataset.root={str(root)!r} "
-            f"(expected {root / BASE_FOLDER}); pass dataset.root=<folder holding {BASE_FOLDER}>, "
-            f"{hint}, or dataset=synthetic_images for offline runs ({type(e).__name__}: {e})"
-        ) from None
-    images = torch.from_numpy(np.ascontiguousarray(ds.data.transpose(0, 3, 1, 2)))
-    labels = torch.tensor(ds.targets, dtype=torch.long)
-    return images, labels, list(ds.classes)
+    names = TRAIN_FILES if train else TEST_FILES
+    check_files(root, [*names, META_FILE], download, verify_checksums)
+    folder = root / BASE_FOLDER
+    classes = read_meta(folder / META_FILE)
+    parts = [read_batch(folder / name, len(classes)) for name in names]
+    images = np.concatenate([x for x, _ in parts])
+    labels = np.concatenate([y for _, y in parts])
+    if len(images) == 0:
+        raise DataFileError(
+            f"{folder}: the {'training' if train else 'test'} files ({', '.join(names)}) hold no images"
+        )
+    return torch.from_numpy(np.ascontiguousarray(images)), torch.from_numpy(labels), classes
 
 
 def write_cifar_batches(
