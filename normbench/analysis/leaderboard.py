@@ -1,0 +1,350 @@
+"""The norm leaderboard: per model and data set, one row per norm, from a sweep's runs.
+
+What each row says, over the seeds of that norm (``n`` = finished runs with a finite value):
+
+- the final metric (``val/acc`` for images; ``test/bleu``, else ``val/bleu``, for translation) as
+  the mean and a 95 % Student-t interval, mean ± t_{0.975, n−1}·s/√n with s the sample standard
+  deviation (ddof 1); one seed gives no interval (−∞, ∞);
+- the final ``train/loss`` (mean);
+- training throughput (``perf/samples_per_s`` or ``perf/tokens_per_s``, each run's median over
+  epochs, then the mean over runs), also relative to the reference norm of the same model and
+  data set: ``bn`` for images, ``ln`` for translation;
+- ``diverged``: runs stopped by the divergence monitor (status ``diverged``). They are counted in
+  the row, not dropped, but the statistics are over finished runs only;
+- the diagnostics' headline numbers at the end of training (`HEADLINES`): each run's mean of the
+  values logged in the last ``tail`` fraction of its steps (its last value when none falls there),
+  then the mean over runs.
+
+No ranking by noise: the norm with the highest mean is ``best``; every norm whose interval overlaps
+the best one's is ``tied``; the others are ``below``.
+
+A norm that cannot run in a cell is ``n/a`` with the reason, never dropped. The reason is a
+config-level rule (`refusal`: a decoder norm that mixes time steps; batch statistics at one sample
+per device, as `normbench.validate` refuses), else the error of the runs' summaries (a job refused
+by config validation writes ``{"status": "failed", "error": ...}``). Every cell lists every norm
+met anywhere in the runs read: a norm not run in a cell is ``n/a`` when a rule refuses it there
+and ``not run`` otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+
+from normbench.analysis.runs import Run
+from normbench.errors import ConfigError
+
+CONFIDENCE = 0.95
+TAIL = 0.1
+"""The end of training: the last 10 % of a run's steps."""
+
+IMAGES, TRANSLATION = "images", "translation"
+METRICS = {IMAGES: ("val/acc",), TRANSLATION: ("test/bleu", "val/bleu")}
+THROUGHPUT = {IMAGES: "perf/samples_per_s", TRANSLATION: "perf/tokens_per_s"}
+REFERENCE = {IMAGES: "bn", TRANSLATION: "ln"}
+TRAIN_LOSS = "train/loss"
+
+BEST, TIED, BELOW, NA, NOT_RUN, NO_RESULT = "best", "tied", "below", "n/a", "not run", "no result"
+
+
+@dataclass(frozen=True)
+class Headline:
+    column: str
+    diagnostic: str
+    metrics: tuple[str, ...]
+    """Metric names tried in order (the first the run logged is used)."""
+    meaning: str
+
+
+HEADLINES = (
+    Headline("loss_range", "landscape", ("loss_range",), "loss range along the step (Santurkar et al. 2018, Fig. 4a)"),
+    Headline("beta", "beta_smoothness", ("beta",), "effective beta-smoothness (Santurkar et al. 2018, Fig. 4c)"),
+    Headline("grad_var", "grad_variance", ("total",), "total variance of the mini-batch gradient"),
+    Headline("bn_mean_dist", "bn_stats", ("first_layer/mean_dist",), "first norm layer: (1/d)|mu_B - mu|"),
+    Headline(
+        "bn_var_dist",
+        "bn_stats",
+        ("first_layer/var_dist", "first_layer/psi2_dist"),
+        "first norm layer: (1/d)|s2_B - sigma2| (PowerNorm: psi2)",
+    ),
+)
+DIAG_PREFIXES = ("", "diag/")
+"""Diagnostics log as ``diag/<name>/<metric>`` or, renamed, ``<name>/<metric>``; both are read."""
+
+
+def diag_key(keys: Collection[str], name: str, metric: str) -> str | None:
+    """The key under which diagnostic ``name`` logged ``metric`` among ``keys``, or None."""
+    for prefix in DIAG_PREFIXES:
+        key = f"{prefix}{name}/{metric}"
+        if key in keys:
+            return key
+    return None
+
+
+def headline_key(keys: Collection[str], headline: Headline) -> str | None:
+    for metric in headline.metrics:
+        key = diag_key(keys, headline.diagnostic, metric)
+        if key is not None:
+            return key
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading runs
+
+
+def _norm_name(node: Any) -> str | None:
+    if isinstance(node, Mapping):
+        return node.get("name")
+    return node if isinstance(node, str) and node else None
+
+
+def task_of(run: Run) -> str:
+    """``translation`` when the data set has a source language, else ``images``."""
+    return TRANSLATION if run.get("dataset.src_lang") is not None else IMAGES
+
+
+def cell_of(run: Run) -> tuple[str, str]:
+    """(model, data set); the data set named with its folder when that differs from its name
+    (``iwslt14 (de-en-subset)``: the loader is IWSLT14's, the data a subset of Multi30k)."""
+    name, root = str(run.get("dataset.name")), run.get("dataset.root")
+    folder = PurePath(str(root)).name if root else ""
+    return str(run.get("model.name")), f"{name} ({folder})" if folder and folder != name else name
+
+
+def norm_of(run: Run) -> str:
+    """The run's norm; ``<encoder>/<decoder>`` when a Transformer's stacks use different norms
+    (``model.encoder_norm`` / ``model.decoder_norm``, e.g. PowerNorm's ``pn/ln``)."""
+    norm = str(_norm_name(run.get("norm")))
+    enc = _norm_name(run.get("model.encoder_norm")) or norm
+    dec = _norm_name(run.get("model.decoder_norm")) or norm
+    return enc if enc == dec else f"{enc}/{dec}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Config-level rules
+
+
+def _probes() -> tuple[Any, Any]:
+    """The behavioural norm probes (``mixes_positions``, ``uses_batch_statistics``)."""
+    try:
+        from normbench.norms.probes import mixes_positions, uses_batch_statistics
+    except ImportError:  # before the probes moved into normbench.norms
+        from normbench.models.transformer import mixes_positions
+        from normbench.validate import uses_batch_statistics
+    return mixes_positions, uses_batch_statistics
+
+
+@functools.cache
+def _mixes_positions(norm_json: str) -> bool:
+    from normbench.norms import norm_factory
+
+    return bool(_probes()[0](norm_factory(json.loads(norm_json)), training=True))
+
+
+@functools.cache
+def _batch_statistics(norm_json: str) -> bool:
+    from normbench.norms import norm_factory
+
+    return bool(_probes()[1](norm_factory(json.loads(norm_json)), 8, "NCHW"))
+
+
+def _norm_json(node: Any) -> str:
+    return json.dumps(dict(node) if isinstance(node, Mapping) else {"name": node}, sort_keys=True)
+
+
+def refusal(config: Mapping[str, Any]) -> str | None:
+    """Why the norm of ``config`` cannot run its cell, or None. Two rules:
+
+    - translation: the decoder's norm (``model.decoder_norm``, else ``norm``) mixes time steps in
+      training (the behavioural probe ``mixes_positions``): the decoder would see future target
+      tokens, so its numbers are not a causal model's;
+    - images: the norm uses batch statistics and the batch holds one sample per device
+      (`normbench.validate.check_norm_in_model` refuses such a job)."""
+    probe = Run("rule", dict(config), [])
+    norm = probe.get("norm")
+    try:
+        if task_of(probe) == TRANSLATION:
+            decoder = probe.get("model.decoder_norm") or norm
+            if _mixes_positions(_norm_json(decoder)):
+                return (
+                    f"decoder norm {_norm_name(decoder)} mixes time steps in training: the decoder would see "
+                    f"future target tokens (model.decoder_norm=ln keeps it causal)"
+                )
+            return None
+        world = int(probe.get("hardware.resolved.world_size", 1) or 1)
+        batch = int(probe.get("batch_size", 2) or 2) // max(world, 1)
+        if batch == 1 and _batch_statistics(_norm_json(norm)):
+            return f"norm={_norm_name(norm)} normalizes with batch statistics but the batch holds one sample per device"
+    except (KeyError, ValueError, TypeError):  # a norm this checkout does not register: no rule applies
+        return None
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Aggregation
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Mean and two-sided t-interval of ``n`` values (``lo``/``hi`` infinite when n = 1)."""
+
+    mean: float
+    lo: float
+    hi: float
+    n: int
+
+
+def t_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Interval:
+    """mean ± t_{(1+c)/2, n−1}·s/√n over the finite ``values`` (s: sample standard deviation)."""
+    from scipy import stats
+
+    v = np.asarray([float(x) for x in values], dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if v.size == 0:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    mean = float(v.mean())
+    if v.size == 1:
+        return Interval(mean, -math.inf, math.inf, 1)
+    half = float(stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return Interval(mean, mean - half, mean + half, int(v.size))
+
+
+def end_value(run: Run, key: str, tail: float = TAIL) -> float:
+    """Mean of ``key``'s finite values logged at steps ≥ (1 − tail)·(the run's last step); the
+    last logged value when none is that late; NaN when never logged."""
+    steps, values = run.series(key)
+    ok = np.isfinite(values)
+    steps, values = steps[ok], values[ok]
+    if not len(values):
+        return math.nan
+    late = steps >= (1 - tail) * max(run.final_step, int(steps.max()))
+    return float(values[late].mean()) if late.any() else float(values[-1])
+
+
+def throughput_of(run: Run, key: str) -> float:
+    """The run's median over epochs of ``key`` (its summary value when no history has it)."""
+    _, values = run.series(key)
+    values = values[np.isfinite(values)]
+    return float(np.median(values)) if len(values) else run.final(key)
+
+
+def metric_key(task: str, runs: Sequence[Run]) -> str:
+    for key in METRICS[task]:
+        if any(key in r.summary or key in r.metric_keys() for r in runs):
+            return key
+    return METRICS[task][0]
+
+
+@dataclass
+class Row:
+    model: str
+    dataset: str
+    norm: str
+    task: str
+    metric: str
+    score: Interval = field(default_factory=lambda: Interval(math.nan, math.nan, math.nan, 0))
+    seeds: list[int] = field(default_factory=list)
+    train_loss: float = math.nan
+    throughput: float = math.nan
+    relative_throughput: float = math.nan
+    diverged: int = 0
+    failed: int = 0
+    verdict: str = NO_RESULT
+    reason: str = ""
+    headlines: dict[str, float] = field(default_factory=dict)
+    runs: int = 0
+
+
+def _mean(values: Iterable[float]) -> float:
+    v = np.asarray(list(values), dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(v.mean()) if v.size else math.nan
+
+
+def _row(model: str, dataset: str, norm: str, task: str, metric: str, runs: list[Run], tail: float) -> Row:
+    row = Row(model, dataset, norm, task, metric, runs=len(runs))
+    row.diverged = sum(r.status == "diverged" for r in runs)
+    finished = [r for r in runs if r.status == "finished"]
+    row.failed = len(runs) - len(finished) - row.diverged
+    rule = refusal(runs[0].config)
+    if rule is not None:
+        row.verdict, row.reason = NA, rule
+        return row
+    if not finished:
+        errors = [str(r.summary.get("error") or "") for r in runs if r.status not in ("finished", "diverged")]
+        if row.diverged:
+            row.reason = f"all {row.diverged} runs diverged"
+        elif errors:
+            row.verdict = NA
+            row.reason = next((e for e in errors if e), f"runs {runs[0].status} without an error message")
+        return row
+    row.seeds = sorted(r.seed for r in finished)
+    row.score = t_interval(r.final(metric) for r in finished)
+    if row.score.n == 0:
+        row.reason = f"no finite {metric} in the {len(finished)} finished runs"
+    row.train_loss = _mean(r.final(TRAIN_LOSS) for r in finished)
+    row.throughput = _mean(throughput_of(r, THROUGHPUT[task]) for r in finished)
+    for h in HEADLINES:
+        vals = [end_value(r, k, tail) for r in finished if (k := headline_key(r.metric_keys(), h))]
+        if vals:
+            row.headlines[h.column] = _mean(vals)
+    return row
+
+
+def _missing_row(model: str, dataset: str, norm: str, task: str, metric: str, like: Run) -> Row:
+    """A norm met elsewhere in the runs but not run in this cell: n/a when a rule refuses it."""
+    config = {**like.config, "norm": {"name": norm}}
+    reason = refusal(config)
+    return Row(model, dataset, norm, task, metric, verdict=NA if reason else NOT_RUN, reason=reason or "")
+
+
+def rank(rows: list[Row]) -> None:
+    """``best`` (highest mean), ``tied`` (interval overlaps the best one's), ``below``."""
+    scored = [r for r in rows if r.verdict not in (NA, NOT_RUN) and r.score.n > 0 and math.isfinite(r.score.mean)]
+    if not scored:
+        return
+    best = max(scored, key=lambda r: r.score.mean)
+    for r in scored:
+        overlaps = r.score.lo <= best.score.hi and best.score.lo <= r.score.hi
+        r.verdict = BEST if r is best else (TIED if overlaps else BELOW)
+
+
+def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
+    """One `Row` per (model, data set, norm), cells in order of appearance, rows by mean score
+    (n/a and not-run rows last)."""
+    if not runs:
+        raise ConfigError("no runs to build a leaderboard from")
+    all_norms = list(dict.fromkeys(norm_of(r) for r in runs))
+    cells: dict[tuple[str, str], list[Run]] = {}
+    for r in runs:
+        cells.setdefault(cell_of(r), []).append(r)
+    out: list[Row] = []
+    for (model, dataset), members in cells.items():
+        task = task_of(members[0])
+        metric = metric_key(task, members)
+        by_norm: dict[str, list[Run]] = {}
+        for r in members:
+            by_norm.setdefault(norm_of(r), []).append(r)
+        rows = [
+            _row(model, dataset, n, task, metric, by_norm[n], tail)
+            if n in by_norm
+            else _missing_row(model, dataset, n, task, metric, members[0])
+            for n in all_norms
+        ]
+        rank(rows)
+        ref = next((r for r in rows if r.norm == REFERENCE[task] and math.isfinite(r.throughput)), None)
+        for r in rows:
+            if ref is not None:
+                r.relative_throughput = r.throughput / ref.throughput
+        order = {BEST: 0, TIED: 1, BELOW: 2, NO_RESULT: 3, NA: 4, NOT_RUN: 5}
+        rows.sort(key=lambda r: (order[r.verdict], -r.score.mean if math.isfinite(r.score.mean) else 0.0))
+        out += rows
+    return out

@@ -1,0 +1,351 @@
+"""``normbench-leaderboard``: runs read from sweep folders or a W&B group, then the leaderboard of
+`normbench.analysis.leaderboard` as Markdown, CSV and one figure (score against relative
+throughput, 95 % t-interval error bars), optionally logged to W&B as a table and an image in a
+summary run of the group.
+
+    normbench-leaderboard outputs/multirun/leaderboard_cpu --out results/leaderboard_cpu
+    normbench-leaderboard --wandb ENTITY/PROJECT --group sweep-2026-11-30_12-00-00 --log-to-wandb
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from normbench.analysis.leaderboard import (
+    CONFIDENCE,
+    HEADLINES,
+    IMAGES,
+    NA,
+    REFERENCE,
+    TAIL,
+    THROUGHPUT,
+    Row,
+    headline_key,
+    leaderboard,
+)
+from normbench.analysis.runs import Run, _number, _wandb_row, load_local_run
+from normbench.errors import ConfigError
+
+PROG = "normbench-leaderboard"
+STEM = "leaderboard"
+CSV_COLUMNS = (
+    "model", "dataset", "task", "norm", "verdict", "metric", "n", "seeds", "mean", "ci_lo", "ci_hi", "train_loss",
+    "throughput_key", "throughput", "reference", "relative_throughput", "diverged", "failed", "runs", "reason",
+    *(h.column for h in HEADLINES),
+)  # fmt: skip
+
+
+def _is_job_dir(path: Path) -> bool:
+    return any((path / m).is_file() for m in ("metrics.jsonl", "summary.json", ".hydra/overrides.yaml"))
+
+
+def find_jobs(root: Path) -> list[Path]:
+    """Job folders under ``root`` (``root`` itself when it is one): any folder holding
+    ``metrics.jsonl``, ``summary.json`` or ``.hydra/overrides.yaml``, so jobs refused before
+    training (no metrics) are found too; W&B's own folders are skipped."""
+    if _is_job_dir(root):
+        return [root]
+    found = {p.parent for m in ("metrics.jsonl", "summary.json") for p in root.rglob(m)}
+    found |= {p.parent.parent for p in root.rglob(".hydra/overrides.yaml")}
+    return sorted(p for p in found if "wandb" not in p.relative_to(root).parts)
+
+
+def load_job(job: Path) -> Run:
+    """One job folder as a `Run`; a job without metrics (refused, killed) gets its config from
+    Hydra's ``.hydra/config.yaml``, its status from ``summary.json`` (none: ``failed``)."""
+    import yaml
+
+    if (job / "metrics.jsonl").is_file():
+        run = load_local_run(job)
+    else:
+        summary = json.loads((job / "summary.json").read_text()) if (job / "summary.json").is_file() else {}
+        run = Run(name=job.name, config={}, history=[], summary=summary, source=str(job))
+    if not run.config and (job / ".hydra" / "config.yaml").is_file():
+        run.config = yaml.safe_load((job / ".hydra" / "config.yaml").read_text()) or {}
+    if not run.summary:
+        run.summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
+    return run
+
+
+def load_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """Every job under the given folders; `ConfigError` (one line) for a missing folder or none found."""
+    runs = []
+    for p in paths:
+        root = Path(p).expanduser()
+        if not root.is_dir():
+            raise ConfigError(f"runs folder {str(root)!r} does not exist (pass a sweep folder: outputs/multirun/...)")
+        jobs = find_jobs(root)
+        if not jobs:
+            raise ConfigError(
+                f"no runs under {str(root)!r} (no job folder with metrics.jsonl, summary.json or .hydra/)"
+            )
+        runs += [load_job(j) for j in jobs]
+    return runs
+
+
+def wanted_keys(summary_keys: Collection[str]) -> list[str]:
+    """The history keys the leaderboard reads from a run that logged ``summary_keys``."""
+    keys = [k for k in THROUGHPUT.values() if k in summary_keys]
+    keys += [k for h in HEADLINES if (k := headline_key(summary_keys, h)) is not None]
+    return keys
+
+
+def load_wandb(path: str, group: str, api: Any = None) -> list[Run]:
+    """The runs of W&B project ``path`` (``entity/project``) in ``group``: config and summary,
+    and the history of only the keys in `wanted_keys` (one ``scan_history(keys=...)`` each,
+    since W&B returns only rows holding every requested key). ``api``: a stand-in for
+    ``wandb.Api()``. Jobs refused before ``wandb.init`` have no W&B run: only the rules show them."""
+    if api is None:
+        import wandb
+
+        api = wandb.Api()
+    runs = []
+    for r in api.runs(path, filters={"group": group}):
+        if getattr(r, "job_type", None) == "leaderboard" or "norm" not in r.config:
+            continue  # a summary run of the group (this command's, normbench-figures'), not a training run
+        summary = getattr(r.summary, "_json_dict", None)
+        summary = dict(summary if summary is not None else r.summary)
+        history = [
+            _wandb_row({"_step": row.get("_step", 0), key: row.get(key)})
+            for key in wanted_keys(summary)
+            for row in r.scan_history(keys=["_step", key])
+        ]
+        history.sort(key=lambda row: row["step"])
+        summary = {k: _number(v) for k, v in summary.items() if not k.startswith("_") and not isinstance(v, Mapping)}
+        runs.append(Run(str(r.name or r.id), dict(r.config), history, summary, source=f"wandb:{path}/{r.id}"))
+    if not runs:
+        raise ConfigError(f"no W&B runs in group {group!r} of {path!r}")
+    return runs
+
+
+def _f(v: float, digits: int = 4) -> str:
+    return f"{v:.{digits}g}" if math.isfinite(v) else ""
+
+
+def csv_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """One dict per row, every number at full precision (``""`` where there is none)."""
+    out = []
+    for r in rows:
+        d: dict[str, Any] = {
+            "model": r.model, "dataset": r.dataset, "task": r.task, "norm": r.norm, "verdict": r.verdict,
+            "metric": r.metric, "n": r.score.n, "seeds": " ".join(map(str, r.seeds)), "mean": r.score.mean,
+            "ci_lo": r.score.lo, "ci_hi": r.score.hi, "train_loss": r.train_loss,
+            "throughput_key": THROUGHPUT[r.task], "throughput": r.throughput, "reference": REFERENCE[r.task],
+            "relative_throughput": r.relative_throughput, "diverged": r.diverged, "failed": r.failed,
+            "runs": r.runs, "reason": r.reason,
+        }  # fmt: skip
+        d.update({h.column: r.headlines.get(h.column, math.nan) for h in HEADLINES})
+        out.append({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()})
+    return out
+
+
+def _score(r: Row) -> str:
+    scale, unit = (100.0, " %") if r.task == IMAGES else (1.0, "")
+    s = r.score
+    if s.n == 0:
+        return ""
+    if s.n == 1:
+        return f"{s.mean * scale:.2f}{unit} (one seed: no interval)"
+    return f"{s.mean * scale:.2f}{unit} [{s.lo * scale:.2f}, {s.hi * scale:.2f}]"
+
+
+def _note(r: Row) -> str:
+    parts = [r.reason] if r.reason else []
+    if r.verdict == NA and r.runs:
+        return "; ".join([*parts, f"{r.runs} run(s) not counted"]).replace("|", "/")
+    if r.diverged and not r.reason:
+        parts.append(f"{r.diverged} of {r.runs} runs diverged")
+    if r.failed and r.verdict != NA:
+        parts.append(f"{r.failed} of {r.runs} runs failed")
+    return "; ".join(parts).replace("|", "/")
+
+
+def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], tail: float = TAIL) -> str:
+    """The leaderboard as Markdown: how to read it, then one table per model and data set."""
+    commits = sorted({str(r.summary.get("git_commit")) for r in runs if r.summary.get("git_commit")})
+    wall = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
+    lines = [
+        "# Norm leaderboard",
+        "",
+        f"Runs read: {len(runs)} from {', '.join(f'`{s}`' for s in sources)}; commits: "
+        f"{', '.join(f'`{c}`' for c in commits) or 'unknown'}; sum of the runs' wall times: {wall / 60:.1f} min.",
+        "",
+        f"Score: mean over the finished seeds and its {CONFIDENCE:.0%} Student-t interval (mean ± t·s/√n, "
+        "n = finished seeds with a value). **best**: highest mean; **tied**: its interval overlaps the best "
+        "one's (no ranking inside the noise); **below**: it does not. Diverged runs are counted, not averaged. "
+        "Throughput: each run's median over epochs, mean over runs, and relative to the reference norm "
+        f"(images: {REFERENCE['images']}, translation: {REFERENCE['translation']}). Diagnostics: each run's mean "
+        f"over the last {tail:.0%} of its steps, mean over runs. **n/a**: the norm cannot run in this cell "
+        "(the reason says why); **not run**: the sweep did not run it here.",
+        "",
+        "Diagnostic columns: " + "; ".join(f"`{h.column}` = {h.meaning}" for h in HEADLINES) + ".",
+    ]
+    cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
+    for model, dataset in cells:
+        cell = [r for r in rows if (r.model, r.dataset) == (model, dataset)]
+        task, metric = cell[0].task, cell[0].metric
+        unit = "samples/s" if task == IMAGES else "tokens/s"
+        shown = [h for h in HEADLINES if any(h.column in r.headlines for r in cell)]
+        header = [
+            "norm", f"{metric} (95 % CI)", "n", "verdict", "train loss", unit, f"× {REFERENCE[task]}",
+            "diverged", *(h.column for h in shown), "note",
+        ]  # fmt: skip
+        lines += ["", f"## {model} on {dataset}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        for r in cell:
+            counted = r.runs and r.verdict != NA
+            values = [
+                r.norm, _score(r), str(r.score.n) if counted else "", r.verdict, _f(r.train_loss),
+                _f(r.throughput, 5), _f(r.relative_throughput, 3), str(r.diverged) if counted else "",
+                *(_f(r.headlines.get(h.column, math.nan)) for h in shown), _note(r),
+            ]  # fmt: skip
+            lines.append("| " + " | ".join(values) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows: Sequence[Row]) -> Any:
+    """Score against throughput relative to the reference norm, one panel per model and data set;
+    error bars: the t-intervals (a hollow marker: one seed, no interval)."""
+    from normbench.analysis.plot import NORM_COLORS, finish_axes, new_figure
+
+    cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
+    title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds)"
+    fig, axes = new_figure(1, max(len(cells), 1), title)
+    for ax, (model, dataset) in zip(axes[0], cells):
+        cell = [r for r in rows if (r.model, r.dataset) == (model, dataset) and r.score.n > 0 and r.verdict != NA]
+        task = next((r.task for r in rows if (r.model, r.dataset) == (model, dataset)), IMAGES)
+        scale = 100.0 if task == IMAGES else 1.0
+        relative = all(math.isfinite(r.relative_throughput) for r in cell)
+        for r in cell:
+            x = r.relative_throughput if relative else r.throughput
+            y = r.score.mean * scale
+            color = NORM_COLORS.get(r.norm, "tab:gray")
+            if r.score.n > 1:
+                err = [[y - r.score.lo * scale], [r.score.hi * scale - y]]
+                ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3, label=f"{r.norm} (n={r.score.n})")
+            else:
+                ax.plot(x, y, "o", mfc="none", color=color, label=f"{r.norm} (n=1)")
+            ax.annotate(r.norm, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+        xlabel = f"throughput × {REFERENCE[task]}" if relative else THROUGHPUT[task]
+        ylabel = f"{cell[0].metric if cell else 'score'}" + (" (%)" if task == IMAGES else "")
+        finish_axes(ax, xlabel, ylabel, f"{model} on {dataset}")
+    return fig
+
+
+def write(rows: Sequence[Row], out: Path, sources: Sequence[str], runs: Sequence[Run], tail: float) -> list[Path]:
+    """``leaderboard.md``, ``leaderboard.csv``, ``leaderboard.png`` / ``.pdf`` under ``out``."""
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"{STEM}.md", out / f"{STEM}.csv", out / f"{STEM}.png", out / f"{STEM}.pdf"]
+    paths[0].write_text(markdown(rows, sources, runs, tail))
+    with open(paths[1], "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
+        writer.writeheader()
+        writer.writerows(csv_rows(rows))
+    fig = figure(rows)
+    fig.tight_layout()
+    for path in paths[2:]:
+        fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return paths
+
+
+def _cell(v: Any) -> Any:
+    """A table cell: numbers stay numbers; a missing or infinite one is None (JSON has neither)."""
+    if v == "" or (isinstance(v, float) and not math.isfinite(v)):
+        return None
+    return v
+
+
+def log_to_wandb(
+    rows: Sequence[Row], png: Path, project: str | None, entity: str | None, group: str, out: Path, mode: str
+) -> str:
+    """A summary run (``job_type=leaderboard``) in ``group`` with ``leaderboard/table`` (a
+    ``wandb.Table`` of the CSV's columns) and ``leaderboard/figure`` (``wandb.Image``). Returns
+    the run's id."""
+    import wandb
+
+    run = wandb.init(
+        project=project or "normbench", entity=entity, group=group, job_type="leaderboard",
+        name=f"leaderboard-{group}", dir=str(out), mode=mode, config={"source_group": group},
+    )  # fmt: skip
+    try:
+        data = [[_cell(row[c]) for c in CSV_COLUMNS] for row in csv_rows(rows)]
+        table = wandb.Table(columns=list(CSV_COLUMNS), data=data)
+        run.log({"leaderboard/table": table, "leaderboard/figure": wandb.Image(str(png))})
+        return str(run.id)
+    finally:
+        run.finish()
+
+
+def _local_group(runs: Sequence[Run], sources: Sequence[str]) -> str:
+    """The runs' ``logger.group`` when they share one, else the sweep's own group name."""
+    groups = {r.get("logger.group") for r in runs}
+    if len(groups) == 1 and None not in groups:
+        return str(groups.pop())
+    return f"sweep-{Path(sources[0]).name}"
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=PROG, description="The norm leaderboard from local sweep folders or a W&B group.")
+    p.add_argument("runs", nargs="*", help="sweep (or job) folders, e.g. outputs/multirun/<date_time>")
+    p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs of a W&B group instead")
+    p.add_argument("--group", help="the W&B group (with --wandb; with --log-to-wandb, the summary run's group)")
+    p.add_argument("--out", help="output folder (default: <first runs folder>/leaderboard, or ./leaderboard-<group>)")
+    p.add_argument("--tail", type=float, default=TAIL, help="end of training: this last fraction of the steps")
+    p.add_argument("--log-to-wandb", action="store_true", help="also log the table and figure to W&B")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if bool(args.runs) == bool(args.wandb):
+            raise ConfigError("pass sweep folders or --wandb ENTITY/PROJECT --group GROUP (one of the two)")
+        if not 0 < args.tail <= 1:
+            raise ConfigError(f"--tail={args.tail} must be in (0, 1]")
+        if args.wandb:
+            if not args.group or args.wandb.count("/") != 1:
+                raise ConfigError("--wandb takes ENTITY/PROJECT and needs --group GROUP")
+            try:
+                runs = load_wandb(args.wandb, args.group)
+            except ConfigError:
+                raise
+            except Exception as e:  # no network, no API key, no such project: one line, not a traceback
+                first = (str(e).splitlines() or [""])[0]
+                raise ConfigError(f"reading W&B {args.wandb} failed: {type(e).__name__}: {first}") from None
+            sources = [f"wandb:{args.wandb}/{args.group}"]
+            out = Path(args.out or f"leaderboard-{args.group}")
+        else:
+            runs, sources = load_runs(args.runs), list(args.runs)
+            out = Path(args.out or Path(args.runs[0]) / "leaderboard")
+        rows = leaderboard(runs, args.tail)
+        paths = write(rows, out, sources, runs, args.tail)
+        if args.log_to_wandb:
+            # reading from W&B: log online beside the runs; local runs: as their sinks do (offline)
+            if args.wandb:
+                (entity, project), default_mode = args.wandb.split("/"), "online"
+            else:
+                entity, project, default_mode = runs[0].get("logger.entity"), runs[0].get("logger.project"), "offline"
+            group = args.group or _local_group(runs, sources)
+            mode = os.environ.get("WANDB_MODE") or default_mode
+            run_id = log_to_wandb(rows, paths[2], project, entity, group, out, mode)
+            print(f"[{PROG}] logged to W&B run {run_id} (group {group})")
+    except ConfigError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    print(paths[0].read_text())
+    print(f"[{PROG}] wrote {', '.join(str(p) for p in paths)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

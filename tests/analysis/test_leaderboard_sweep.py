@@ -1,0 +1,79 @@
+"""The leaderboard end to end: a 2-norm x 1-seed x 6-step sweep through ``python -m normbench -m``
+on the synthetic quickstart data, then ``normbench-leaderboard`` over its sweep folder; every
+number in the table is checked against the job folders' own files."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, cli_env, run_cli
+
+PROBE = "{every_n_steps:100,start_step:5,num_points:2}"
+SWEEP = (
+    "experiment=quickstart",
+    "dataset.num_train=256",
+    "dataset.num_test=64",
+    "batch_size=32",
+    "max_steps=6",
+    "logger.progress_bar=false",
+    "logger.wandb=false",
+    "diagnostics=off",
+    "+diagnostics.bn_stats={every_n_steps:1}",
+    f"+diagnostics.landscape={PROBE}",
+    f"+diagnostics.beta_smoothness={PROBE}",
+    "+diagnostics.grad_variance={every_n_steps:100,start_step:5,num_batches:2}",
+    "norm=bn,gn",
+)
+
+
+def last_logged(job: Path, key: str) -> float:
+    rows = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
+    return [r[key] for r in rows if key in r][-1]
+
+
+def test_sweep_then_leaderboard(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    r = run_cli("-m", *SWEEP, f"hydra.sweep.dir={sweep}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "board"
+    lb = subprocess.run(
+        [sys.executable, "-m", "normbench.analysis.leaderboard_report", str(sweep), "--out", str(out)],
+        cwd=REPO,
+        env=cli_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert lb.returncode == 0, lb.stderr[-3000:]
+    with open(out / "leaderboard.csv") as f:
+        rows = {row["norm"]: row for row in csv.DictReader(f)}
+    assert set(rows) == {"bn", "gn"}
+    by_norm = {}
+    for d in (p for p in sweep.iterdir() if p.name.isdigit()):
+        assert json.loads((d / "summary.json").read_text())["status"] == "finished"
+        by_norm["bn" if "norm=bn" in (d / ".hydra" / "overrides.yaml").read_text() else "gn"] = d
+    assert set(by_norm) == {"bn", "gn"}
+    speed = {n: last_logged(d, "perf/samples_per_s") for n, d in by_norm.items()}  # one epoch: its median
+    for norm, job in by_norm.items():
+        row, summary = rows[norm], json.loads((job / "summary.json").read_text())
+        assert (row["model"], row["dataset"], row["n"], row["seeds"]) == ("resnet20", "synthetic_images", "1", "0")
+        assert float(row["mean"]) == pytest.approx(summary["val/acc"])
+        assert float(row["train_loss"]) == pytest.approx(summary["train/loss"])
+        assert float(row["relative_throughput"]) == pytest.approx(speed[norm] / speed["bn"])
+        # the probes ran at step 5 of 6 only: before the last 10 %, so their last value is used
+        assert float(row["loss_range"]) == pytest.approx(last_logged(job, "diag/landscape/loss_range"))
+        assert float(row["beta"]) == pytest.approx(last_logged(job, "diag/beta_smoothness/beta"))
+        assert float(row["grad_var"]) == pytest.approx(last_logged(job, "diag/grad_variance/total"))
+    assert float(rows["bn"]["bn_var_dist"]) == pytest.approx(
+        last_logged(by_norm["bn"], "diag/bn_stats/first_layer/var_dist")
+    )
+    assert rows["gn"]["bn_var_dist"] == ""  # GN keeps no running statistics
+    assert {rows["bn"]["verdict"], rows["gn"]["verdict"]} == {"best", "tied"}  # one seed: no interval, no rank
+    assert (out / "leaderboard.png").stat().st_size > 0 and "## resnet20 on synthetic_images" in lb.stdout
