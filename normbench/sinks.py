@@ -1,10 +1,10 @@
 """Where metrics go: local files in the run directory, and Weights & Biases.
 
-Local: ``metrics.jsonl`` (one JSON object a line: ``step``, ``epoch`` and the metrics),
+Local: ``metrics.jsonl`` (one JSON object a line: ``step``, ``epoch`` and every metric as logged),
 ``config.yaml`` (the resolved config) and ``summary.json`` (final metrics, status, wall time,
-git commit, versions, device), each written atomically. W&B: imported lazily; offline unless
-``logger.mode`` or ``$WANDB_MODE`` says otherwise; finished in a ``finally`` so that each job
-of a multirun in one process is its own W&B run.
+git commit, versions, device), each written atomically. W&B: `normbench.wandb_sink.WandbSink`
+(re-exported here; imported lazily, so ``import normbench.sinks`` does not import ``wandb``),
+finished in a ``finally`` so that each job of a multirun in one process is its own W&B run.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
-import secrets
-import string
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -23,8 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from normbench.output import atomic_write_text
-
-EPOCH_KEY_PREFIXES = ("train/", "val/", "test/", "perf/")
 
 
 @dataclass
@@ -103,85 +98,6 @@ class LocalSink:
         atomic_write_text(self.run_dir / "summary.json", text + "\n")
 
 
-def new_run_id() -> str:
-    """An 8-character W&B run id (lower-case letters and digits), not from the seeded RNGs."""
-    alphabet = string.ascii_lowercase + string.digits
-    return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-class WandbSink:
-    """One W&B run. If it cannot start online (no network, no key, a server that refuses within
-    ``logger.init_timeout_s``), it starts offline with the same id and one warning line; ``run_id``
-    given: the run is resumed (``resume="allow"``)."""
-
-    def __init__(
-        self,
-        cfg: Mapping[str, Any],
-        run_dir: Path,
-        config: Mapping[str, Any],
-        group: str | None,
-        run_id: str | None = None,
-    ) -> None:
-        import wandb
-
-        mode = cfg.get("mode") or os.environ.get("WANDB_MODE") or "offline"
-        self.wandb = wandb
-        run_id = run_id or new_run_id()
-        kwargs = {
-            "project": cfg.get("project"),
-            "entity": cfg.get("entity"),
-            "group": cfg.get("group") or group,
-            "job_type": cfg.get("job_type"),
-            "tags": list(cfg.get("tags") or []),
-            "name": cfg.get("run_name"),
-            "dir": str(run_dir),
-            "config": dict(config),
-            "id": run_id,
-            "resume": "allow",
-            "settings": wandb.Settings(init_timeout=float(cfg.get("init_timeout_s") or 60.0)),
-        }
-        try:
-            self.run = wandb.init(mode=mode, **kwargs)
-        except Exception as e:
-            if mode in ("offline", "disabled"):
-                raise
-            reason = " ".join(str(e).split()[:30]) or type(e).__name__
-            print(
-                f"normbench: warning: W&B could not start {mode} ({type(e).__name__}: {reason}); "
-                f"logging offline under {run_dir / 'wandb'} (upload later with `wandb sync`)",
-                file=sys.stderr,
-                flush=True,
-            )
-            with contextlib.suppress(Exception):
-                wandb.teardown()  # the failed run would keep its id "in use" in W&B's service
-            try:
-                self.run = wandb.init(mode="offline", **kwargs)
-            except Exception:  # the id is still held by the failed attempt: a new offline run
-                self.run = wandb.init(mode="offline", **{**kwargs, "id": new_run_id()})
-        self.run.define_metric("epoch")
-        for prefix in EPOCH_KEY_PREFIXES:
-            self.run.define_metric(f"{prefix}*", step_metric="epoch")
-        self.run.define_metric("train/batch_loss")  # against the global step
-        self.run.define_metric("lr")
-
-    @property
-    def run_id(self) -> str:
-        return self.run.id
-
-    def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
-        row = {
-            k: self.wandb.Histogram(np_histogram=(v.counts, v.edges)) if isinstance(v, Histogram) else v
-            for k, v in metrics.items()
-        }
-        self.run.log(row, step=step)
-
-    def finish(self, summary: Mapping[str, Any]) -> None:
-        try:
-            self.run.summary.update({k: _jsonable(v) for k, v in summary.items()})
-        finally:
-            self.run.finish()
-
-
 class MetricLogger:
     """Fans each ``log(step, epoch, metrics)`` out to the sinks that are on.
 
@@ -220,3 +136,12 @@ class MetricLogger:
                 sink.finish(summary)
         if errors:
             raise errors[0]
+
+
+def __getattr__(name: str) -> Any:
+    """``from normbench.sinks import WandbSink`` still works (it lives in `normbench.wandb_sink`)."""
+    if name == "WandbSink":
+        from normbench.wandb_sink import WandbSink
+
+        return WandbSink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
