@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from normbench.diagnostics import build_diagnostics, run_hooks
 from normbench.diagnostics.activations import real_values, summarize
-from normbench.sinks import Histogram, LocalSink, WandbSink
+from normbench.sinks import Histogram, LocalSink
 from tests.diagnostics.common import TinyNet, context
 
 
@@ -55,15 +55,11 @@ def test_local_sink_keeps_numbers_and_wandb_gets_histograms(tmp_path) -> None:
     row = json.loads((tmp_path / "metrics.jsonl").read_text())
     assert row == {"step": 3, "epoch": 0, "diag/activations/norm1/pre_mean": 0.5}
 
-    import wandb
+    from normbench.wandb_layout import layout
 
-    logged = {}
-    wb = WandbSink.__new__(WandbSink)
-    wb.wandb = wandb
-    wb.run = type("Run", (), {"log": lambda self, row, step: logged.update(row)})()
-    wb.log(3, 0, metrics)
-    assert isinstance(logged["diag/activations/norm1/pre_hist"], wandb.Histogram)
-    assert logged["diag/activations/norm1/pre_mean"] == 0.5
+    laid = layout(metrics)  # W&B: the histogram in its own section, the per-layer number in the layer table
+    assert laid.scalars["activations_hist/norm1/pre"] is metrics["diag/activations/norm1/pre_hist"]
+    assert laid.tables["activations/layers"].rows == [[0, "norm1", 0.5]]
 
 
 def test_quantiles_of_a_large_tensor_come_from_an_even_subsample() -> None:
