@@ -15,7 +15,15 @@ import numpy as np
 import pytest
 import yaml
 
-from normbench.analysis import FIGURES, figure_fn, load_local_runs, load_wandb_runs, make_figures, write_outputs
+from normbench.analysis import (
+    FIGURES,
+    figure_fn,
+    figure_keys,
+    load_local_runs,
+    load_wandb_runs,
+    make_figures,
+    write_outputs,
+)
 from normbench.analysis.claims import FULL_SCALE
 from normbench.analysis.stats import CONTRADICTED, HOLDS, MIXED, NOT_REPRODUCED, Spread, spread, stack, verdict_less
 from normbench.errors import ConfigError
@@ -347,34 +355,48 @@ def test_local_reader_tolerates_nan_and_a_torn_last_line(tmp_path: Path) -> None
 
 
 def test_wandb_reader_maps_runs_through_the_public_api() -> None:
-    class Summary:
-        _json_dict = {"status": "finished", "test/bleu": 12.5, "_runtime": 3}
+    class Summary:  # define_metric summaries come back as dicts: the reader takes their "last"
+        _json_dict = {"status": "finished", "test/bleu": {"max": 13.0, "last": 12.5}, "val/loss": 2.0, "_runtime": 3}
 
     class FakeRun:
-        id, name = "abc123", "job-0"
-        config = {"norm": {"name": "pn"}, "seed": 1}
-        summary = Summary()
+        def __init__(self, run_id: str, job_type: str) -> None:
+            self.id, self.name, self.job_type = run_id, f"job-{run_id}", job_type
+            self.config = {"norm": {"name": "pn"}, "seed": 1}
+            self.summary = Summary()
+            self.scans: list[list[str] | None] = []
 
-        def scan_history(self) -> list[dict[str, Any]]:
-            return [
+        def scan_history(self, keys: list[str] | None = None) -> list[dict[str, Any]]:
+            self.scans.append(keys)
+            rows = [
                 {"_step": 5, "_runtime": 1.0, "train/batch_loss": 2.5, "hist": {"_type": "histogram"}},
                 {"_step": 10, "epoch": 1, "val/loss": 2.0, "val/acc": None},
             ]
+            return rows if keys is None else [{k: r[k] for k in keys} for r in rows if all(k in r for k in keys)]
 
     class FakeApi:
-        def __init__(self) -> None:
+        def __init__(self, runs: list[FakeRun]) -> None:
             self.calls: list[tuple[str, dict[str, Any]]] = []
+            self._runs = runs
 
         def runs(self, path: str, filters: dict[str, Any]) -> list[FakeRun]:
             self.calls.append((path, filters))
-            return [FakeRun()]
+            return self._runs
 
-    api = FakeApi()
-    (run,) = load_wandb_runs("me/normbench", "powernorm_mt", api=api)
-    assert api.calls == [("me/normbench", {"group": "powernorm_mt"})]
+    training, summary_run = FakeRun("abc123", "powernorm_mt"), FakeRun("fig", "figures")
+    api = FakeApi([training, summary_run])
+    (run,) = load_wandb_runs("me/normbench", "sweep-x", api=api)  # the figures' own summary run is left out
+    assert api.calls == [("me/normbench", {"group": "sweep-x"})]
     assert run.history == [{"step": 5, "epoch": 0, "train/batch_loss": 2.5}, {"step": 10, "epoch": 1, "val/loss": 2.0}]
-    assert run.summary == {"status": "finished", "test/bleu": 12.5}
+    assert run.summary == {"status": "finished", "test/bleu": 12.5, "val/loss": 2.0}
     assert run.final("test/bleu") == 12.5 and run.seed == 1 and run.source == "wandb:me/normbench/abc123"
+    # by job type (every sweep of a preset), fetching only the keys the preset's figures plot
+    training.scans.clear()
+    (run,) = load_wandb_runs("me/normbench", job_type="powernorm_mt", keys=figure_keys("powernorm_mt_cpu"), api=api)
+    assert api.calls[-1] == ("me/normbench", {"jobType": "powernorm_mt"})
+    assert training.scans == [["_step", "test/bleu"], ["_step", "val/loss"]]
+    assert run.history == [{"step": 10, "epoch": 0, "val/loss": 2.0}]
+    with pytest.raises(ConfigError, match="needs a group"):
+        load_wandb_runs("me/normbench", api=api)
 
 
 def test_stats_and_verdicts() -> None:
@@ -402,7 +424,7 @@ def test_every_figure_has_its_presets_and_unknown_ones_fail() -> None:
 
 
 def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_path: Path) -> None:
-    script = [sys.executable, str(REPO / "scripts" / "figures.py")]
+    script = [sys.executable, "-m", "normbench.analysis.figures_cli"]  # what normbench-figures runs
     out = tmp_path / "out"
     ok = subprocess.run(
         [*script, "santurkar_vgg", "--runs", str(santurkar_runs), "--out", str(out)],
@@ -414,6 +436,9 @@ def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_p
     assert (out / "santurkar_fig4.png").is_file() and "| claim |" in ok.stdout
     bad = subprocess.run([*script, "nope", "--runs", str(santurkar_runs)], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "santurkar_vgg" in bad.stderr
+    shim = subprocess.run([sys.executable, str(REPO / "scripts" / "figures.py"), "--help"], capture_output=True,
+                          text=True, check=False)  # fmt: skip
+    assert shim.returncode == 0 and "normbench-figures" in shim.stdout
     missing = subprocess.run(
         [*script, "ln_axes", "--runs", str(tmp_path / "absent")], capture_output=True, text=True, check=False
     )

@@ -7,7 +7,8 @@ preset's function.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 
 from normbench.analysis import batch_size, powernorm, santurkar, transformer
 from normbench.analysis.claims import FULL_SCALE, Claim, Scale
@@ -39,13 +40,35 @@ FIGURES: dict[str, tuple[FigureFn, Scale]] = {
 paper's; a CPU variant: far shorter or smaller — its failed orderings read "not reproduced at this
 scale", never "contradicted")."""
 SCALE_SUFFIXES = ("_cpu",)
+FIGURE_KEYS: dict[str, re.Pattern[str]] = {
+    "santurkar_vgg": re.compile(
+        r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*|ics/.*"
+        r"|activations/.*/post_q\d\d)$"
+    ),
+    "powernorm_stats": re.compile(r"^bn_stats/first_layer/.*$"),
+    "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+    "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+    "gn_batch_size": re.compile(r"^val/acc$"),
+    "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+}
+"""The history keys each preset's figures plot: what `normbench-figures` fetches from W&B."""
+
+
+def figure_keys(preset: str) -> Callable[[Iterable[str]], list[str]]:
+    """The keys of a run (its W&B summary's keys) that ``preset``'s figures plot."""
+    pattern = FIGURE_KEYS[_base(preset)]
+    return lambda keys: [k for k in keys if pattern.match(k)]
+
+
+def _base(preset: str) -> str:
+    for suffix in SCALE_SUFFIXES:
+        preset = preset.removesuffix(suffix)
+    return preset
 
 
 def figure_fn(preset: str) -> tuple[FigureFn, Scale]:
     """The figure function of ``preset`` (``santurkar_vgg`` or ``santurkar_vgg_cpu``) and its scale."""
-    base = preset
-    for suffix in SCALE_SUFFIXES:
-        base = base.removesuffix(suffix)
+    base = _base(preset)
     if base not in FIGURES:
         valid = ", ".join(sorted(FIGURES) + sorted(f + s for f in FIGURES for s in SCALE_SUFFIXES))
         raise ConfigError(f"unknown preset {preset!r}; valid choices: {valid}")
@@ -68,6 +91,7 @@ __all__ = [
     "FigureResult",
     "Run",
     "figure_fn",
+    "figure_keys",
     "load_local_runs",
     "load_wandb_runs",
     "make_figures",

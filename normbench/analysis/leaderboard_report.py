@@ -15,7 +15,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from normbench.analysis.leaderboard import (
     headline_key,
     leaderboard,
 )
-from normbench.analysis.runs import Run, _number, _wandb_row, load_local_run
+from normbench.analysis.runs import Run, load_local_run, load_wandb_runs
 from normbench.errors import ConfigError
 
 PROG = "normbench-leaderboard"
@@ -98,32 +98,12 @@ def wanted_keys(summary_keys: Collection[str]) -> list[str]:
     return keys
 
 
-def load_wandb(path: str, group: str, api: Any = None) -> list[Run]:
-    """The runs of W&B project ``path`` (``entity/project``) in ``group``: config and summary,
-    and the history of only the keys in `wanted_keys` (one ``scan_history(keys=...)`` each,
-    since W&B returns only rows holding every requested key). ``api``: a stand-in for
-    ``wandb.Api()``. Jobs refused before ``wandb.init`` have no W&B run: only the rules show them."""
-    if api is None:
-        import wandb
-
-        api = wandb.Api()
-    runs = []
-    for r in api.runs(path, filters={"group": group}):
-        if getattr(r, "job_type", None) == "leaderboard" or "norm" not in r.config:
-            continue  # a summary run of the group (this command's, normbench-figures'), not a training run
-        summary = getattr(r.summary, "_json_dict", None)
-        summary = dict(summary if summary is not None else r.summary)
-        history = [
-            _wandb_row({"_step": row.get("_step", 0), key: row.get(key)})
-            for key in wanted_keys(summary)
-            for row in r.scan_history(keys=["_step", key])
-        ]
-        history.sort(key=lambda row: row["step"])
-        summary = {k: _number(v) for k, v in summary.items() if not k.startswith("_") and not isinstance(v, Mapping)}
-        runs.append(Run(str(r.name or r.id), dict(r.config), history, summary, source=f"wandb:{path}/{r.id}"))
-    if not runs:
-        raise ConfigError(f"no W&B runs in group {group!r} of {path!r}")
-    return runs
+def load_wandb(path: str, group: str | None, job_type: str | None = None, api: Any = None) -> list[Run]:
+    """The training runs of W&B project ``path`` in ``group`` (one sweep) and/or ``job_type`` (the
+    preset: every sweep of it, e.g. the two sweeps of a leaderboard preset), with the history of
+    only the keys in `wanted_keys` (`normbench.analysis.runs.load_wandb_runs`). Jobs refused before
+    ``wandb.init`` have no W&B run: only the rules show them."""
+    return [r for r in load_wandb_runs(path, group, job_type, keys=wanted_keys, api=api) if "norm" in r.config]
 
 
 def _f(v: float, digits: int = 4) -> str:
@@ -268,13 +248,13 @@ def _cell(v: Any) -> Any:
 def log_to_wandb(
     rows: Sequence[Row], png: Path, project: str | None, entity: str | None, group: str, out: Path, mode: str
 ) -> str:
-    """A summary run (``job_type=leaderboard``) in ``group`` with ``leaderboard/table`` (a
+    """A summary run (``job_type=leaderboard-summary``) in ``group`` with ``leaderboard/table`` (a
     ``wandb.Table`` of the CSV's columns) and ``leaderboard/figure`` (``wandb.Image``). Returns
     the run's id."""
     import wandb
 
     run = wandb.init(
-        project=project or "normbench", entity=entity, group=group, job_type="leaderboard",
+        project=project or "normbench", entity=entity, group=group, job_type="leaderboard-summary",
         name=f"leaderboard-{group}", dir=str(out), mode=mode, config={"source_group": group},
     )  # fmt: skip
     try:
@@ -298,7 +278,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="The norm leaderboard from local sweep folders or a W&B group.")
     p.add_argument("runs", nargs="*", help="sweep (or job) folders, e.g. outputs/multirun/<date_time>")
     p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs of a W&B group instead")
-    p.add_argument("--group", help="the W&B group (with --wandb; with --log-to-wandb, the summary run's group)")
+    p.add_argument("--group", help="the W&B group: one sweep (with --wandb; with --log-to-wandb, the summary "
+                   "run's group)")
+    p.add_argument("--job-type", help="with --wandb: every run of this job type (the preset, e.g. leaderboard_cpu: "
+                   "both of its sweeps)")
     p.add_argument("--out", help="output folder (default: <first runs folder>/leaderboard, or ./leaderboard-<group>)")
     p.add_argument("--tail", type=float, default=TAIL, help="end of training: this last fraction of the steps")
     p.add_argument("--log-to-wandb", action="store_true", help="also log the table and figure to W&B")
@@ -313,17 +296,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not 0 < args.tail <= 1:
             raise ConfigError(f"--tail={args.tail} must be in (0, 1]")
         if args.wandb:
-            if not args.group or args.wandb.count("/") != 1:
-                raise ConfigError("--wandb takes ENTITY/PROJECT and needs --group GROUP")
+            if not (args.group or args.job_type) or args.wandb.count("/") != 1:
+                raise ConfigError("--wandb takes ENTITY/PROJECT and needs --group GROUP or --job-type PRESET")
             try:
-                runs = load_wandb(args.wandb, args.group)
+                runs = load_wandb(args.wandb, args.group, args.job_type)
             except ConfigError:
                 raise
             except Exception as e:  # no network, no API key, no such project: one line, not a traceback
                 first = (str(e).splitlines() or [""])[0]
                 raise ConfigError(f"reading W&B {args.wandb} failed: {type(e).__name__}: {first}") from None
-            sources = [f"wandb:{args.wandb}/{args.group}"]
-            out = Path(args.out or f"leaderboard-{args.group}")
+            selection = args.group or args.job_type
+            sources = [f"wandb:{args.wandb}/{selection}"]
+            out = Path(args.out or f"leaderboard-{selection}")
         else:
             runs, sources = load_runs(args.runs), list(args.runs)
             out = Path(args.out or Path(args.runs[0]) / "leaderboard")

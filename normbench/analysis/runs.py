@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,30 +162,67 @@ def _wandb_row(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def load_wandb_runs(path: str, group: str, api: Any = None) -> list[Run]:
-    """The runs of W&B project ``path`` (``entity/project``) in ``group``, read with
-    ``wandb.Api().runs(path, filters={"group": group})`` and ``run.scan_history()``.
+SUMMARY_JOB_TYPES = ("figures", "leaderboard-summary")
+"""W&B job types of the summary runs that normbench-figures / normbench-leaderboard log into a
+group: read back, they are not training runs."""
 
-    ``api`` stands in for ``wandb.Api()`` (tests pass a fake)."""
+
+def _summary_value(v: Any) -> Any:
+    """A W&B summary entry as one number: a ``define_metric`` summary dict ({max, last, …}) gives
+    its ``last``; anything else is kept (``"nan"`` / ``"inf"`` strings back to floats)."""
+    if isinstance(v, Mapping):
+        return _number(v.get("last"))
+    return _number(v)
+
+
+def load_wandb_runs(
+    path: str,
+    group: str | None = None,
+    job_type: str | None = None,
+    keys: Callable[[Iterable[str]], Iterable[str]] | None = None,
+    api: Any = None,
+) -> list[Run]:
+    """The training runs of W&B project ``path`` (``entity/project``) in ``group`` (one sweep
+    invocation) and/or of ``job_type`` (the preset: every sweep of it), read with
+    ``wandb.Api().runs(path, filters=…)``.
+
+    ``keys(summary_keys)`` names the history keys to fetch (one ``scan_history(keys=[key])`` each,
+    as W&B returns only rows holding every requested key); None: the whole history. Summary runs
+    (`SUMMARY_JOB_TYPES`) are left out. ``api`` stands in for ``wandb.Api()`` (tests pass a fake)."""
+    if group is None and job_type is None:
+        raise ConfigError("reading W&B runs needs a group (one sweep) or a job type (a preset)")
     if api is None:
         import wandb
 
         api = wandb.Api()
+    filters = {k: v for k, v in (("group", group), ("jobType", job_type)) if v is not None}
     runs = []
-    for r in api.runs(path, filters={"group": group}):
+    for r in api.runs(path, filters=filters):
+        if getattr(r, "job_type", None) in SUMMARY_JOB_TYPES:
+            continue
         summary = getattr(r.summary, "_json_dict", None)
-        if summary is None:
-            summary = dict(r.summary)
-        history = [_wandb_row(row) for row in r.scan_history()]
+        summary = dict(summary if summary is not None else r.summary)
+        if keys is None:
+            history = [_wandb_row(row) for row in r.scan_history()]
+        else:
+            history = [
+                _wandb_row({"_step": row.get("_step", 0), key: row.get(key)})
+                for key in keys(summary)
+                for row in r.scan_history(keys=["_step", key])
+            ]
+            history.sort(key=lambda row: row["step"])
         runs.append(
             Run(
                 name=str(r.name or r.id),
                 config=dict(r.config),
                 history=history,
-                summary={k: _number(v) for k, v in summary.items() if not k.startswith("_")},
+                summary={k: _summary_value(v) for k, v in summary.items() if not k.startswith("_")},
                 source=f"wandb:{path}/{r.id}",
             )
         )
+    if not runs:
+        where = " and ".join(f"{k} {v!r}" for k, v in filters.items())
+        raise ConfigError(f"no W&B training runs with {where} in {path!r}")
     return runs
 
 

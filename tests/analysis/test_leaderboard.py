@@ -234,7 +234,7 @@ def test_wandb_runs_fetch_only_the_keys_used() -> None:
     config = {"model": {"name": "resnet20"}, "dataset": {"name": "cifar10"}, "norm": {"name": "bn"}, "seed": 0}
     fake = FakeRun("abc", config, summary, history)
     board = FakeRun("board", {"source_group": "sweep-x"}, {"status": "finished"}, [])
-    board.job_type = "leaderboard"  # an earlier --log-to-wandb summary run in the same group: skipped
+    board.job_type = "leaderboard-summary"  # an earlier --log-to-wandb summary run in the same group: skipped
     api = FakeApi([fake, board])
     runs = load_wandb("me/normbench", "sweep-x", api=api)
     assert api.calls == [("me/normbench", {"group": "sweep-x"})]
@@ -242,7 +242,7 @@ def test_wandb_runs_fetch_only_the_keys_used() -> None:
     assert len(runs) == 1 and not board.scanned
     (row,) = lb.leaderboard(runs)
     assert row.throughput == pytest.approx(110.0) and row.headlines["grad_var"] == pytest.approx(7.0)
-    with pytest.raises(ConfigError, match="no W&B runs"):
+    with pytest.raises(ConfigError, match="no W&B training runs"):
         load_wandb("me/normbench", "empty", api=FakeApi([]))
 
 
@@ -257,7 +257,7 @@ def test_log_to_wandb_offline_writes_the_table_and_figure(
     monkeypatch.setattr(wandb, "init", lambda **kw: calls.append(kw) or real_init(**kw))
     out = tmp_path / "out"
     assert main([str(sweep), "--out", str(out), "--log-to-wandb", "--group", "my-sweep"]) == 0
-    assert [(c["group"], c["job_type"], c["mode"]) for c in calls] == [("my-sweep", "leaderboard", "offline")]
+    assert [(c["group"], c["job_type"], c["mode"]) for c in calls] == [("my-sweep", "leaderboard-summary", "offline")]
     (table_file,) = out.glob("wandb/offline-run-*/files/media/table/leaderboard/table_*.table.json")
     table = json.loads(table_file.read_text())
     with open(out / "leaderboard.csv") as f:

@@ -1,0 +1,114 @@
+"""``normbench-figures``: draw a preset's paper figure(s) from its runs, with the CSV of the plotted
+numbers and the claims table.
+
+    normbench-figures santurkar_vgg_cpu --runs outputs/multirun/2026-11-29_15-00-00
+    normbench-figures powernorm_mt --wandb my-entity/normbench --group sweep-2026-11-29_15-00-00
+    normbench-figures powernorm_mt --wandb my-entity/normbench --job-type powernorm_mt --log-to-wandb
+
+Writes ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and ``<out>/claims.csv``, ``claims.md``,
+``runs.csv`` (default ``<out>``: ``results/<preset>``). From W&B, runs are selected by group (one
+sweep invocation) and/or job type (the preset: every sweep of it), and only the keys the figures
+plot are fetched. ``--log-to-wandb`` logs each figure as a ``wandb.Image`` and each claims table as
+a ``wandb.Table`` into a summary run of the group (job type ``figures``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from normbench.analysis import figure_fn, figure_keys, load_local_runs, load_wandb_runs, make_figures, write_outputs
+from normbench.analysis.claims import claims_markdown
+from normbench.analysis.plot import FigureResult
+from normbench.analysis.runs import Run
+from normbench.errors import ConfigError
+
+
+def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
+    """One row per run: where it came from, its overrides, status, wall time and seed."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["source", "overrides", "status", "seed", "steps", "wall_time_s"])
+        for r in runs:
+            writer.writerow(
+                [r.source, " ".join(r.overrides), r.status, r.seed, r.final_step, r.summary.get("wall_time_s")]
+            )
+    return path
+
+
+def log_to_wandb(
+    results: Sequence[FigureResult], out: Path, entity_project: str, group: str | None, preset: str
+) -> str:
+    """Each figure as a ``wandb.Image`` and each figure's claims as a ``wandb.Table``, in one summary
+    run of ``group`` (job type ``figures``); returns the run's id."""
+    import wandb
+
+    entity, _, project = entity_project.rpartition("/")
+    run = wandb.init(entity=entity or None, project=project, group=group, job_type="figures",
+                     name=f"figures-{preset}", tags=[preset, "figures"])  # fmt: skip
+    try:
+        for res in results:
+            row = {f"figures/{res.name}": wandb.Image(str(out / f"{res.name}.png"))}
+            if res.claims:
+                columns = ["claim", "paper", "measured", "verdict"]
+                row[f"claims/{res.name}"] = wandb.Table(
+                    columns=columns, data=[[c.claim, c.paper, c.measured, c.verdict] for c in res.claims]
+                )
+            run.log(row)
+        return run.id
+    finally:
+        run.finish()
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="normbench-figures", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--runs", nargs="+", metavar="DIR", help="multirun directories (each job: metrics.jsonl ...)")
+    source.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B")
+    parser.add_argument("--group", help="W&B group: one sweep invocation (sweep-<dir name>)")
+    parser.add_argument("--job-type", help="W&B job type: the preset (every sweep of it); default with --wandb "
+                        "and no --group: the preset's name")  # fmt: skip
+    parser.add_argument("--out", help="output folder (default: results/<preset>)")
+    parser.add_argument("--log-to-wandb", metavar="ENTITY/PROJECT", nargs="?", const="",
+                        help="log the figures and claims tables into a W&B summary run of the group "
+                        "(default project: the one read with --wandb)")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        figure_fn(args.preset)
+        if args.runs:
+            runs = load_local_runs(args.runs)
+        else:
+            job_type = args.job_type or (None if args.group else args.preset)
+            runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
+        results = make_figures(args.preset, runs)
+    except ConfigError as e:
+        print(f"normbench-figures: error: {e}", file=sys.stderr)
+        return 2
+    out = Path(args.out or Path("results") / args.preset)
+    for path in [*write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]:
+        print(f"[figures] wrote {path}")
+    total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
+    print(f"[figures] {len(runs)} runs, {total:.0f} s of run wall time in all")
+    print(claims_markdown([c for r in results for c in r.claims]))
+    if args.log_to_wandb is not None:
+        target = args.log_to_wandb or args.wandb
+        if not target:
+            print("normbench-figures: error: --log-to-wandb needs ENTITY/PROJECT (or --wandb)", file=sys.stderr)
+            return 2
+        run_id = log_to_wandb(results, out, target, args.group, args.preset)
+        print(f"[figures] logged to W&B run {run_id}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
