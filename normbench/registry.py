@@ -1,16 +1,24 @@
 """A small name → builder registry shared by norms, models, datasets and diagnostics.
 
 Each entry may carry a config dataclass; `register_configs()` stores those in Hydra's
-ConfigStore (``schema/<group>/<name>``) so that the YAML file
-``conf/<group>/<name>.yaml`` can list ``/schema/<group>@_here_: <name>`` in its defaults and get typed keys:
-an unknown key or a wrong type then fails when Hydra composes the config.
+ConfigStore (``schema/<group>/<name>``) so that the YAML file ``conf/<group>/<name>.yaml`` can
+list ``/schema/<group>@_here_: <name>`` in its defaults and get typed keys: an unknown key or a
+wrong type then fails when Hydra composes the config.
+
+A name is written once, in the ``register`` call: it fills the stored schema's ``name`` key (the
+config dataclasses declare ``name`` without a default, the YAML files leave it out), and a
+registered class that carries a ``name`` attribute (the diagnostic hooks) gets it too.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from omegaconf import DictConfig, OmegaConf
 
 from normbench.errors import ConfigError
 
@@ -27,6 +35,11 @@ class Entry(Generic[T]):
     obj: T
     config: type | None
 
+    def defaults(self) -> DictConfig:
+        """The entry's config with its default values and its name (``<group>=<name>`` with no
+        further keys), typed by its dataclass."""
+        return schema(self.name, self.config) if self.config is not None else OmegaConf.create({"name": self.name})
+
 
 class Registry(Generic[T]):
     """A plain dict of named entries, one per Hydra config group."""
@@ -36,13 +49,14 @@ class Registry(Generic[T]):
         self._entries: dict[str, Entry[T]] = {}
 
     def register(self, name: str, config: type | None = None) -> Callable[[T], T]:
-        def decorator(obj: T) -> T:
-            if name in self._entries:
-                raise ValueError(f"{self.group} {name!r} is registered twice")
-            self._entries[name] = Entry(name, obj, config)
-            return obj
+        """Decorator: enter ``obj`` as ``name`` (with its config dataclass); see `name_class`."""
+        return functools.partial(self._add, name, config)
 
-        return decorator
+    def _add(self, name: str, config: type | None, obj: T) -> T:
+        if name in self._entries:
+            raise ValueError(f"{self.group} {name!r} is registered twice")
+        self._entries[name] = Entry(name, name_class(obj, name), config)
+        return obj
 
     def get(self, name: str) -> T:
         return self.entry(name).obj
@@ -63,10 +77,29 @@ class Registry(Generic[T]):
         return {e.name: e.config for e in self._entries.values() if e.config is not None}
 
 
+def name_class(obj: T, name: str) -> T:
+    """A registered class with a ``name`` attribute (inherited, e.g. ``DiagnosticHook.name``) is
+    given its registered name; a class that spells out another name is refused."""
+    if isinstance(obj, type) and hasattr(obj, "name"):
+        own = vars(obj).get("name")
+        if own is not None and own != name:
+            raise ValueError(f"{obj.__name__}.name={own!r} but it is registered as {name!r}")
+        obj.name = name  # type: ignore[attr-defined]
+    return obj
+
+
+def schema(name: str, config: type) -> DictConfig:
+    """``config`` as a typed OmegaConf node with ``name`` (when it has that key) set to ``name``."""
+    node = OmegaConf.structured(config)
+    if "name" in {f.name for f in dataclasses.fields(config)}:
+        node.name = name
+    return node
+
+
 def store_schemas(registry: Registry[Any]) -> None:
-    """Store each entry's config dataclass in Hydra's ConfigStore as ``schema/<group>/<name>``."""
+    """Store each entry's config in Hydra's ConfigStore as ``schema/<group>/<name>``, named."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     for name, config in registry.configs().items():
-        cs.store(group=f"schema/{registry.group}", name=name, node=config)
+        cs.store(group=f"schema/{registry.group}", name=name, node=schema(name, config))

@@ -3,11 +3,15 @@
 Two stages, each raising `ConfigError` with one line that names the key, the bad value and what
 is allowed:
 
-- `check_overrides` runs on the command line before Hydra composes anything: a config-group
+- `check_overrides` runs on the command line before Hydra runs anything: a config-group
   choice that does not exist (``norm=batchnorm``, ``hardware=tpu``), a key that the chosen group
   option does not have (``model.norm_position=pre`` on ``model=resnet20``: a sequence-model
-  option on an image model), or a value of the wrong type. Hydra cannot compose such a job, so
-  in a multirun the whole sweep is refused before any job starts, rather than failing hours in.
+  option on an image model), or a value of the wrong type. The config is composed once (the
+  first job's, as Hydra will compose it); a key inside a swept group (``-m norm=gn,bn
+  norm.groups=4``) is also checked against each other swept option, read from its own file on
+  its schema (`option_node`), and so is the hint naming the options that have the key. Hydra
+  itself composes every job of a sweep before it launches any (``validate_batch_is_legal``), so
+  a sweep with a job that cannot compose never starts.
 - `validate_config` runs on the composed config of each job: registered names (norm, model,
   dataset, optimizer, schedule, hardware device and precision, diagnostics), positive numbers,
   ``dataset.root``, and the norm inside the model: the model is built on the ``meta`` device with
@@ -19,22 +23,20 @@ is allowed:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from torch import nn
 
 from normbench.errors import ConfigError
+from normbench.norms.probes import uses_batch_statistics
 
 HYDRA_FLAGS_WITHOUT_RUN = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc")
 HYDRA_FLAGS_OTHER_CONFIG = ("--config-path", "-cp", "--config-dir", "-cd", "--config-name", "-cn")
-MAX_COMBINATIONS = 32
-"""Group-choice combinations composed by `check_overrides` (a larger sweep checks the first ones)."""
 
 
 def _choices(conf_dir: Path, group: str) -> list[str]:
@@ -82,56 +84,78 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
 def _check_keys_and_types(
     conf_dir: Path, groups: set[str], group_values: dict[str, list[str]], overrides: list[Any]
 ) -> None:
+    """Each value override against the first job's composed config (composed once, as Hydra will
+    compose it) and, for a key inside a swept group, against each other swept option's node."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    names = list(group_values)
-    combos = list(itertools.islice(itertools.product(*(group_values[g] for g in names)), MAX_COMBINATIONS))
+    first = [f"{g}={values[0]}" for g, values in group_values.items()]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            for combo in combos:
-                choice = dict(zip(names, combo))
-                try:
-                    cfg = compose("config", overrides=[f"{g}={v}" for g, v in choice.items()])
-                except HydraException:
-                    return  # Hydra will say what is wrong with the composition itself
-                for o in overrides:
-                    _check_override(cfg, o, choice, groups, conf_dir, compose)
+            cfg = compose("config", overrides=first, return_hydra_config=True)
+    except HydraException:
+        return  # Hydra will say what is wrong with the composition itself
     finally:
         GlobalHydra.instance().clear()
+    chosen = dict(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    for o in overrides:
+        key = o.key_or_group
+        head, _, rest = key.partition(".")
+        if head not in groups or not rest:
+            _check_key(cfg, key, o)
+            continue
+        for i, option in enumerate(group_values.get(head) or [chosen[head]]):
+            node = cfg[head] if i == 0 else option_node(conf_dir, head, option)
+            _check_key(node, rest, o, conf_dir=conf_dir, group=head, option=option)
 
 
-def _check_override(
-    cfg: DictConfig, o: Any, choice: dict[str, str], groups: set[str], conf_dir: Path, compose: Any
-) -> None:
+def option_node(conf_dir: Path, group: str, option: str) -> DictConfig:
+    """``conf/<group>/<option>.yaml`` on the schema its defaults name, as Hydra places it under
+    ``<group>`` (without composing the whole config)."""
+    from hydra.core.config_store import ConfigStore
     from hydra.errors import HydraException
 
+    raw = OmegaConf.load(conf_dir / group / f"{option}.yaml")
+    assert isinstance(raw, DictConfig)
+    node: DictConfig = OmegaConf.create({})
+    for entry in raw.pop("defaults", None) or []:
+        for target, name in entry.items() if isinstance(entry, DictConfig) else []:
+            path = f"{target.split('@')[0].lstrip('/')}/{name}.yaml"  # /schema/norm@_here_: bn
+            if path.startswith("schema/"):
+                with contextlib.suppress(HydraException):  # schema not stored: the file alone
+                    node = OmegaConf.structured(ConfigStore.instance().load(path).node)
+    return OmegaConf.merge(node, raw)  # type: ignore[return-value]
+
+
+def _check_key(
+    node: DictConfig, path: str, o: Any, *, conf_dir: Path | None = None, group: str = "", option: str = ""
+) -> None:
+    """``path`` (the override's key below ``node``) exists in ``node`` and takes each value."""
     key = o.key_or_group
-    head, _, rest = key.partition(".")
-    parent_key, _, leaf = key.rpartition(".")
-    parent = OmegaConf.select(cfg, parent_key) if parent_key else cfg
+    parent_key, _, leaf = path.rpartition(".")
+    parent = OmegaConf.select(node, parent_key) if parent_key else node
+    takes = ", ".join(k for k in parent) if isinstance(parent, DictConfig) else ""
     if not isinstance(parent, DictConfig) or leaf not in parent:
-        if head in groups and rest:
-            current = choice.get(head) or str(OmegaConf.select(cfg, f"{head}.name", default="?"))
-            others = []
-            for option in _choices(conf_dir, head):
-                if option == current:
-                    continue
-                with contextlib.suppress(HydraException):
-                    if OmegaConf.select(compose("config", overrides=[f"{head}={option}"]), key) is not None:
-                        others.append(option)
-            where = f"; it is an option of {head}={','.join(others)}" if others else ""
-            takes = ", ".join(k for k in parent) if isinstance(parent, DictConfig) else "no such keys"
-            raise ConfigError(f"{key} is not an option of {head}={current}{where}; {head}={current} takes: {takes}")
-        valid = ", ".join(k for k in parent) if isinstance(parent, DictConfig) else ""
-        raise ConfigError(f"{key} is not a config key; valid keys here: {valid} (use +{key}=... to add one)")
+        if conf_dir is None:
+            raise ConfigError(f"{key} is not a config key; valid keys here: {takes} (use +{key}=... to add one)")
+        others = [
+            other
+            for other in _choices(conf_dir, group)
+            if other != option and OmegaConf.select(option_node(conf_dir, group, other), path) is not None
+        ]
+        where = f"; it is an option of {group}={','.join(others)}" if others else ""
+        raise ConfigError(
+            f"{key} is not an option of {group}={option}{where}; {group}={option} takes: {takes or 'no such keys'}"
+        )
     values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
     for value in values:
-        trial = OmegaConf.create(cfg)  # typed copy (keeps the schema's node types)
+        trial = OmegaConf.create(node)  # typed copy (keeps the schema's node types)
         try:
-            OmegaConf.update(trial, key, value, merge=True)
+            OmegaConf.update(trial, path, value, merge=True)
         except Exception as e:
             reason = _one_line(str(e).splitlines()[0])
             raise ConfigError(f"{key}={value!r} is not allowed: {reason}") from None
@@ -226,25 +250,6 @@ class _NormProbe(nn.Module):
 
 def per_device_batch(batch_size: int) -> int:
     return int(batch_size) // max(int(os.environ.get("WORLD_SIZE", "1")), 1)
-
-
-def uses_batch_statistics(norm_layer: Any, num_features: int, layout: str) -> bool:
-    """Whether the norm's training output for a sample depends on the other samples of the batch.
-
-    Two batches that share their first sample, under the same RNG seed (noise-injecting norms
-    draw the same noise): a per-sample norm gives that sample the same output in both."""
-    g = torch.Generator().manual_seed(0)
-    shape = (3, num_features, 3, 3) if layout == "NCHW" else (3, 4, num_features)
-    x = torch.randn(shape, generator=g, dtype=torch.float64)
-    other = x.clone()
-    other[1:] = 3 * torch.randn(other[1:].shape, generator=g, dtype=torch.float64) + 1
-    outs = []
-    for batch in (x, other):
-        norm = norm_layer(num_features, layout).double().train()
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(0)
-            outs.append(norm(batch)[0])
-    return not torch.allclose(outs[0], outs[1], rtol=1e-9, atol=1e-12)
 
 
 def _per_sample_norms() -> str:

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import yaml
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from torch import nn
 
 from normbench import hardware
@@ -29,7 +29,7 @@ BF16_TOL = 2.0**-7  # two bf16 ulps at 1: the output's own rounding, with room f
 
 def default_norm(name: str) -> DictConfig:
     """The norm's config with its schema defaults (``norm=<name>`` with no further keys)."""
-    return OmegaConf.structured(NORMS.entry(name).config)
+    return NORMS.entry(name).defaults()
 
 
 def compose_cfg(overrides: list[str]) -> DictConfig:

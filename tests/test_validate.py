@@ -11,14 +11,10 @@ import pytest
 from normbench import cli
 from normbench.data import list_datasets
 from normbench.models import list_models
-from normbench.norms import list_norms, norm_factory
-from normbench.validate import uses_batch_statistics
+from normbench.norms import list_norms
 from tests.conftest import TINY_RUN
 
 HARDWARE = sorted(p.stem for p in (Path(cli.config_dir()) / "hardware").glob("*.yaml"))
-
-BATCH_STATISTIC_NORMS = {"bn", "bn_noisy", "pn", "brn"}
-"""Norms that normalize with statistics over the batch (the norm-zoo issue's list)."""
 
 
 def run_cli_inprocess(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
@@ -118,11 +114,6 @@ def test_resume_with_another_configuration_is_refused_and_keeps_the_run(tmp_path
     assert (out / "summary.json").read_text().count('"status": "finished"') == 1
 
 
-@pytest.mark.parametrize("name", list_norms())
-def test_batch_statistics_probe_matches_the_norm_family(name: str) -> None:
-    assert uses_batch_statistics(norm_factory(name), 8, "NCHW") == (name in BATCH_STATISTIC_NORMS)
-
-
 def test_per_device_batch_counts_the_processes(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("WORLD_SIZE", "2")
     from hydra import compose, initialize_config_dir
@@ -137,3 +128,33 @@ def test_per_device_batch_counts_the_processes(tmp_path, monkeypatch, capsys) ->
     GlobalHydra.instance().clear()
     with pytest.raises(ConfigError, match="batch_size=2 gives one sample per device"):
         validate_config(cfg)
+
+
+def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_config(monkeypatch) -> None:
+    """``-m norm=gn,bn norm.groups=4``: BatchNorm has no groups, so the sweep is refused before it
+    starts; the config is composed once (the first job's), the other option read from its file."""
+    import hydra
+
+    from normbench.errors import ConfigError
+    from normbench.validate import check_overrides
+
+    composed = []
+    compose = hydra.compose
+    monkeypatch.setattr(hydra, "compose", lambda *a, **kw: composed.append(kw.get("overrides")) or compose(*a, **kw))
+    conf = cli.config_dir()
+    with pytest.raises(ConfigError) as e:
+        check_overrides(["-m", "experiment=quickstart", "norm=gn,bn", "norm.groups=4"], conf)
+    import dataclasses
+
+    from normbench.norms import NORMS
+
+    fields = {n: [f.name for f in dataclasses.fields(NORMS.entry(n).config)] for n in list_norms()}
+    having = ",".join(n for n in list_norms() if "groups" in fields[n])
+    message = f"norm.groups is not an option of norm=bn; it is an option of norm={having}; norm=bn takes:"
+    assert str(e.value).startswith(message)
+    assert "momentum" in str(e.value).split("takes:")[1]
+    assert composed == [["experiment=quickstart", "norm=gn"]]
+    check_overrides(["-m", "experiment=quickstart", "norm=gn,bn", "norm.eps=1e-3"], conf)  # every norm has eps
+    with pytest.raises(ConfigError, match="norm.eps='small' is not allowed: Value 'small' of type 'str'"):
+        check_overrides(["-m", "norm=gn,bn", "norm.eps=small"], conf)
+    assert len(composed) == 3

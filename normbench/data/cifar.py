@@ -109,7 +109,6 @@ def make_synthetic_images(
 
 @dataclass
 class CIFAR10Config(DatasetConfig):
-    name: str = "cifar10"
     root: str = "data/cifar10"
     download: bool = False
     verify_checksums: bool = True
@@ -118,7 +117,6 @@ class CIFAR10Config(DatasetConfig):
 
 @dataclass
 class SyntheticImagesConfig(DatasetConfig):
-    name: str = "synthetic_images"
     root: str | None = None
     """Where to write the files; default: ``<run dir>/data``."""
     num_train: int = 2000

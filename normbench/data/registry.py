@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
+from omegaconf import MISSING
 
 from normbench.registry import Registry
 
@@ -26,7 +27,8 @@ DATASETS: Registry[DatasetBuilder] = Registry("dataset")
 
 @dataclass
 class DatasetConfig:
-    name: str = "cifar10"
+    name: str = MISSING
+    """The registered name: filled by the registry (`normbench.registry.schema`)."""
 
 
 def register_dataset(name: str, config: type = DatasetConfig) -> Callable[[DatasetBuilder], DatasetBuilder]:

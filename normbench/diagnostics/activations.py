@@ -71,8 +71,6 @@ class ActivationsConfig(CadenceConfig):
 
 @register_diagnostic("activations", ActivationsConfig)
 class ActivationsHook(DiagnosticHook):
-    name = "activations"
-
     def __call__(self, ctx: DiagContext) -> dict[str, Any]:
         bins = self.cfg.bins  # type: ignore[attr-defined]
         seen: dict[str, tuple[Tensor, Tensor]] = {}

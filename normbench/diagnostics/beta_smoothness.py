@@ -30,7 +30,5 @@ class BetaSmoothnessConfig(StepProbeConfig):
 
 @register_diagnostic("beta_smoothness", BetaSmoothnessConfig)
 class BetaSmoothnessHook(StepProbeHook):
-    name = "beta_smoothness"
-
     def summarize(self, probe: StepProbe) -> dict[str, float]:
         return compute(probe)

@@ -93,8 +93,6 @@ class BNStatsConfig(CadenceConfig):
 
 @register_diagnostic("bn_stats", BNStatsConfig)
 class BNStatsHook(DiagnosticHook):
-    name = "bn_stats"
-
     def __init__(self, cfg: BNStatsConfig) -> None:
         super().__init__(cfg)
         self.layers: list[tuple[str, nn.Module]] = []

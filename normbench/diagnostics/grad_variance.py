@@ -28,10 +28,11 @@ import torch
 from torch import Tensor, nn
 from torch.utils._pytree import tree_map
 
-from normbench.diagnostics.layers import model_layers, uses_batch_statistics
+from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import grads_or_zeros
 from normbench.errors import ConfigError
+from normbench.norms.probes import uses_batch_statistics
 
 METHODS = ("batches", "per_sample")
 Groups = Sequence[tuple[str, Sequence[int]]]
@@ -175,8 +176,6 @@ class GradVarianceConfig(CadenceConfig):
 
 @register_diagnostic("grad_variance", GradVarianceConfig)
 class GradVarianceHook(DiagnosticHook):
-    name = "grad_variance"
-
     def setup(self, model: nn.Module) -> None:
         if self.cfg.method == "per_sample":  # type: ignore[attr-defined]
             check_per_sample(model)

@@ -282,8 +282,6 @@ class HessianHook(DiagnosticHook):
     """Logs ``lambda_max``, ``lambda_min``, ``residual_max``, ``residual_min``, ``asymmetry``,
     ``products``, ``converged`` (0/1) and, with ``trace_probes``, ``trace`` and ``trace_stderr``."""
 
-    name = "hessian"
-
     def __call__(self, ctx: DiagContext) -> dict[str, float]:
         cfg: HessianConfig = self.cfg  # type: ignore[assignment]
         params = [p for p in ctx.model.parameters() if p.requires_grad]

@@ -101,8 +101,6 @@ def choose_layers(layers: list[tuple[str, list[nn.Parameter]]], names: Sequence[
 
 @register_diagnostic("ics", ICSConfig)
 class ICSHook(DiagnosticHook):
-    name = "ics"
-
     def setup(self, model: nn.Module) -> None:
         cfg: ICSConfig = self.cfg  # type: ignore[assignment]
         layers = model_layers(model)

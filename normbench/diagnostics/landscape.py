@@ -29,7 +29,6 @@ class LandscapeConfig(StepProbeConfig):
 
 @register_diagnostic("landscape", LandscapeConfig)
 class LandscapeHook(StepProbeHook):
-    name = "landscape"
     with_grads = False  # losses only: one forward per step size
 
     def summarize(self, probe: StepProbe) -> dict[str, float]:

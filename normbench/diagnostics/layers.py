@@ -25,10 +25,3 @@ def model_layers(model: nn.Module) -> list[tuple[str, list[nn.Parameter]]]:
 def norm_layers(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """(module name, module) for each normbench norm (`Norm` subclass, ``none`` included), in order."""
     return [(name, m) for name, m in model.named_modules() if isinstance(m, Norm)]
-
-
-def uses_batch_statistics(module: nn.Module) -> bool:
-    """A norm whose training output depends on the whole batch: it keeps running statistics."""
-    return hasattr(module, "record_stats") or any(
-        n.startswith("running_") for n, _ in module.named_buffers(recurse=False)
-    )

@@ -29,7 +29,5 @@ class PredictivenessConfig(StepProbeConfig):
 
 @register_diagnostic("predictiveness", PredictivenessConfig)
 class PredictivenessHook(StepProbeHook):
-    name = "predictiveness"
-
     def summarize(self, probe: StepProbe) -> dict[str, float]:
         return compute(probe)

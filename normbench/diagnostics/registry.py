@@ -140,7 +140,7 @@ class CadenceConfig:
 class DiagnosticHook:
     """Base of the hooks: the cadence from a `CadenceConfig`, no-op extras."""
 
-    name = "diagnostic"
+    name = "diagnostic"  # the registered name, set by `register_diagnostic`
     order = 0
     """Hooks due at one step run in increasing ``order`` (then config order)."""
 

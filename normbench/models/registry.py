@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import MISSING
 from torch import nn
 
 from normbench.norms.registry import NormLayer
@@ -25,7 +26,8 @@ INPUT_KINDS: dict[str, str] = {}
 
 @dataclass
 class ModelConfig:
-    name: str = "resnet20"
+    name: str = MISSING
+    """The registered name: filled by the registry (`normbench.registry.schema`)."""
 
 
 def register_model(

@@ -126,7 +126,6 @@ class CifarResNet(nn.Module):
 
 @dataclass
 class ResNetConfig(ModelConfig):
-    name: str = "resnet20"
     depth: int = 20
     shortcut: str = "A"
     zero_init_residual: bool = False

@@ -16,7 +16,8 @@ stack's norm by name (with that norm's registered default settings); unset, both
 
 A norm whose statistics mix time steps (batch statistics in training; per-sentence statistics
 over T) lets the decoder see future target tokens; building such a decoder warns (see
-`mixes_positions`). Decoding (greedy, beam search) lives in `normbench.models.decoding`.
+`normbench.norms.probes.mixes_positions`). Decoding (greedy, beam search) lives in
+`normbench.models.decoding`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from torch import Tensor, nn
 
 from normbench.errors import ConfigError
 from normbench.models.registry import ModelConfig, register_model
+from normbench.norms.probes import mixes_positions
 from normbench.norms.registry import NORMS, NormLayer, norm_factory
 
 NORM_POSITIONS = ("pre", "post")
@@ -49,23 +51,6 @@ def sinusoidal_positions(num_positions: int, dim: int) -> Tensor:
     if dim % 2:
         table = F.pad(table, (0, 1))
     return table.float()
-
-
-def mixes_positions(norm_layer: NormLayer, num_features: int = 8, training: bool = False) -> bool:
-    """Whether changing one time step's input changes the norm's output at other time steps
-    (a behavioural probe on a fresh instance, same random seed for both calls)."""
-    with torch.device("cpu"):  # also when the model is being built on another device (e.g. meta)
-        norm = norm_layer(num_features, "NTC").double().train(training)
-        x = torch.randn(4, 6, num_features, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-        mask = torch.ones(4, 6, dtype=torch.bool)
-    x2 = x.clone()
-    x2[:, -1] = 3 * x2[:, -1] + 1
-    outs = []
-    for inp in (x, x2):
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(0)
-            outs.append(norm(inp, mask)[:, :-1])
-    return not torch.allclose(outs[0], outs[1], rtol=0, atol=1e-12)
 
 
 class MultiheadAttention(nn.Module):
@@ -291,7 +276,6 @@ class Transformer(nn.Module):
 
 @dataclass
 class TransformerConfig(ModelConfig):
-    name: str = "transformer_iwslt"
     encoder_layers: int = 6
     decoder_layers: int = 6
     d_model: int = 512
@@ -311,7 +295,6 @@ class TransformerConfig(ModelConfig):
 
 @dataclass
 class TransformerTinyConfig(TransformerConfig):
-    name: str = "transformer_tiny"
     encoder_layers: int = 2
     decoder_layers: int = 2
     d_model: int = 128
@@ -326,9 +309,7 @@ def stack_norm(name: str | None, run_norm: NormLayer) -> NormLayer:
     """The run's norm for ``None``, else the named norm with its registered default settings."""
     if name is None:
         return run_norm
-    config = NORMS.entry(name).config
-    settings = dataclasses.asdict(config()) if config is not None else {}
-    return norm_factory({**settings, "name": name})
+    return norm_factory(NORMS.entry(name).defaults())
 
 
 def _config(cls: type[TransformerConfig], cfg: Mapping[str, Any]) -> TransformerConfig:

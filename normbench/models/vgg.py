@@ -75,26 +75,15 @@ class VGG(nn.Module):
 
 @dataclass
 class VGGConfig(ModelConfig):
-    name: str = "vgg16"
     init: str = "glorot"
     """``glorot`` (Santurkar et al.) | ``kaiming``."""
 
 
-@dataclass
-class VGG11Config(VGGConfig):
-    name: str = "vgg11"
-
-
-@dataclass
-class VGG16Config(VGGConfig):
-    name: str = "vgg16"
-
-
-@register_model("vgg11", VGG11Config, input_kind="image")
+@register_model("vgg11", VGGConfig, input_kind="image")
 def vgg11(cfg: Mapping[str, Any], norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
     return VGG(STAGES["vgg11"], norm_layer, num_classes, cfg.get("init", "glorot"))
 
 
-@register_model("vgg16", VGG16Config, input_kind="image")
+@register_model("vgg16", VGGConfig, input_kind="image")
 def vgg16(cfg: Mapping[str, Any], norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
     return VGG(STAGES["vgg16"], norm_layer, num_classes, cfg.get("init", "glorot"))

@@ -24,7 +24,6 @@ EVAL_STATS = ("running", "population")
 
 @dataclass
 class BatchNormConfig(NormConfig):
-    name: str = "bn"
     momentum: float = 0.1
     sync: bool = False
     """All-reduce the statistics across processes when torch.distributed is initialized."""
@@ -182,7 +181,6 @@ class BatchNorm(Norm):
 
 @dataclass
 class BatchRenormConfig(BatchNormConfig):
-    name: str = "brn"
     momentum: float = 0.01
     r_max: float = 3.0
     d_max: float = 5.0

@@ -21,7 +21,6 @@ from normbench.norms.registry import NormConfig, register_norm
 
 @dataclass
 class GroupNormConfig(NormConfig):
-    name: str = "gn"
     groups: int = 8
 
 
@@ -47,12 +46,7 @@ class GroupNorm(Norm):
         return f"{super().extra_repr()}, groups={self.groups}"
 
 
-@dataclass
-class InstanceNormConfig(NormConfig):
-    name: str = "in"
-
-
-@register_norm("in", InstanceNormConfig)
+@register_norm("in")
 class InstanceNorm(Norm):
     """InstanceNorm (Ulyanov et al. 2016): per sample and channel, over H×W (or over the real
     tokens of T)."""
@@ -64,12 +58,7 @@ class InstanceNorm(Norm):
         return NF.group_norm(x, self.layout, self.num_features, self.weight, self.bias, self.eps)
 
 
-@dataclass
-class SampleLayerNormConfig(NormConfig):
-    name: str = "ln_sample"
-
-
-@register_norm("ln_sample", SampleLayerNormConfig)
+@register_norm("ln_sample")
 class SampleLayerNorm(Norm):
     """LayerNorm over every non-batch axis of each sample (C×H×W, or T×C for sequences), as
     in Ba et al. 2016 for conv nets; equal to GroupNorm with one group. On sequences with a

@@ -16,12 +16,7 @@ from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
 
 
-@dataclass
-class LayerNormConfig(NormConfig):
-    name: str = "ln"
-
-
-@register_norm("ln", LayerNormConfig)
+@register_norm("ln")
 class LayerNorm(Norm):
     """LayerNorm over C at each position (each pixel, each token):
     (x − mean_C x) / sqrt(var_C x + eps) · γ + β, var biased, eps inside the square root."""
@@ -33,7 +28,6 @@ class LayerNorm(Norm):
 
 @dataclass
 class RMSNormConfig(NormConfig):
-    name: str = "rms"
     eps: float = 1e-6
 
 
@@ -53,7 +47,6 @@ class RMSNorm(Norm):
 
 @dataclass
 class PartialRMSNormConfig(NormConfig):
-    name: str = "prms"
     eps: float = 1e-6
     p: float = 0.0625
 

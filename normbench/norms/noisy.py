@@ -26,7 +26,6 @@ from normbench.norms.registry import NormConfig, register_norm
 
 @dataclass
 class NoiseConfig(NormConfig):
-    name: str = "noise_only"
     n_mu: float = 0.5
     n_sigma: float = 1.25
     r_mu: float = 0.1
@@ -67,7 +66,6 @@ class SanturkarNoise:
 
 @dataclass
 class NoisyBatchNormConfig(BatchNormConfig):
-    name: str = "bn_noisy"
     n_mu: float = 0.5
     n_sigma: float = 1.25
     r_mu: float = 0.1

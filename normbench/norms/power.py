@@ -17,7 +17,6 @@ from normbench.norms.registry import NormConfig, register_norm
 
 @dataclass
 class PowerNormConfig(NormConfig):
-    name: str = "pn"
     alpha_fwd: float = 0.9
     alpha_bkw: float = 0.9
     warmup_iters: int = 10000

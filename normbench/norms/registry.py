@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from omegaconf import MISSING
 from torch import nn
 
 from normbench.errors import ConfigError
@@ -28,7 +29,8 @@ LAYOUTS = ("NCHW", "NTC")
 class NormConfig:
     """Keys every norm takes (``conf/norm/<name>.yaml``)."""
 
-    name: str = "none"
+    name: str = MISSING
+    """The registered name: filled by the registry (`normbench.registry.schema`)."""
     eps: float = 1e-5
     affine: bool = True
 

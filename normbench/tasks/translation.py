@@ -176,7 +176,6 @@ class TranslationTask:
 class TranslationConfig(DatasetConfig):
     """Keys shared by the translation data sets: preprocessing, batching and evaluation."""
 
-    name: str = "iwslt14"
     src_lang: str = "de"
     tgt_lang: str = "en"
     lowercase: bool = True
@@ -201,7 +200,6 @@ class TranslationConfig(DatasetConfig):
 
 @dataclass
 class IWSLT14Config(TranslationConfig):
-    name: str = "iwslt14"
     root: str | None = "data/iwslt14.tokenized.de-en"
     hub: str | None = None
     """A Hub data set with a ``translation`` column, used instead of ``root`` (needs network)."""
@@ -210,7 +208,6 @@ class IWSLT14Config(TranslationConfig):
 
 @dataclass
 class SyntheticTranslationConfig(TranslationConfig):
-    name: str = "synthetic_translation"
     root: str | None = None
     """Where to write the files; default ``<run dir>/data``."""
     vocab_size: int = 200

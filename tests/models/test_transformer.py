@@ -11,10 +11,10 @@ from torch import nn
 
 from normbench.errors import ConfigError
 from normbench.models import build_model
-from normbench.models.transformer import mixes_positions
 from normbench.norms import NORMS, build_norm, list_norms, norm_factory
 from normbench.norms.batch import BatchNorm
 from normbench.norms.layer import RMSNorm
+from normbench.norms.probes import mixes_positions
 from normbench.tasks.translation import label_smoothed_nll
 
 NORM_KW = {"gn": {"groups": 8}}
@@ -148,13 +148,6 @@ def test_decoder_is_causal_unless_its_norm_mixes_positions(norm: str, training: 
     causal = torch.allclose(outs[0][:, :3], outs[1][:, :3], rtol=0, atol=1e-10)
     assert causal == (not mixes_positions(factory(norm), training=training))
     assert not torch.allclose(outs[0][:, 3], outs[1][:, 3])  # the changed step itself does change
-
-
-def test_per_token_norms_do_not_mix_positions_and_batch_statistics_do() -> None:
-    assert not mixes_positions(factory("ln"), training=True)
-    assert not mixes_positions(factory("none"), training=True)
-    assert mixes_positions(factory("bn"), training=True)
-    assert not mixes_positions(factory("bn"), training=False)  # running estimates in eval
 
 
 def stack_norms(model: nn.Module, stack: str) -> list[nn.Module]:
