@@ -1,29 +1,38 @@
 """The training runner: ``run(cfg) -> dict`` of final metrics.
 
-seed → data (task) → norm → model → optimizer/schedule → sinks → epochs of training with
-diagnostics on their cadence → evaluation under ``no_grad`` → ``summary.json`` / W&B summary.
+Read `run` and `fit` first: they are the table of contents of a training run.
+
+    run(cfg)                          validate the config, start the processes (DDP)
+      setup(cfg) -> Run               seed → task → model → optimizer/schedule → hooks → resume → sinks
+      fit(run)                        for each epoch:
+        train_epoch(run, epoch)         training steps, diagnostics on their cadence, logging,
+                                        divergence checks, mid-epoch checkpoints
+        evaluate(run, epoch)            when due: population statistics, then the task's metrics
+        end_epoch(run, epoch, metrics)  per-epoch diagnostics, log, checkpoint
+      finish(run, status)             ``summary.json`` / W&B summary, the printed line
+
+Every phase reads and writes the one `Run` object (`normbench.run_state`); nothing is kept in
+closures. The order of the calls in `setup` is the order in which the random streams are drawn,
+which is what makes a seeded run repeat and a resumed run continue bit for bit.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-import random
-import sys
 import time
-from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
+from torch import nn
 
 from normbench import distributed, hardware
-from normbench.checkpoint import Checkpointer, restore, training_state
+from normbench.checkpoint import Checkpointer, restore
 from normbench.data import build_task
-from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
+from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.diagnostics.probe import resolve_probe_directions
 from normbench.divergence import DivergenceMonitor
 from normbench.errors import ConfigError
@@ -31,90 +40,26 @@ from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
 from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
-from normbench.output import warn
-from normbench.sinks import LocalSink, MetricLogger, WandbSink, git_commit
+from normbench.run_state import (
+    Counters,
+    Epoch,
+    Run,
+    Sinks,
+    StepTimer,
+    call_diagnostics,
+    diverged_step,
+    plain,
+    print_summary,
+    progress_bar,
+    resume_state,
+    save_checkpoint,
+    seed_everything,
+    show_progress,
+    wandb_group,
+)
+from normbench.sinks import LocalSink, MetricLogger, git_commit
 from normbench.validate import check_norm_in_model, validate_config
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-class StepTimer:
-    """Wall time of training steps only: paused around evaluation and diagnostics."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.elapsed = 0.0
-        self._start: float | None = None
-
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def start(self) -> None:
-        if self._start is None:
-            self._sync()
-            self._start = time.perf_counter()
-
-    def stop(self) -> None:
-        if self._start is not None:
-            self._sync()
-            self.elapsed += time.perf_counter() - self._start
-            self._start = None
-
-    def lap(self) -> float:
-        """Seconds since `start` (no sync: for progress display only)."""
-        return time.perf_counter() - self._start if self._start is not None else 0.0
-
-    @property
-    def running(self) -> bool:
-        return self._start is not None
-
-
-def _plain(cfg: DictConfig) -> dict[str, Any]:
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-
-
-def resume_state(cfg: DictConfig, checkpointer: Checkpointer, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The checkpoint to continue from (``resume=true``); refuse to start over an existing run."""
-    if cfg.get("resume", False):
-        state = checkpointer.resume_state(config)
-        if state is None:
-            warn(f"resume=true but {checkpointer.folder} holds no checkpoint; starting from step 0")
-        return state
-    if checkpointer.has_checkpoints() or (checkpointer.run_dir / "summary.json").exists():
-        raise ConfigError(
-            f"the run directory {checkpointer.run_dir} already holds a run; pass resume=true to continue it, "
-            "or choose another hydra.run.dir"
-        )
-    return None
-
-
-def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
-    """The due hooks on ``ctx`` with the training state restored after each (`run_hooks`); a
-    diagnostic that raises is reported once and removed from ``hooks``."""
-
-    def switch_off(hook: Any, e: Exception) -> None:
-        hooks.remove(hook)
-        warn(f"diagnostic {hook.name} failed at step {ctx.step} ({type(e).__name__}: {e}); switched off for this run")
-
-    return run_hooks(due, ctx, on_error=switch_off)
-
-
-def _wandb_group() -> str | None:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        hc = HydraConfig.get()
-        if hc.mode == RunMode.MULTIRUN:
-            return f"sweep-{Path(hc.sweep.dir).name}"
-    except ValueError:  # not running under Hydra
-        pass
-    return None
+from normbench.wandb_sink import WandbSink
 
 
 def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
@@ -123,15 +68,13 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
         from hydra.core.hydra_config import HydraConfig
 
         run_dir = HydraConfig.get().runtime.output_dir
-    run_dir = Path(run_dir)
     t_start = time.time()
     validate_config(cfg)
     resolve_probe_directions(cfg)  # direction=auto -> gradient | update, into the logged config
-    hw = cfg.hardware
-    hardware.check(hw)
-    ddp = distributed.init(hw, hardware.device_type(hw))
+    hardware.check(cfg.hardware)
+    ddp = distributed.init(cfg.hardware, hardware.device_type(cfg.hardware))
     try:
-        result = _run(cfg, run_dir, t_start, ddp)
+        result = train(setup(cfg, Path(run_dir), ddp, t_start))
     except BaseException:
         distributed.shutdown(ddp, wait_for_others=False)  # the others may be stuck in a collective
         raise
@@ -139,18 +82,96 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     return result
 
 
-def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistState) -> dict[str, Any]:
-    hw = cfg.hardware
+def train(run: Run) -> dict[str, Any]:
+    """`fit`, then `finish` whatever happened: finished, diverged, failed or interrupted."""
+    status = "failed"
+    try:
+        status = fit(run)
+    except (KeyboardInterrupt, SystemExit):
+        status = "interrupted"
+        raise
+    finally:
+        result = finish(run, status)
+    return result
+
+
+def fit(run: Run) -> str:
+    """The epochs, from where a resume left off: ``"finished"``, or ``"diverged"`` (the loss)."""
+    for epoch in range(run.counters.start_epoch, run.epochs):
+        metrics = train_epoch(run, epoch)
+        if run.counters.diverged_at is not None:
+            run.sinks.logger.log(run.step, epoch, metrics)
+            return "diverged"
+        if (epoch + 1) % run.cfg.eval_every_epochs == 0 or epoch + 1 == run.epochs:
+            metrics.update(evaluate(run, epoch))
+        end_epoch(run, epoch, metrics)
+    return "finished"
+
+
+# ---------------------------------------------------------------------------------------------
+# setup
+
+
+def setup(cfg: DictConfig, run_dir: Path, ddp: distributed.DistState, t_start: float) -> Run:
+    """Everything the first step needs, built in the order the random streams are drawn."""
     distributed.check_batch(cfg.batch_size, ddp)
     run_dir = distributed.shared_run_dir(run_dir, ddp)
     hooks = build_diagnostics(cfg.diagnostics)  # validates the diagnostics config before anything is written
-    config = _plain(cfg)  # what a checkpoint is checked against (before the resolved hardware is added)
+    config = plain(cfg)  # what a checkpoint is checked against (before the resolved hardware is added)
     checkpointer = Checkpointer(run_dir, cfg.checkpoint)
     resumed = resume_state(cfg, checkpointer, config)
-    hardware.configure_backends(hw)
-    device = hardware.resolve_device(hw, ddp.local_rank if ddp.active else None)
+    hardware.configure_backends(cfg.hardware)
+    device = hardware.resolve_device(cfg.hardware, ddp.local_rank if ddp.active else None)
     seed_everything(cfg.seed)
+    task = load_task(cfg, run_dir, ddp, device)
+    model, step_model = build_models(cfg, task, ddp, device)
+    steps_per_epoch = task.steps_per_epoch()
+    total_steps = cfg.max_steps or cfg.epochs * steps_per_epoch
+    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay)
+    schedule = partial(lr_factor, cfg=cfg.schedule, total_steps=total_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    for hook in hooks:
+        hook.setup(model)
+    generator = torch.Generator().manual_seed(cfg.seed)
+    monitor = DivergenceMonitor(cfg.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
+    counters = Counters()
+    if resumed is not None:
+        restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
+        counters = Counters.resumed(resumed, device)
+        if ddp.is_main:
+            c = counters
+            print(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})", flush=True)
+    sinks, info = open_sinks(cfg, run_dir, ddp, device, model, resumed)
+    return Run(
+        cfg=cfg,
+        run_dir=run_dir,
+        ddp=ddp,
+        device=device,
+        t_start=t_start,
+        config=config,
+        task=task,
+        model=model,
+        step_model=step_model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        hooks=hooks,
+        checkpointer=checkpointer,
+        monitor=monitor,
+        generator=generator,
+        autocast=hardware.autocast(cfg.hardware, device),
+        sinks=sinks,
+        info=info,
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total_steps,
+        epochs=math.ceil(total_steps / steps_per_epoch),
+        timer=StepTimer(device),
+        counters=counters,
+    )
 
+
+def load_task(cfg: DictConfig, run_dir: Path, ddp: distributed.DistState, device: torch.device) -> Any:
+    """The data set's task (the main process first: it downloads or writes the files), checked
+    against the model's input kind and the norm's needs, sharded across processes."""
     with distributed.main_first(ddp):
         task = build_task(cfg.dataset, cfg, device, run_dir)
     if task.kind != model_input_kind(cfg.model.name):
@@ -158,227 +179,205 @@ def _run(cfg: DictConfig, run_dir: Path, t_start: float, ddp: distributed.DistSt
             f"model={cfg.model.name} takes {model_input_kind(cfg.model.name)} inputs but "
             f"dataset={cfg.dataset.name} gives {task.kind} inputs"
         )
-    if hw.channels_last:
+    if cfg.hardware.channels_last:
         task.memory_format = torch.channels_last
     check_norm_in_model(cfg, task.model_kwargs())
-    task = distributed.shard_task(task, ddp)
+    return distributed.shard_task(task, ddp)
+
+
+def build_models(
+    cfg: DictConfig, task: Any, ddp: distributed.DistState, device: torch.device
+) -> tuple[nn.Module, nn.Module]:
+    """The model with the run's norm, and the model the step calls (DDP-wrapped, maybe compiled)."""
     model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
-    hardware.prepare_model(model, hw)
-    step_model = hardware.maybe_compile(distributed.wrap_model(model, ddp, device), hw)
-    steps_per_epoch = task.steps_per_epoch()
-    total_steps = cfg.max_steps or cfg.epochs * steps_per_epoch
-    epochs = math.ceil(total_steps / steps_per_epoch)
-    optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_factor(s, cfg.schedule, total_steps))
-    for hook in hooks:
-        hook.setup(model)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    autocast = hardware.autocast(hw, device)
-    monitor = DivergenceMonitor(cfg.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
-    step, start_epoch, skip, final = 0, 0, 0, {}
-    resumed_sums: dict[str, torch.Tensor] = {}
-    if resumed is not None:
-        restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
-        step, start_epoch, skip = resumed["step"], resumed["epoch"], resumed["batch_in_epoch"]
-        final = dict(resumed["final"])
-        resumed_sums = {k: v.to(device) for k, v in resumed["epoch_sums"].items()}
-        if ddp.is_main:
-            print(f"[normbench] resuming from step {step} (epoch {start_epoch + 1}, batch {skip})", flush=True)
+    hardware.prepare_model(model, cfg.hardware)
+    step_model = hardware.maybe_compile(distributed.wrap_model(model, ddp, device), cfg.hardware)
+    return model, step_model
 
-    def diag_loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
-        with autocast:
-            return task.forward_loss(m, b).loss
 
-    resolved = {**hardware.describe(device, hw), **distributed.describe(ddp, cfg.batch_size, cfg.norm)}
+def open_sinks(
+    cfg: DictConfig,
+    run_dir: Path,
+    ddp: distributed.DistState,
+    device: torch.device,
+    model: nn.Module,
+    resumed: dict[str, Any] | None,
+) -> tuple[Sinks, dict[str, Any]]:
+    """The local files and W&B (main process), with the resolved hardware in the logged config;
+    and the setup facts the summary reports."""
+    resolved = {**hardware.describe(device, cfg.hardware), **distributed.describe(ddp, cfg.batch_size, cfg.norm)}
     cfg.hardware.resolved = resolved
-    plain = _plain(cfg)
-    sinks: list[Any] = []
-    local_sink = None
+    logged = plain(cfg)
+    local = wandb = None
     if cfg.logger.local and ddp.is_main:
         offset = resumed["metrics_offset"] if resumed else None
-        local_sink = LocalSink(run_dir, plain, OmegaConf.to_yaml(cfg, resolve=True), resume_offset=offset)
-        sinks.append(local_sink)
-    wandb_id = resumed["wandb_run_id"] if resumed else None
-    use_wandb = cfg.logger.wandb and ddp.is_main
-    wandb_sink = WandbSink(cfg.logger, run_dir, plain, _wandb_group(), wandb_id) if use_wandb else None
-    if wandb_sink is not None:
-        sinks.append(wandb_sink)
-    logger = MetricLogger(sinks)
-
+        local = LocalSink(run_dir, logged, OmegaConf.to_yaml(cfg, resolve=True), resume_offset=offset)
+    if cfg.logger.wandb and ddp.is_main:
+        wandb_id = resumed["wandb_run_id"] if resumed else None
+        wandb = WandbSink(cfg.logger, run_dir, logged, wandb_group(), wandb_id)
+    sinks = Sinks(MetricLogger([s for s in (local, wandb) if s is not None]), local, wandb)
     info = {
         **resolved,
         "git_commit": git_commit(),
         "seed": cfg.seed,
         "num_params": sum(p.numel() for p in model.parameters()),
     }
-    status, diag_seconds, epochs_done, diverged_at = "running", 0.0, start_epoch, None
-    timer = StepTimer(device)
-    log_every = max(int(cfg.logger.log_every_n_steps), 1)
-
-    def checkpoint(epoch: int, batch_in_epoch: int, epoch_generator_state: torch.Tensor, sums: dict) -> None:
-        if not checkpointer.enabled or not ddp.is_main:
-            return
-        checkpointer.save(
-            training_state(
-                config=config,
-                model=model,
-                optimizer=optimizer,
-                scheduler=scheduler,
-                hooks=hooks,
-                epoch_generator_state=epoch_generator_state,
-                step=step,
-                epoch=epoch,
-                batch_in_epoch=batch_in_epoch,
-                epoch_sums=sums,
-                final=final,
-                reference_loss=monitor.reference_loss(),
-                wandb_run_id=wandb_sink.run_id if wandb_sink is not None else None,
-                metrics_offset=local_sink.offset() if local_sink is not None else None,
-            )
-        )
-
-    def diverged() -> int | None:
-        """The step where the loss diverged on any rank (every rank agrees), or None."""
-        at = monitor.diverged_step()
-        if ddp.active:
-            flag = torch.tensor(float(at if at is not None else -1), device=device)
-            torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-            at = int(flag.item()) if flag.item() >= 0 else None
-        return at
-
-    try:
-        for epoch in range(start_epoch, epochs):
-            model.train()
-            epoch_generator_state = generator.get_state()  # the loader replays from here on resume
-            sums: dict[str, torch.Tensor] = resumed_sums if skip else {}
-            batch_in_epoch, timed_units, timer.elapsed = skip, 0, 0.0
-            steps_left = min(steps_per_epoch - skip, total_steps - step)
-            bar = _progress(cfg, epoch, epochs, steps_left) if ddp.is_main else None
-            batches = itertools.islice(task.train_batches(epoch, generator), skip, None)  # replay to the position
-            skip = 0
-            for batch in batches:
-                if step >= total_steps:
-                    break
-                due = [h for h in hooks if h.due(step)]
-                if due:
-                    timer.stop()
-                    t0 = time.perf_counter()
-                    ctx = DiagContext(
-                        model, batch, diag_loss, optimizer, step, epoch, scheduler.get_last_lr()[0], task=task
-                    )
-                    logger.log(step, epoch, call_diagnostics(due, ctx, hooks))
-                    diag_seconds += time.perf_counter() - t0
-                if step >= cfg.throughput_warmup_steps:
-                    timer.start()
-                for hook in hooks:
-                    hook.before_step(step)
-                with autocast:
-                    out = task.forward_loss(step_model, batch)
-                optimizer.zero_grad(set_to_none=True)
-                out.loss.backward()
-                optimizer.step()
-                scheduler.step()
-                for hook in hooks:
-                    hook.after_step(step)
-                monitor.observe(out.loss, step + 1)  # on the device: no sync
-                if timer.running:
-                    timed_units += task.batch_units(batch)
-                for k, v in out.stats.items():
-                    sums[k] = sums[k] + v if k in sums else v.clone()
-                step += 1
-                batch_in_epoch += 1
-                log_now = step % log_every == 0 or step == total_steps
-                mid_epoch_checkpoint = checkpointer.due(step) and batch_in_epoch < steps_per_epoch
-                if log_now:
-                    loss = distributed.mean_over_ranks(out.loss.detach(), ddp).item()
-                    logger.log(step, epoch, {"train/batch_loss": loss, "lr": scheduler.get_last_lr()[0]})
-                    if bar is not None:
-                        running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
-                        speed = timed_units / max(timer.elapsed + timer.lap(), 1e-9)
-                        bar.set_postfix(
-                            {
-                                **{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()},
-                                f"{task.unit}/s": f"{speed:.0f}",
-                            },
-                            refresh=False,
-                        )
-                if log_now or mid_epoch_checkpoint:  # points that sync anyway: check for divergence
-                    diverged_at = diverged()
-                    if diverged_at is not None:
-                        status = "diverged"
-                        break
-                    if mid_epoch_checkpoint and step < total_steps:
-                        timer.stop()
-                        checkpoint(epoch, batch_in_epoch, epoch_generator_state, sums)
-                if bar is not None:
-                    bar.update(1)
-            timer.stop()
-            if bar is not None:
-                bar.close()
-            sums = distributed.sum_over_ranks(sums, ddp)
-            timed_units, timer.elapsed = distributed.throughput_over_ranks(timed_units, timer.elapsed, ddp, device)
-            train_metrics = task.summarize({k: float(v) for k, v in sums.items()}, "train")
-            epoch_metrics = {"epoch": epoch + 1, **train_metrics}
-            if timer.elapsed > 0:
-                epoch_metrics[f"perf/{task.unit}_per_s"] = timed_units / timer.elapsed
-            if status != "diverged" and (diverged_at := diverged()) is not None:
-                status = "diverged"
-            if status == "diverged":
-                logger.log(step, epoch, epoch_metrics)
-                break
-            if (epoch + 1) % cfg.eval_every_epochs == 0 or epoch + 1 == epochs:
-                # norm.eval_stats=population: exact BN statistics of K training batches (no-op otherwise)
-                refresh_population_stats(model, partial(task.train_batches, epoch), task.forward_loss, cfg.seed + epoch)
-                model.eval()
-                with torch.no_grad(), autocast:
-                    epoch_metrics.update(task.evaluate(step_model))
-            t0 = time.perf_counter()
-            diag_metrics = {f"diag/{h.name}/{k}": v for h in hooks for k, v in h.epoch_end().items()}
-            diag_seconds += time.perf_counter() - t0
-            epoch_metrics["perf/diag_seconds"] = diag_seconds
-            epoch_metrics["perf/diag_share"] = diag_seconds / max(time.time() - t_start, 1e-9)
-            logger.log(step, epoch, {**epoch_metrics, **diag_metrics})
-            final.update(epoch_metrics)
-            epochs_done = epoch + 1
-            checkpoint(epoch + 1, 0, generator.get_state(), {})
-        if status == "running":
-            status = "finished"
-    except BaseException as e:
-        status = "interrupted" if isinstance(e, (KeyboardInterrupt, SystemExit)) else "failed"
-        raise
-    finally:
-        wall = time.time() - t_start
-        summary = {
-            "status": status,
-            "step": step,
-            "epoch": epochs_done,
-            "wall_time_s": wall,
-            **info,
-            **final,
-        }
-        if diverged_at is not None:
-            summary["diverged_step"] = diverged_at
-        if wandb_sink is not None:
-            summary["wandb_run_id"] = wandb_sink.run_id
-        logger.finish(summary)
-        if ddp.is_main:
-            _print_summary(summary, task.unit)
-    return {**final, "status": status}
+    return sinks, info
 
 
-def _progress(cfg: DictConfig, epoch: int, epochs: int, steps: int) -> Any:
-    if not cfg.logger.progress_bar:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", leave=False, file=sys.stderr, dynamic_ncols=True)
+# ---------------------------------------------------------------------------------------------
+# one epoch of training
 
 
-def _print_summary(summary: Mapping[str, Any], unit: str) -> None:
-    keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
-    parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
-    print(
-        f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
-        + " ".join(parts),
-        flush=True,
+def train_epoch(run: Run, epoch: int) -> dict[str, Any]:
+    """Training steps until the epoch (or the run) ends or the loss diverges; the epoch's
+    ``train/*`` metrics and throughput, over all processes."""
+    run.model.train()
+    ep = start_epoch(run, epoch)
+    for batch in ep.batches:
+        if run.step >= run.total_steps:
+            break
+        run_due_diagnostics(run, batch, epoch)
+        loss = train_step(run, ep, batch)
+        if after_step(run, ep, loss):  # diverged
+            break
+        if ep.bar is not None:
+            ep.bar.update(1)
+    return end_training_epoch(run, ep)
+
+
+def start_epoch(run: Run, epoch: int) -> Epoch:
+    """The epoch's batches (replayed to the resumed position on the first epoch of a resume)."""
+    generator_state = run.generator.get_state()  # the loader replays from here on resume
+    c = run.counters
+    skip, c.skip = c.skip, 0
+    run.timer.elapsed = 0.0
+    steps_left = min(run.steps_per_epoch - skip, run.total_steps - c.step)
+    bar = progress_bar(run.cfg, epoch, run.epochs, steps_left) if run.ddp.is_main else None
+    batches = itertools.islice(run.task.train_batches(epoch, run.generator), skip, None)
+    return Epoch(epoch, generator_state, batches, c.resumed_sums if skip else {}, skip, bar=bar)
+
+
+def run_due_diagnostics(run: Run, batch: Any, epoch: int) -> None:
+    """The hooks due at this step, on θ_t and the step's batch, outside the step timer."""
+    due = [h for h in run.hooks if h.due(run.step)]
+    if not due:
+        return
+    run.timer.stop()
+    t0 = time.perf_counter()
+    lr = run.scheduler.get_last_lr()[0]
+    ctx = DiagContext(run.model, batch, run.loss, run.optimizer, run.step, epoch, lr, task=run.task)
+    run.sinks.logger.log(run.step, epoch, call_diagnostics(due, ctx, run.hooks))
+    run.counters.diag_seconds += time.perf_counter() - t0
+
+
+def train_step(run: Run, ep: Epoch, batch: Any) -> torch.Tensor:
+    """Forward, backward, optimizer and schedule step; the step's loss (on the device)."""
+    if run.step >= run.cfg.throughput_warmup_steps:
+        run.timer.start()
+    for hook in run.hooks:
+        hook.before_step(run.step)
+    with run.autocast:
+        out = run.task.forward_loss(run.step_model, batch)
+    run.optimizer.zero_grad(set_to_none=True)
+    out.loss.backward()
+    run.optimizer.step()
+    run.scheduler.step()
+    for hook in run.hooks:
+        hook.after_step(run.step)
+    run.monitor.observe(out.loss, run.step + 1)  # on the device: no sync
+    if run.timer.running:
+        ep.timed_units += run.task.batch_units(batch)
+    for k, v in out.stats.items():
+        ep.sums[k] = ep.sums[k] + v if k in ep.sums else v.clone()
+    run.counters.step += 1
+    ep.batch_in_epoch += 1
+    return out.loss
+
+
+def after_step(run: Run, ep: Epoch, loss: torch.Tensor) -> bool:
+    """Log every ``log_every_n_steps``; at the points that sync anyway, check for divergence
+    (True: diverged) and write a mid-epoch checkpoint when one is due."""
+    step = run.step
+    log_now = step % max(int(run.cfg.logger.log_every_n_steps), 1) == 0 or step == run.total_steps
+    mid_epoch_checkpoint = run.checkpointer.due(step) and ep.batch_in_epoch < run.steps_per_epoch
+    if log_now:
+        batch_loss = distributed.mean_over_ranks(loss.detach(), run.ddp).item()
+        run.sinks.logger.log(step, ep.index, {"train/batch_loss": batch_loss, "lr": run.scheduler.get_last_lr()[0]})
+        if ep.bar is not None:
+            show_progress(run, ep)
+    if not (log_now or mid_epoch_checkpoint):
+        return False
+    run.counters.diverged_at = diverged_step(run)
+    if run.counters.diverged_at is not None:
+        return True
+    if mid_epoch_checkpoint and step < run.total_steps:
+        run.timer.stop()
+        save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums)
+    return False
+
+
+def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
+    """The epoch's sums and throughput over all processes; one more divergence check."""
+    run.timer.stop()
+    if ep.bar is not None:
+        ep.bar.close()
+    sums = distributed.sum_over_ranks(ep.sums, run.ddp)
+    units, run.timer.elapsed = distributed.throughput_over_ranks(ep.timed_units, run.timer.elapsed, run.ddp, run.device)
+    metrics = {"epoch": ep.index + 1, **run.task.summarize({k: float(v) for k, v in sums.items()}, "train")}
+    if run.timer.elapsed > 0:
+        metrics[f"perf/{run.task.unit}_per_s"] = units / run.timer.elapsed
+    if run.counters.diverged_at is None:
+        run.counters.diverged_at = diverged_step(run)
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation, the end of an epoch, the end of the run
+
+
+def evaluate(run: Run, epoch: int) -> dict[str, Any]:
+    """The task's evaluation metrics under ``no_grad``, in eval mode (population statistics
+    first for ``norm.eval_stats=population``)."""
+    # norm.eval_stats=population: exact BN statistics of K training batches (no-op otherwise)
+    refresh_population_stats(
+        run.model, partial(run.task.train_batches, epoch), run.task.forward_loss, run.cfg.seed + epoch
     )
+    run.model.eval()
+    with torch.no_grad(), run.autocast:
+        return run.task.evaluate(run.step_model)
+
+
+def end_epoch(run: Run, epoch: int, metrics: dict[str, Any]) -> None:
+    """The diagnostics' per-epoch aggregates, the epoch's log line, a checkpoint at the epoch end."""
+    c = run.counters
+    t0 = time.perf_counter()
+    diag_metrics = {f"diag/{h.name}/{k}": v for h in run.hooks for k, v in h.epoch_end().items()}
+    c.diag_seconds += time.perf_counter() - t0
+    metrics["perf/diag_seconds"] = c.diag_seconds
+    metrics["perf/diag_share"] = c.diag_seconds / max(time.time() - run.t_start, 1e-9)
+    run.sinks.logger.log(c.step, epoch, {**metrics, **diag_metrics})
+    c.final.update(metrics)
+    c.epochs_done = epoch + 1
+    save_checkpoint(run, epoch + 1, 0, run.generator.get_state(), {})
+
+
+def finish(run: Run, status: str) -> dict[str, Any]:
+    """Write the summary (``summary.json``, W&B) and print its line; the run's final metrics."""
+    c = run.counters
+    summary = {
+        "status": status,
+        "step": c.step,
+        "epoch": c.epochs_done,
+        "wall_time_s": time.time() - run.t_start,
+        **run.info,
+        **c.final,
+    }
+    if c.diverged_at is not None:
+        summary["diverged_step"] = c.diverged_at
+    if run.sinks.wandb is not None:
+        summary["wandb_run_id"] = run.sinks.wandb.run_id
+    run.sinks.logger.finish(summary)
+    if run.ddp.is_main:
+        print_summary(summary, run.task.unit)
+    return {**c.final, "status": status}

@@ -1,0 +1,275 @@
+"""What a training run holds, and the small things the runner does with it.
+
+`Run` is the one object the phases of `normbench.train` pass around: the task, the model (and
+the model the step calls: wrapped for DDP, maybe compiled), optimizer and schedule, diagnostic
+hooks, sinks, checkpointer, divergence monitor, timer and counters. `Epoch` is what one epoch of
+training steps keeps. Nothing here decides the order of a run; `normbench.train` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from normbench import distributed
+from normbench.checkpoint import Checkpointer, training_state
+from normbench.diagnostics import DiagContext, run_hooks
+from normbench.divergence import DivergenceMonitor
+from normbench.errors import ConfigError
+from normbench.output import warn
+from normbench.sinks import LocalSink, MetricLogger
+from normbench.wandb_sink import WandbSink
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def plain(cfg: DictConfig) -> dict[str, Any]:
+    """The resolved config as plain python (what checkpoints and sinks store)."""
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+class StepTimer:
+    """Wall time of training steps only: paused around evaluation and diagnostics."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.elapsed = 0.0
+        self._start: float | None = None
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def start(self) -> None:
+        if self._start is None:
+            self._sync()
+            self._start = time.perf_counter()
+
+    def stop(self) -> None:
+        if self._start is not None:
+            self._sync()
+            self.elapsed += time.perf_counter() - self._start
+            self._start = None
+
+    def lap(self) -> float:
+        """Seconds since `start` (no sync: for progress display only)."""
+        return time.perf_counter() - self._start if self._start is not None else 0.0
+
+    @property
+    def running(self) -> bool:
+        return self._start is not None
+
+
+@dataclass
+class Sinks:
+    """Where metrics go: ``metrics.jsonl`` / ``summary.json`` (``local``) and W&B, on the main process."""
+
+    logger: MetricLogger
+    local: LocalSink | None = None
+    wandb: WandbSink | None = None
+
+
+@dataclass
+class Counters:
+    """Where the run stands: what a checkpoint restores and the summary reports."""
+
+    step: int = 0
+    """Optimizer steps taken."""
+    start_epoch: int = 0
+    skip: int = 0
+    """Batches of ``start_epoch`` already trained before a resume (the loader replays past them)."""
+    resumed_sums: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The resumed epoch's running metric sums."""
+    final: dict[str, Any] = field(default_factory=dict)
+    """The last epoch's metrics."""
+    epochs_done: int = 0
+    diverged_at: int | None = None
+    diag_seconds: float = 0.0
+
+    @classmethod
+    def resumed(cls, state: Mapping[str, Any], device: torch.device) -> Counters:
+        """Where a checkpoint left the run: step, epoch, batch within it, the epoch's sums so far."""
+        return cls(
+            step=state["step"],
+            start_epoch=state["epoch"],
+            skip=state["batch_in_epoch"],
+            resumed_sums={k: v.to(device) for k, v in state["epoch_sums"].items()},
+            final=dict(state["final"]),
+            epochs_done=state["epoch"],
+        )
+
+
+@dataclass
+class Run:
+    """Everything a training run holds, built by `normbench.train.setup`."""
+
+    cfg: DictConfig
+    run_dir: Path
+    ddp: distributed.DistState
+    device: torch.device
+    t_start: float
+    config: dict[str, Any]
+    """The config a checkpoint is checked against (before the resolved hardware is added)."""
+    task: Any
+    model: nn.Module
+    """The model as built: diagnostics, checkpoints and evaluation statistics use it."""
+    step_model: nn.Module
+    """The model the training step calls: ``model`` wrapped for DDP and maybe compiled."""
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    hooks: list[Any]
+    checkpointer: Checkpointer
+    monitor: DivergenceMonitor
+    generator: torch.Generator
+    """The training loader's random stream (checkpointed)."""
+    autocast: AbstractContextManager
+    sinks: Sinks
+    info: dict[str, Any]
+    """What the summary reports about the setup: device, precision, git commit, seed, parameters."""
+    steps_per_epoch: int
+    total_steps: int
+    epochs: int
+    timer: StepTimer
+    counters: Counters
+
+    @property
+    def step(self) -> int:
+        return self.counters.step
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """The training loss of ``batch`` as the step computes it (the diagnostics' ``loss_fn``)."""
+        with self.autocast:
+            return self.task.forward_loss(model, batch).loss
+
+
+@dataclass
+class Epoch:
+    """One epoch of training steps in progress."""
+
+    index: int
+    generator_state: torch.Tensor
+    """The loader's random stream at the epoch's start: a resume replays the epoch from here."""
+    batches: Iterator[Any]
+    sums: dict[str, torch.Tensor]
+    """Running sums of the task's step statistics (on the device: no sync per step)."""
+    batch_in_epoch: int
+    timed_units: int = 0
+    """Samples (or tokens) trained while the step timer ran."""
+    bar: Any = None
+
+
+def resume_state(cfg: DictConfig, checkpointer: Checkpointer, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint to continue from (``resume=true``); refuse to start over an existing run."""
+    if cfg.get("resume", False):
+        state = checkpointer.resume_state(config)
+        if state is None:
+            warn(f"resume=true but {checkpointer.folder} holds no checkpoint; starting from step 0")
+        return state
+    if checkpointer.has_checkpoints() or (checkpointer.run_dir / "summary.json").exists():
+        raise ConfigError(
+            f"the run directory {checkpointer.run_dir} already holds a run; pass resume=true to continue it, "
+            "or choose another hydra.run.dir"
+        )
+    return None
+
+
+def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: torch.Tensor, sums: dict) -> None:
+    """Write a checkpoint at the run's step (main process), positioned at ``batch_in_epoch`` of ``epoch``."""
+    if not run.checkpointer.enabled or not run.ddp.is_main:
+        return
+    c, sinks = run.counters, run.sinks
+    run.checkpointer.save(
+        training_state(
+            config=run.config,
+            model=run.model,
+            optimizer=run.optimizer,
+            scheduler=run.scheduler,
+            hooks=run.hooks,
+            epoch_generator_state=generator_state,
+            step=c.step,
+            epoch=epoch,
+            batch_in_epoch=batch_in_epoch,
+            epoch_sums=sums,
+            final=c.final,
+            reference_loss=run.monitor.reference_loss(),
+            wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else None,
+            metrics_offset=sinks.local.offset() if sinks.local is not None else None,
+        )
+    )
+
+
+def diverged_step(run: Run) -> int | None:
+    """The step where the loss diverged on any rank (every rank agrees), or None."""
+    at = run.monitor.diverged_step()
+    if run.ddp.active:
+        flag = torch.tensor(float(at if at is not None else -1), device=run.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        at = int(flag.item()) if flag.item() >= 0 else None
+    return at
+
+
+def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
+    """The due hooks on ``ctx`` with the training state restored after each (`run_hooks`); a
+    diagnostic that raises is reported once and removed from ``hooks``."""
+    return run_hooks(due, ctx, on_error=functools.partial(switch_off, hooks, ctx.step))
+
+
+def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None:
+    hooks.remove(hook)
+    warn(f"diagnostic {hook.name} failed at step {step} ({type(error).__name__}: {error}); switched off for this run")
+
+
+def wandb_group() -> str | None:
+    """The sweep's name in a Hydra multirun (the W&B group of its runs), else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        if hc.mode == RunMode.MULTIRUN:
+            return f"sweep-{Path(hc.sweep.dir).name}"
+    except ValueError:  # not running under Hydra
+        pass
+    return None
+
+
+def progress_bar(cfg: DictConfig, epoch: int, epochs: int, steps: int) -> Any:
+    if not cfg.logger.progress_bar:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", leave=False, file=sys.stderr, dynamic_ncols=True)
+
+
+def show_progress(run: Run, epoch: Epoch) -> None:
+    """The epoch's running train metrics and throughput on the progress bar."""
+    running = run.task.summarize({k: float(v) for k, v in epoch.sums.items()}, "train")
+    speed = epoch.timed_units / max(run.timer.elapsed + run.timer.lap(), 1e-9)
+    postfix = {**{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()}, f"{run.task.unit}/s": f"{speed:.0f}"}
+    epoch.bar.set_postfix(postfix, refresh=False)
+
+
+def print_summary(summary: Mapping[str, Any], unit: str) -> None:
+    keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
+    parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
+    print(
+        f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
+        + " ".join(parts),
+        flush=True,
+    )
