@@ -71,7 +71,6 @@ def register_configs() -> None:
     from hydra.core.config_store import ConfigStore
 
     import normbench.data
-    import normbench.diagnostics
     import normbench.models
     import normbench.norms
     from normbench.registry import store_schemas
@@ -82,4 +81,3 @@ def register_configs() -> None:
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
     for registry in (normbench.norms.NORMS, normbench.models.MODELS, normbench.data.DATASETS):
         store_schemas(registry)
-    del normbench.diagnostics

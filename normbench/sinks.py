@@ -3,8 +3,8 @@
 Local: ``metrics.jsonl`` (one JSON object a line: ``step``, ``epoch`` and every metric as logged),
 ``config.yaml`` (the resolved config) and ``summary.json`` (final metrics, status, wall time,
 git commit, versions, device), each written atomically. W&B: `normbench.wandb_sink.WandbSink`
-(re-exported here; imported lazily, so ``import normbench.sinks`` does not import ``wandb``),
-finished in a ``finally`` so that each job of a multirun in one process is its own W&B run.
+(which imports this module, never the other way round), finished in a ``finally`` so that each
+job of a multirun in one process is its own W&B run.
 """
 
 from __future__ import annotations
@@ -136,12 +136,3 @@ class MetricLogger:
                 sink.finish(summary)
         if errors:
             raise errors[0]
-
-
-def __getattr__(name: str) -> Any:
-    """``from normbench.sinks import WandbSink`` still works (it lives in `normbench.wandb_sink`)."""
-    if name == "WandbSink":
-        from normbench.wandb_sink import WandbSink
-
-        return WandbSink
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

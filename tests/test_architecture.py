@@ -1,0 +1,159 @@
+"""The house rules of the package layout (ARCHITECTURE.md), read from the source with `ast`.
+
+- No import circle: neither between modules nor between rooms (``normbench.<room>``: a
+  subpackage such as ``norms`` or a top-level module such as ``train``). Every ``import`` counts,
+  also those inside functions, which are often written to hide a circle rather than remove it;
+  only those under ``if TYPE_CHECKING:`` (annotations, never executed) do not.
+- No file in ``normbench/`` over 400 lines.
+- The runner (``train.py``, ``run_state.py``) has no nested functions and no function longer
+  than a screen (60 lines).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "normbench"
+MAX_FILE_LINES = 400
+MAX_RUNNER_FUNCTION_LINES = 60
+RUNNER = ("train.py", "run_state.py")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(name: str) -> str | None:
+    """The package module that ``import name`` loads (``a.b.c`` → ``a.b`` when ``c`` is an attribute)."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def type_checking_only(tree: ast.AST) -> set[ast.AST]:
+    """The statements under ``if TYPE_CHECKING:`` (imports for annotations, never executed)."""
+    blocks = [n for n in ast.walk(tree) if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)]
+    return {inner for block in blocks for stmt in block.body for inner in ast.walk(stmt)}
+
+
+def imported(module: str) -> Iterator[tuple[str, int]]:
+    """(imported package module, line) for every executed import statement in ``module``."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    typing_only = type_checking_only(tree)
+    for node in ast.walk(tree):
+        if node in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([node.module] if node.module else []))
+            names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        for name in names:
+            target = resolve(name)
+            if target is not None and target != module:
+                yield target, node.lineno
+
+
+def room(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def graph(rooms: bool) -> dict[str, dict[str, list[str]]]:
+    """node → {imported node: ["module:line", ...]} over modules, or over rooms."""
+    edges: dict[str, dict[str, list[str]]] = {}
+    for module in MODULES:
+        for target, line in imported(module):
+            a, b = (room(module), room(target)) if rooms else (module, target)
+            where = edges.setdefault(a, {}).setdefault(b, []) if a != b else None
+            if where is not None and f"{module}:{line}" not in where:
+                where.append(f"{module}:{line}")
+    return edges
+
+
+def cycles(edges: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def describe(component: list[str], edges: dict[str, dict[str, list[str]]]) -> str:
+    inside = [f"{a} -> {b} ({', '.join(where)})" for a in component for b, where in edges.get(a, {}).items()]
+    return "; ".join(e for e in inside if e.split(" -> ")[1].split(" ")[0] in component)
+
+
+def test_the_graph_reader_finds_a_known_circle() -> None:
+    edges = {"a": {"b": ["a:1"]}, "b": {"c": ["b:1"]}, "c": {"a": ["c:1"]}, "d": {"a": ["d:1"]}}
+    assert cycles(edges) == [["a", "b", "c"]]
+    assert cycles({"a": {"b": ["a:1"]}, "b": {}}) == []
+    assert "normbench.data" in {t for t, _ in imported("normbench.train")}  # a known import is seen
+    tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nimport b\n")
+    assert {type(n).__name__ for n in type_checking_only(tree)} == {"Import", "alias"}
+
+
+@pytest.mark.parametrize("rooms", [False, True], ids=["modules", "rooms"])
+def test_no_import_circle(rooms: bool) -> None:
+    edges = graph(rooms)
+    found = cycles(edges)
+    assert not found, "import circles: " + " | ".join(describe(c, edges) for c in found)
+
+
+def test_no_file_over_the_line_limit() -> None:
+    sizes = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for p in MODULES.values()}
+    assert not {p: n for p, n in sizes.items() if n > MAX_FILE_LINES}
+
+
+@pytest.mark.parametrize("name", RUNNER)
+def test_the_runner_reads_as_named_phases(name: str) -> None:
+    tree = ast.parse((PACKAGE / name).read_text())
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))]
+    nested = [
+        f"{outer.name}.{inner.name if not isinstance(inner, ast.Lambda) else 'lambda'}"
+        for outer in functions
+        if not isinstance(outer, ast.Lambda)
+        for inner in ast.walk(outer)
+        if inner is not outer and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    ]
+    assert not nested, f"closures in {name} (state belongs in the Run object): {nested}"
+    long = {f.name: f.end_lineno - f.lineno + 1 for f in functions if isinstance(f, ast.FunctionDef)}
+    assert not {k: n for k, n in long.items() if n > MAX_RUNNER_FUNCTION_LINES}
