@@ -4,8 +4,9 @@ layer of the same layout.
 Shapes: images (128, 64, 16, 16) NCHW, and sequences 64 × 32 tokens × 512 channels NTC with
 about 10 % padding (the mask is passed to every norm). Each norm runs in training mode; one timed
 call is forward + ``torch.autograd.grad`` of (y·dy).sum() with respect to the input and the
-parameters. ``compiled`` is ``torch.compile`` of the norm module (compiled once, outside the
-timing).
+parameters. ``compiled`` is the norm module compiled as a run compiles it
+(`normbench.hardware.maybe_compile`: ``torch.compile`` with eager's random streams), once,
+outside the timing.
 
 References (torch's own fused op, eager, on the same tensor): images — ``F.batch_norm`` (what
 ``nn.BatchNorm2d`` runs) for the batch-statistic norms and the noise, ``F.group_norm`` for gn, in
@@ -45,6 +46,7 @@ from torch.utils import benchmark
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's normbench, not an installed one
 
+from normbench import hardware  # noqa: E402
 from normbench.norms import build_norm, list_norms  # noqa: E402
 from normbench.output import format_table, write_csv  # noqa: E402
 
@@ -140,7 +142,7 @@ def bench_shape(
         norm = build_norm(name, c, layout, **KW.get(name, {})).to(x.device).train()
         for mode in args.modes:
             torch._dynamo.reset()
-            module = torch.compile(norm) if mode == "compiled" else norm
+            module = hardware.maybe_compile(norm, {"compile": mode == "compiled"})  # as a run compiles it
             fn = step_fn(module, x, mask)
             times, ratios = [], []
             for _ in range(args.rounds):
