@@ -127,9 +127,7 @@ class BatchNorm(Norm):
         self.num_batches_tracked.add_(1)
         group = _all_gather() if self.sync else None
         x2 = x if self.layout == "NCHW" else x.reshape(-1, x.shape[-1])  # (N·T, C) rows: channels last, contiguous
-        if mask is not None:
-            x2 = NF.upcast(x2)
-        w = None if mask is None else mask.reshape(-1, 1).to(x2.dtype)
+        w = None if mask is None else mask.reshape(-1, 1).to(torch.float32 if x2.dtype in NF.HALF else x2.dtype)
         params = (self.weight, self.bias, self.eps)
         if group is not None or self.record_live_stats or self.eps <= 0:
             y, mean, var, n = BF.batch_norm_composed(NF.upcast(x2), "NCHW", w, *params, self.renorm(), group)
@@ -141,8 +139,8 @@ class BatchNorm(Norm):
             running = (self.running_mean, self.running_var)
             y = F.batch_norm(x2, *running, self.weight, self.bias, True, self.momentum, self.eps)
             return self.post_affine(y.reshape(x.shape), None).to(x.dtype)
-        else:
-            y, mean, var, n = BF.batch_norm_fused(x2, w, *params, self.renorm())
+        else:  # float32 statistics for bf16 inputs (torch's kernel keeps bf16 ones without an affine)
+            y, mean, var, n = BF.batch_norm_fused(NF.upcast(x2), w, *params, self.renorm())
         mean, var, n = mean.detach(), var.detach(), n.detach()
         self._record(mean, var, n)
         BF.ema_update(self.running_mean, mean, self.momentum, n > 0)
