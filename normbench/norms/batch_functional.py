@@ -146,6 +146,7 @@ def batch_norm_fused(
     the exact gradient (no gradient reaches padding). With ``renorm``, r and d come from the
     kernel's statistics and the affine (γ·r, β + γ·d) follows the kernel.
     """
+    weight, bias = (None if p is None else p.to(x.dtype) for p in (weight, bias))  # a bf16 module, float32 maths
     if w is None:
         xs, k, n = x, None, torch.tensor(float(x.numel() // x.shape[1]), dtype=torch.float32, device=x.device)
     else:  # (A, C) rows with weights (A, 1): see the docstring

@@ -45,3 +45,15 @@ def test_same_dtype_in_training_and_evaluation_under_autocast(name: str, layout:
         with torch.autocast("cpu", dtype=torch.bfloat16):
             dtypes.append(m.train(training)(x).dtype)
     assert dtypes[0] == dtypes[1], dtypes
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NTC"])
+@pytest.mark.parametrize("name", list_norms())
+def test_a_module_cast_to_bfloat16_runs_in_training_and_evaluation(name: str, layout: str) -> None:
+    """``model.bfloat16()`` (parameters and buffers in bf16, no autocast) trains and evaluates."""
+    m = build_norm(name, 16, layout, **KW.get(name, {})).bfloat16()
+    x = torch.randn((4, 16, 3, 3) if layout == "NCHW" else (4, 5, 16)).bfloat16()
+    mask = torch.arange(5)[None] < torch.tensor([5, 3, 2, 4])[:, None] if layout == "NTC" else None
+    for training in (True, False):
+        y = m.train(training)(x, mask)
+        assert torch.isfinite(y.float()).all()
