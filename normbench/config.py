@@ -70,14 +70,14 @@ def register_configs() -> None:
     """Store the top-level schema and every registry's schemas in the ConfigStore."""
     from hydra.core.config_store import ConfigStore
 
-    import normbench.data
     import normbench.models
     import normbench.norms
+    import normbench.tasks
     from normbench.registry import store_schemas
 
     cs = ConfigStore.instance()
     cs.store(group="schema", name="run", node=RunConfig)
     cs.store(group="schema/hardware", name="hardware", node=HardwareConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
-    for registry in (normbench.norms.NORMS, normbench.models.MODELS, normbench.data.DATASETS):
+    for registry in (normbench.norms.NORMS, normbench.models.MODELS, normbench.tasks.DATASETS):
         store_schemas(registry)

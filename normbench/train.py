@@ -31,7 +31,6 @@ from torch import nn
 
 from normbench import distributed, hardware
 from normbench.checkpoint import Checkpointer, restore
-from normbench.data import build_task
 from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.diagnostics.probe import resolve_probe_directions
 from normbench.divergence import DivergenceMonitor
@@ -58,6 +57,8 @@ from normbench.run_state import (
     wandb_group,
 )
 from normbench.sinks import LocalSink, MetricLogger, git_commit
+from normbench.tasks import build_task
+from normbench.tasks.base import StepOutput
 from normbench.validate import check_norm_in_model, validate_config
 from normbench.wandb_sink import WandbSink
 
@@ -100,7 +101,7 @@ def fit(run: Run) -> str:
     for epoch in range(run.counters.start_epoch, run.epochs):
         metrics = train_epoch(run, epoch)
         if run.counters.diverged_at is not None:
-            run.sinks.logger.log(run.step, epoch, metrics)
+            log(run, metrics)
             return "diverged"
         if (epoch + 1) % run.cfg.eval_every_epochs == 0 or epoch + 1 == run.epochs:
             metrics.update(evaluate(run, epoch))
@@ -238,8 +239,8 @@ def train_epoch(run: Run, epoch: int) -> dict[str, Any]:
         if run.step >= run.total_steps:
             break
         run_due_diagnostics(run, batch, epoch)
-        loss = train_step(run, ep, batch)
-        if after_step(run, ep, loss):  # diverged
+        out = train_step(run, ep, batch)
+        if after_step(run, ep, out):  # diverged
             break
         if ep.bar is not None:
             ep.bar.update(1)
@@ -267,12 +268,12 @@ def run_due_diagnostics(run: Run, batch: Any, epoch: int) -> None:
     t0 = time.perf_counter()
     lr = run.scheduler.get_last_lr()[0]
     ctx = DiagContext(run.model, batch, run.loss, run.optimizer, run.step, epoch, lr, task=run.task)
-    run.sinks.logger.log(run.step, epoch, call_diagnostics(due, ctx, run.hooks))
+    log(run, call_diagnostics(due, ctx, run.hooks))
     run.counters.diag_seconds += time.perf_counter() - t0
 
 
-def train_step(run: Run, ep: Epoch, batch: Any) -> torch.Tensor:
-    """Forward, backward, optimizer and schedule step; the step's loss (on the device)."""
+def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
+    """Forward, backward, optimizer and schedule step; the step's loss and statistics (on the device)."""
     if run.step >= run.cfg.throughput_warmup_steps:
         run.timer.start()
     for hook in run.hooks:
@@ -292,18 +293,17 @@ def train_step(run: Run, ep: Epoch, batch: Any) -> torch.Tensor:
         ep.sums[k] = ep.sums[k] + v if k in ep.sums else v.clone()
     run.counters.step += 1
     ep.batch_in_epoch += 1
-    return out.loss
+    return out
 
 
-def after_step(run: Run, ep: Epoch, loss: torch.Tensor) -> bool:
+def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
     """Log every ``log_every_n_steps``; at the points that sync anyway, check for divergence
     (True: diverged) and write a mid-epoch checkpoint when one is due."""
     step = run.step
     log_now = step % max(int(run.cfg.logger.log_every_n_steps), 1) == 0 or step == run.total_steps
     mid_epoch_checkpoint = run.checkpointer.due(step) and ep.batch_in_epoch < run.steps_per_epoch
     if log_now:
-        batch_loss = distributed.mean_over_ranks(loss.detach(), run.ddp).item()
-        run.sinks.logger.log(step, ep.index, {"train/batch_loss": batch_loss, "lr": run.scheduler.get_last_lr()[0]})
+        log(run, {**batch_metrics(run, out), "lr": run.scheduler.get_last_lr()[0]})
         if ep.bar is not None:
             show_progress(run, ep)
     if not (log_now or mid_epoch_checkpoint):
@@ -317,6 +317,21 @@ def after_step(run: Run, ep: Epoch, loss: torch.Tensor) -> bool:
     return False
 
 
+def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
+    """The logged batch's metrics over all processes: ``train/batch_loss`` (the loss optimized)
+    and the task's other statistics of the batch (``train/batch_acc``, ``train/batch_ppl``, …)."""
+    stats = distributed.sum_over_ranks(out.stats, run.ddp)
+    summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
+    metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
+    return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.ddp).item(), **metrics}
+
+
+def log(run: Run, metrics: dict[str, Any]) -> None:
+    """One row of metrics at the current step. ``epoch`` in every row (step or epoch rows alike)
+    is the training progress in epochs, step / steps per epoch."""
+    run.sinks.logger.log(run.step, run.step / run.steps_per_epoch, metrics)
+
+
 def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
     """The epoch's sums and throughput over all processes; one more divergence check."""
     run.timer.stop()
@@ -324,7 +339,7 @@ def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
         ep.bar.close()
     sums = distributed.sum_over_ranks(ep.sums, run.ddp)
     units, run.timer.elapsed = distributed.throughput_over_ranks(ep.timed_units, run.timer.elapsed, run.ddp, run.device)
-    metrics = {"epoch": ep.index + 1, **run.task.summarize({k: float(v) for k, v in sums.items()}, "train")}
+    metrics = run.task.summarize({k: float(v) for k, v in sums.items()}, "train")
     if run.timer.elapsed > 0:
         metrics[f"perf/{run.task.unit}_per_s"] = units / run.timer.elapsed
     if run.counters.diverged_at is None:
@@ -352,11 +367,11 @@ def end_epoch(run: Run, epoch: int, metrics: dict[str, Any]) -> None:
     """The diagnostics' per-epoch aggregates, the epoch's log line, a checkpoint at the epoch end."""
     c = run.counters
     t0 = time.perf_counter()
-    diag_metrics = {f"diag/{h.name}/{k}": v for h in run.hooks for k, v in h.epoch_end().items()}
+    diag_metrics = {f"{h.name}/{k}": v for h in run.hooks for k, v in h.epoch_end().items()}
     c.diag_seconds += time.perf_counter() - t0
     metrics["perf/diag_seconds"] = c.diag_seconds
     metrics["perf/diag_share"] = c.diag_seconds / max(time.time() - run.t_start, 1e-9)
-    run.sinks.logger.log(c.step, epoch, {**metrics, **diag_metrics})
+    log(run, {**metrics, **diag_metrics})
     c.final.update(metrics)
     c.epochs_done = epoch + 1
     save_checkpoint(run, epoch + 1, 0, run.generator.get_state(), {})

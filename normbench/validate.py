@@ -202,11 +202,11 @@ def _check_name(key: str, name: Any, valid: Sequence[str]) -> None:
 
 def _check_names(cfg: DictConfig) -> None:
     from normbench import hardware
-    from normbench.data import list_datasets
     from normbench.diagnostics import list_diagnostics
     from normbench.models import list_models
     from normbench.norms import list_norms
     from normbench.optim import OPTIMIZERS, SCHEDULES
+    from normbench.tasks import list_datasets
 
     _check_name("norm.name", cfg.norm.name, list_norms())
     _check_name("model.name", cfg.model.name, list_models())

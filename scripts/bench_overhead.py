@@ -55,11 +55,11 @@ from omegaconf import DictConfig  # noqa: E402
 
 from normbench import train  # noqa: E402
 from normbench.cli import config_dir  # noqa: E402
-from normbench.data import build_task  # noqa: E402
 from normbench.models import build_model  # noqa: E402
 from normbench.norms import norm_factory  # noqa: E402
 from normbench.optim import build_optimizer, lr_factor  # noqa: E402
 from normbench.output import format_table, write_csv  # noqa: E402
+from normbench.tasks import build_task  # noqa: E402
 
 TARGETS = {"runner/diagnostics=off": 1.03, "runner/diagnostics=default (at its cadence)": 1.10}
 DATA_PATH_TARGET = 20.0

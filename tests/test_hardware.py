@@ -265,7 +265,7 @@ def test_compiled_run_trains_and_diagnostics_see_the_uncompiled_model(tmp_path: 
     result = train.run(cfg, tmp_path)
     assert result["status"] == "finished" and len(seen) == 3
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
-    assert [r["diag/probe/loss"] for r in rows if "diag/probe/loss" in r] == seen
+    assert [r["probe/loss"] for r in rows if "probe/loss" in r] == seen
     assert json.loads((tmp_path / "summary.json").read_text())["compile"] is True
 
 

@@ -11,12 +11,12 @@ import yaml
 from omegaconf import MISSING
 
 from normbench.cli import config_dir
-from normbench.data import DATASETS
 from normbench.diagnostics import list_diagnostics
 from normbench.diagnostics.registry import DIAGNOSTICS, DiagnosticHook
 from normbench.models import MODELS
 from normbench.norms import NORMS
 from normbench.registry import Registry, schema
+from normbench.tasks import DATASETS
 
 CONF = Path(config_dir())
 REGISTRIES = {"norm": NORMS, "model": MODELS, "dataset": DATASETS}

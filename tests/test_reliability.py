@@ -246,7 +246,7 @@ def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
     before = [p.detach().clone() for p in model.parameters()]
     assert call_diagnostics([hooks[0]], ctx(), hooks) == {}
     assert [h.name for h in hooks] == ["fine"]
-    assert call_diagnostics([hooks[0]], ctx(), hooks) == {"diag/fine/x": 1.0}
+    assert call_diagnostics([hooks[0]], ctx(), hooks) == {"fine/x": 1.0}
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [

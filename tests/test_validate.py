@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from normbench import cli
-from normbench.data import list_datasets
 from normbench.models import list_models
 from normbench.norms import list_norms
+from normbench.tasks import list_datasets
 from tests.conftest import TINY_RUN
 
 HARDWARE = sorted(p.stem for p in (Path(cli.config_dir()) / "hardware").glob("*.yaml"))

@@ -1,16 +1,13 @@
-"""CIFAR-10, held as one uint8 tensor; and a synthetic CIFAR-shaped task written in the same
-on-disk layout (``cifar-10-batches-py``) and read back through the same loader, so that every
-synthetic run exercises the real path. The files are pickles: they are read with a restricted
-unpickler and checked file by file (`normbench.data.cifar_files`)."""
+"""CIFAR-10 files → uint8 tensors; and a synthetic CIFAR-shaped task written in the same on-disk
+layout (``cifar-10-batches-py``) and read back through the same loader, so that every synthetic
+run exercises the real path (the data sets are registered in `normbench.tasks.classification`).
+The files are pickles: they are read with a restricted unpickler and checked file by file
+(`normbench.data.cifar_files`)."""
 
 from __future__ import annotations
 
-import hashlib
 import pickle
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -25,8 +22,6 @@ from normbench.data.cifar_files import (
     read_batch,
     read_meta,
 )
-from normbench.data.registry import DatasetConfig, register_dataset
-from normbench.tasks.classification import ImageClassificationTask
 
 LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -105,69 +100,3 @@ def make_synthetic_images(
     images = 128 + 50 * images + noise * torch.randn(images.shape, generator=g)
     images = images.round().clamp(0, 255).to(torch.uint8)
     return images.permute(0, 2, 3, 1).numpy(), labels.numpy()
-
-
-@dataclass
-class CIFAR10Config(DatasetConfig):
-    root: str = "data/cifar10"
-    download: bool = False
-    verify_checksums: bool = True
-    augment: bool = True
-
-
-@dataclass
-class SyntheticImagesConfig(DatasetConfig):
-    root: str | None = None
-    """Where to write the files; default: ``<run dir>/data``."""
-    num_train: int = 2000
-    num_test: int = 500
-    noise: float = 48.0
-    seed: int = 0
-    augment: bool = True
-
-
-def _task(
-    train: tuple[torch.Tensor, torch.Tensor, list[str]],
-    test: tuple[torch.Tensor, torch.Tensor, list[str]],
-    cfg: Mapping[str, Any],
-    run_cfg: Mapping[str, Any],
-    device: torch.device,
-) -> ImageClassificationTask:
-    return ImageClassificationTask(
-        train_images=train[0],
-        train_labels=train[1],
-        test_images=test[0],
-        test_labels=test[1],
-        num_classes=len(train[2]),
-        batch_size=int(run_cfg["batch_size"]),
-        eval_batch_size=int(run_cfg.get("eval_batch_size", 500)),
-        augment=bool(cfg.get("augment", True)),
-        device=device,
-    )
-
-
-@register_dataset("cifar10", CIFAR10Config)
-def cifar10(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
-    """The CIFAR-10 train split for training and its test split for ``val/*``."""
-    kw = {"download": cfg.get("download", False), "verify_checksums": cfg.get("verify_checksums", True)}
-    return _task(load_cifar10(cfg["root"], True, **kw), load_cifar10(cfg["root"], False, **kw), cfg, run_cfg, device)
-
-
-def synthetic_root(cfg: Mapping[str, Any], run_dir: Path) -> Path:
-    key = f"{cfg['num_train']}-{cfg['num_test']}-{cfg['noise']}-{cfg['seed']}"
-    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
-    base = Path(cfg["root"]).expanduser() if cfg.get("root") else Path(run_dir) / "data"
-    return base / f"synthetic_images-{digest}"
-
-
-@register_dataset("synthetic_images", SyntheticImagesConfig)
-def synthetic_images(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
-    """Write the synthetic task as CIFAR-10 files (once per settings), then load it as CIFAR-10."""
-    root = synthetic_root(cfg, run_dir)
-    if not (root / BASE_FOLDER / "test_batch").is_file():
-        seed = int(cfg["seed"])
-        train = make_synthetic_images(int(cfg["num_train"]), seed, noise=float(cfg["noise"]))
-        test = make_synthetic_images(int(cfg["num_test"]), seed + 1_000_003, noise=float(cfg["noise"]))
-        write_cifar_batches(root, train, test)
-    kw = {"download": False, "verify_checksums": False}
-    return _task(load_cifar10(root, True, **kw), load_cifar10(root, False, **kw), cfg, run_cfg, device)

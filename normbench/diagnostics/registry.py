@@ -8,7 +8,7 @@ runner, for each hook:
 - ``due(step)`` before each training step and, when due, ``hook(ctx)`` with the step's
   `DiagContext` (parameters θ_t, the batch the step is about to use), through `run_hooks`, which
   restores parameters, buffers, gradients, optimizer state, module modes and RNG streams after
-  every hook; the returned keys are logged as ``diag/<name>/<metric>``. Inside a hook every
+  every hook; the returned keys are logged as ``<name>/<metric>``. Inside a hook every
   evaluation of the loss goes through `DiagContext.closure` / `DiagContext.loss_on`, which put
   the buffers, extra state, modes and RNG streams back before each evaluation (`DiagContext.reset`);
 - ``before_step(step)`` / ``after_step(step)`` around every training step (forward, backward,
@@ -237,7 +237,7 @@ def run_hooks(
 ) -> dict[str, Any]:
     """Call each due hook on ``ctx``; restore the training state after each one.
 
-    Returns the hooks' metrics as ``diag/<name>/<metric>``. Whatever a hook does to parameters,
+    Returns the hooks' metrics as ``<name>/<metric>``. Whatever a hook does to parameters,
     gradients, buffers (BN running statistics, PowerNorm's ψ²), optimizer state, module modes or
     the python/numpy/torch/CUDA RNG streams is undone bit for bit before the next hook and the
     training step. The state is captured once for all ``hooks``. A hook that raises propagates,
@@ -256,7 +256,7 @@ def run_hooks(
                 out = {}
             finally:
                 state.restore()
-            metrics.update({f"diag/{hook.name}/{k}": v for k, v in out.items()})
+            metrics.update({f"{hook.name}/{k}": v for k, v in out.items()})
     finally:
         ctx.rng.restore()
     return metrics

@@ -5,6 +5,6 @@ them all.
 """
 
 from normbench.data.registry import DATASETS, build_task, list_datasets
-from normbench.tasks import translation  # noqa: F401  (registration: iwslt14, synthetic_translation)
+from normbench.tasks import classification, translation  # noqa: F401  (registration of every data set)
 
 __all__ = ["DATASETS", "build_task", "list_datasets"]

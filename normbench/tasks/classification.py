@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import hashlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -16,6 +19,8 @@ from normbench.data.augment import (
     random_crop,
     random_flip,
 )
+from normbench.data.cifar import BASE_FOLDER, load_cifar10, make_synthetic_images, write_cifar_batches
+from normbench.data.registry import DatasetConfig, register_dataset
 from normbench.errors import ConfigError
 from normbench.tasks.base import StepOutput
 
@@ -113,3 +118,69 @@ class ImageClassificationTask:
             for k, v in out.stats.items():
                 sums[k] += float(v)
         return self.summarize(sums, "val")
+
+
+@dataclass
+class CIFAR10Config(DatasetConfig):
+    root: str = "data/cifar10"
+    download: bool = False
+    verify_checksums: bool = True
+    augment: bool = True
+
+
+@dataclass
+class SyntheticImagesConfig(DatasetConfig):
+    root: str | None = None
+    """Where to write the files; default: ``<run dir>/data``."""
+    num_train: int = 2000
+    num_test: int = 500
+    noise: float = 48.0
+    seed: int = 0
+    augment: bool = True
+
+
+def _task(
+    train: tuple[torch.Tensor, torch.Tensor, list[str]],
+    test: tuple[torch.Tensor, torch.Tensor, list[str]],
+    cfg: Mapping[str, Any],
+    run_cfg: Mapping[str, Any],
+    device: torch.device,
+) -> ImageClassificationTask:
+    return ImageClassificationTask(
+        train_images=train[0],
+        train_labels=train[1],
+        test_images=test[0],
+        test_labels=test[1],
+        num_classes=len(train[2]),
+        batch_size=int(run_cfg["batch_size"]),
+        eval_batch_size=int(run_cfg.get("eval_batch_size", 500)),
+        augment=bool(cfg.get("augment", True)),
+        device=device,
+    )
+
+
+@register_dataset("cifar10", CIFAR10Config)
+def cifar10(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+    """The CIFAR-10 train split for training and its test split for ``val/*``."""
+    kw = {"download": cfg.get("download", False), "verify_checksums": cfg.get("verify_checksums", True)}
+    return _task(load_cifar10(cfg["root"], True, **kw), load_cifar10(cfg["root"], False, **kw), cfg, run_cfg, device)
+
+
+def synthetic_root(cfg: Mapping[str, Any], run_dir: Path) -> Path:
+    key = f"{cfg['num_train']}-{cfg['num_test']}-{cfg['noise']}-{cfg['seed']}"
+    digest = hashlib.sha1(key.encode()).hexdigest()[:10]
+    base = Path(cfg["root"]).expanduser() if cfg.get("root") else Path(run_dir) / "data"
+    return base / f"synthetic_images-{digest}"
+
+
+@register_dataset("synthetic_images", SyntheticImagesConfig)
+def synthetic_images(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+    """Write the synthetic task as CIFAR-10 files (once per settings), then load it as CIFAR-10."""
+    root = synthetic_root(cfg, run_dir)
+    if not (root / BASE_FOLDER / "test_batch").is_file():
+        seed = int(cfg["seed"])
+        train = make_synthetic_images(int(cfg["num_train"]), seed, noise=float(cfg["noise"]))
+        test = make_synthetic_images(int(cfg["num_test"]), seed + 1_000_003, noise=float(cfg["noise"]))
+        write_cifar_batches(root, train, test)
+    kw = {"download": False, "verify_checksums": False}
+    return _task(load_cifar10(root, True, **kw), load_cifar10(root, False, **kw), cfg, run_cfg, device)

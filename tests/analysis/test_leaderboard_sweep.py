@@ -68,11 +68,11 @@ def test_sweep_then_leaderboard(tmp_path: Path) -> None:
         assert float(row["train_loss"]) == pytest.approx(summary["train/loss"])
         assert float(row["relative_throughput"]) == pytest.approx(speed[norm] / speed["bn"])
         # the probes ran at step 5 of 6 only: before the last 10 %, so their last value is used
-        assert float(row["loss_range"]) == pytest.approx(last_logged(job, "diag/landscape/loss_range"))
-        assert float(row["beta"]) == pytest.approx(last_logged(job, "diag/beta_smoothness/beta"))
-        assert float(row["grad_var"]) == pytest.approx(last_logged(job, "diag/grad_variance/total"))
+        assert float(row["loss_range"]) == pytest.approx(last_logged(job, "landscape/loss_range"))
+        assert float(row["beta"]) == pytest.approx(last_logged(job, "beta_smoothness/beta"))
+        assert float(row["grad_var"]) == pytest.approx(last_logged(job, "grad_variance/total"))
     assert float(rows["bn"]["bn_var_dist"]) == pytest.approx(
-        last_logged(by_norm["bn"], "diag/bn_stats/first_layer/var_dist")
+        last_logged(by_norm["bn"], "bn_stats/first_layer/var_dist")
     )
     assert rows["gn"]["bn_var_dist"] == ""  # GN keeps no running statistics
     assert {rows["bn"]["verdict"], rows["gn"]["verdict"]} == {"best", "tied"}  # one seed: no interval, no rank

@@ -34,9 +34,9 @@ def test_every_group_option_composes(group: str, option: str) -> None:
 
 
 def test_groups_mirror_registries() -> None:
-    from normbench.data import list_datasets
     from normbench.models import list_models
     from normbench.norms import list_norms
+    from normbench.tasks import list_datasets
 
     for group, names in (("norm", list_norms()), ("model", list_models()), ("dataset", list_datasets())):
         files = sorted(f.stem for f in (CONF / group).glob("*.yaml"))

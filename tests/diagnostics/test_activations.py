@@ -23,7 +23,7 @@ def test_layer_statistics_are_those_of_the_norms_input_and_output() -> None:
     out = run_hooks([hook], context(model, (x, y), lambda m, b: F.cross_entropy(m(b[0]), b[1])))
     pre = model.conv(x).detach()
     post = F.batch_norm(pre, None, None, model.norm1.weight, model.norm1.bias, True).detach()
-    key = "diag/activations/norm1"
+    key = "activations/norm1"
     assert out[f"{key}/pre_mean"] == pytest.approx(float(pre.mean()), rel=1e-5, abs=1e-7)
     assert out[f"{key}/pre_std"] == pytest.approx(float(pre.std(correction=0)), rel=1e-5)
     assert out[f"{key}/post_mean"] == pytest.approx(0.0, abs=1e-6)
@@ -48,17 +48,17 @@ def test_padding_is_left_out_for_sequence_layouts() -> None:
 
 
 def test_local_sink_keeps_numbers_and_wandb_gets_histograms(tmp_path) -> None:
-    metrics = {"diag/activations/norm1/pre_mean": 0.5, "diag/activations/norm1/pre_hist": Histogram([1, 2], [0, 1, 2])}
+    metrics = {"activations/norm1/pre_mean": 0.5, "activations/norm1/pre_hist": Histogram([1, 2], [0, 1, 2])}
     sink = LocalSink(tmp_path, {}, "")
     sink.log(3, 0, metrics)
     sink.finish({})
     row = json.loads((tmp_path / "metrics.jsonl").read_text())
-    assert row == {"step": 3, "epoch": 0, "diag/activations/norm1/pre_mean": 0.5}
+    assert row == {"step": 3, "epoch": 0, "activations/norm1/pre_mean": 0.5}
 
     from normbench.wandb_layout import layout
 
     laid = layout(metrics)  # W&B: the histogram in its own section, the per-layer number in the layer table
-    assert laid.scalars["activations_hist/norm1/pre"] is metrics["diag/activations/norm1/pre_hist"]
+    assert laid.scalars["activations_hist/norm1/pre"] is metrics["activations/norm1/pre_hist"]
     assert laid.tables["activations/layers"].rows == [[0, "norm1", 0.5]]
 
 

@@ -61,13 +61,13 @@ def test_hooks_log_the_closed_forms_and_share_one_probe() -> None:
     etas = step_sizes(lr, 0.5, 4.0, 5)
     losses = [closed_forms(e)[0] for e in etas]
     dists = [closed_forms(e)[1] for e in etas]
-    assert out["diag/landscape/loss_min"] == pytest.approx(min(losses), rel=1e-12)
-    assert out["diag/landscape/loss_max"] == pytest.approx(max(losses), rel=1e-12)
-    assert out["diag/landscape/loss_range"] == pytest.approx(max(losses) - min(losses), rel=1e-9)
-    assert out["diag/predictiveness/grad_diff_min"] == pytest.approx(min(dists), rel=1e-10)
-    assert out["diag/predictiveness/grad_diff_max"] == pytest.approx(max(dists), rel=1e-10)
-    assert out["diag/predictiveness/grad_diff_mean"] == pytest.approx(sum(dists) / len(dists), rel=1e-10)
-    assert out["diag/beta_smoothness/beta"] == pytest.approx(closed_forms(1.0)[2], rel=1e-10)
+    assert out["landscape/loss_min"] == pytest.approx(min(losses), rel=1e-12)
+    assert out["landscape/loss_max"] == pytest.approx(max(losses), rel=1e-12)
+    assert out["landscape/loss_range"] == pytest.approx(max(losses) - min(losses), rel=1e-9)
+    assert out["predictiveness/grad_diff_min"] == pytest.approx(min(dists), rel=1e-10)
+    assert out["predictiveness/grad_diff_max"] == pytest.approx(max(dists), rel=1e-10)
+    assert out["predictiveness/grad_diff_mean"] == pytest.approx(sum(dists) / len(dists), rel=1e-10)
+    assert out["beta_smoothness/beta"] == pytest.approx(closed_forms(1.0)[2], rel=1e-10)
     assert len(calls) == 1 + len(etas)  # one probe (with gradients) served all three
     assert torch.equal(model.theta.detach(), THETA)
 
@@ -76,5 +76,5 @@ def test_landscape_alone_needs_no_gradients_and_lr_zero_logs_nothing() -> None:
     (hook,) = build_diagnostics({"landscape": {"every_n_steps": 1}})
     model = Quadratic(A, THETA)
     out = run_hooks([hook], context(model, None, quadratic_loss, lr=0.01))
-    assert math.isfinite(out["diag/landscape/loss_range"])
+    assert math.isfinite(out["landscape/loss_range"])
     assert run_hooks([hook], context(model, None, quadratic_loss, lr=0.0)) == {}

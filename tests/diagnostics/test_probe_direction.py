@@ -84,13 +84,13 @@ def expected(theta: Tensor, direction: Tensor, scales: list[float]) -> dict[str,
     losses = [value(theta + s * direction) for s in scales]
     dists = [s * float((A @ direction).norm()) for s in scales]
     return {
-        "diag/landscape/loss": value(theta),
-        "diag/landscape/loss_min": min(losses),
-        "diag/landscape/loss_max": max(losses),
-        "diag/predictiveness/grad_diff_min": min(dists),
-        "diag/predictiveness/grad_diff_max": max(dists),
-        "diag/predictiveness/grad_diff_mean": sum(dists) / len(dists),
-        "diag/beta_smoothness/beta": float((A @ direction).norm() / direction.norm()),
+        "landscape/loss": value(theta),
+        "landscape/loss_min": min(losses),
+        "landscape/loss_max": max(losses),
+        "predictiveness/grad_diff_min": min(dists),
+        "predictiveness/grad_diff_max": max(dists),
+        "predictiveness/grad_diff_mean": sum(dists) / len(dists),
+        "beta_smoothness/beta": float((A @ direction).norm() / direction.norm()),
     }
 
 
@@ -183,8 +183,8 @@ def test_update_direction_cap_and_lr_zero() -> None:
     (hook,) = build_diagnostics({"landscape": cfg})
     out = run_hooks([hook], context(model, None, loss_fn, optimizer=optimizer, lr=LR))
     losses = [value(theta + m * delta) for m in (0.5, 1.0)]  # m ≤ max_step_size / lr = 1
-    assert out["diag/landscape/loss_min"] == pytest.approx(min(losses), rel=1e-9)
-    assert out["diag/landscape/loss_max"] == pytest.approx(max(losses), rel=1e-9)
+    assert out["landscape/loss_min"] == pytest.approx(min(losses), rel=1e-9)
+    assert out["landscape/loss_max"] == pytest.approx(max(losses), rel=1e-9)
     assert run_hooks([hook], context(model, None, loss_fn, optimizer=optimizer, lr=0.0)) == {}
 
 

@@ -123,14 +123,14 @@ def test_the_runner_with_every_diagnostic_gives_the_same_run(tmp_path) -> None:
     rows = [json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()]
     keys = set().union(*rows)
     for name in list_diagnostics():
-        assert any(k.startswith(f"diag/{name}/") for k in keys), name
+        assert any(k.startswith(f"{name}/") for k in keys), name
     assert full["perf/diag_share"] > 0 and full["perf/diag_seconds"] > 0
     # the probe's L(θ) at step 0 is the loss the step itself computed (same batch, same dropout draws)
-    step0 = next(r for r in rows if "diag/landscape/loss" in r)
+    step0 = next(r for r in rows if "landscape/loss" in r)
     first_loss = next(r for r in rows if "train/batch_loss" in r)
     assert step0["step"] == 0 and first_loss["step"] == 1
-    assert step0["diag/landscape/loss"] == first_loss["train/batch_loss"]
-    assert "diag/bn_stats/first_layer/var_dist" in rows[-1]
+    assert step0["landscape/loss"] == first_loss["train/batch_loss"]
+    assert "bn_stats/first_layer/var_dist" in rows[-1]
     # direction=auto is written into the run's config as what ran: SGD with momentum 0.9 → update
     logged = yaml.safe_load((tmp_path / "full" / "config.yaml").read_text())
     assert {logged["diagnostics"][n]["direction"] for n in ("landscape", "predictiveness", "beta_smoothness")} == {
@@ -144,6 +144,6 @@ def test_diagnostics_run_beside_a_compiled_model(tmp_path) -> None:
     plain = run(compose_cfg([*RUN, "diagnostics=off", "hardware.compile=true"]), tmp_path / "off")
     full = run(compose_cfg([*RUN, "diagnostics=full", *TINY, "hardware.compile=true"]), tmp_path / "full")
     keys = set().union(*(json.loads(line) for line in (tmp_path / "full" / "metrics.jsonl").read_text().splitlines()))
-    assert all(any(k.startswith(f"diag/{name}/") for k in keys) for name in list_diagnostics())
+    assert all(any(k.startswith(f"{name}/") for k in keys) for name in list_diagnostics())
     assert full["status"] == plain["status"] == "finished"
     assert full["train/loss"] == pytest.approx(plain["train/loss"], rel=1e-5)

@@ -144,9 +144,9 @@ def test_first_layer_ics_is_exactly_zero(case: str, norm: str) -> None:
     (hook,) = build_diagnostics({"ics": {"every_n_steps": 1, "layers": [first, later]}})
     hook.setup(model)
     out = run_hooks([hook], DiagContext(model, batch, loss_fn, optimizer, 3, 0, 0.05))
-    assert out[f"diag/ics/{first}/grad_diff"] == 0.0
-    assert out[f"diag/ics/{first}/rel_grad_diff"] == 0.0
-    assert out[f"diag/ics/{later}/grad_diff"] > 0  # the later layer does see the earlier step
+    assert out[f"ics/{first}/grad_diff"] == 0.0
+    assert out[f"ics/{first}/rel_grad_diff"] == 0.0
+    assert out[f"ics/{later}/grad_diff"] > 0  # the later layer does see the earlier step
 
 
 @pytest.mark.parametrize("norm", NORMS)
@@ -176,10 +176,10 @@ def test_probe_hooks_as_eta_goes_to_zero_agree_with_the_step(case: str, norm: st
     out = run_hooks(hooks, DiagContext(model, batch, loss_fn, optimizer, 3, 0, lr))
     loss, grads = step_loss_and_grad(model, batch, params)
     grad_norm = float(torch.stack([g.double().pow(2).sum() for g in grads]).sum().sqrt())
-    assert out["diag/landscape/loss"] == float(loss)
+    assert out["landscape/loss"] == float(loss)
     for key in ("loss_min", "loss_max"):
-        assert out[f"diag/landscape/{key}"] == pytest.approx(float(loss), rel=1e-5)
-    assert out["diag/predictiveness/grad_diff_max"] <= 1e-4 * grad_norm
+        assert out[f"landscape/{key}"] == pytest.approx(float(loss), rel=1e-5)
+    assert out["predictiveness/grad_diff_max"] <= 1e-4 * grad_norm
 
 
 class RepeatTask:
@@ -200,5 +200,5 @@ def test_gradient_variance_over_copies_of_one_batch_is_zero(case: str, norm: str
     hook.setup(model)
     ctx = DiagContext(model, batch, loss_fn, optimizer, 3, 0, 0.05, task=RepeatTask(batch))
     out = run_hooks([hook], ctx)
-    assert out["diag/grad_variance/total"] == 0.0
-    assert out["diag/grad_variance/grad_sq_norm"] > 0
+    assert out["grad_variance/total"] == 0.0
+    assert out["grad_variance/grad_sq_norm"] > 0

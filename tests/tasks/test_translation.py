@@ -169,9 +169,9 @@ def test_quickstart_mt_learns_the_synthetic_task(tmp_path) -> None:
 def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
     """A few hundred CPU steps on Multi30k de→en: validation loss falls far below that of the
     untrained model, and BLEU is computed on real text."""
-    from normbench.data import build_task
     from normbench.models import build_model
     from normbench.norms import norm_factory
+    from normbench.tasks import build_task
 
     dataset = {
         "name": "iwslt14",
