@@ -27,14 +27,17 @@ class LoggerConfig:
     project: str = "normbench"
     entity: str | None = None
     group: str | None = None
-    """Default: the sweep's name in a multirun, none otherwise."""
-    job_type: str = "train"
+    """Default: ``sweep-<sweep dir name>`` in a multirun (one sweep invocation), none otherwise."""
+    job_type: str | None = None
+    """Default: the experiment preset's name (``train`` without one): every sweep of a preset."""
     tags: list[str] = field(default_factory=list)
     run_name: str | None = None
     mode: str | None = None
     """``online`` / ``offline`` / ``disabled``; default: ``$WANDB_MODE``, else ``offline``."""
     log_every_n_steps: int = 10
     progress_bar: bool = True
+    log_checkpoints: bool = False
+    """Log each checkpoint file as a W&B ``model`` artifact (``model-<run id>``, aliases ``latest``, ``step-<N>``)."""
     init_timeout_s: float = 60.0
     """How long ``wandb.init`` may try to reach the server before the run falls back to offline."""
 

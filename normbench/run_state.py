@@ -194,7 +194,7 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
     if not run.checkpointer.enabled or not run.ddp.is_main:
         return
     c, sinks = run.counters, run.sinks
-    run.checkpointer.save(
+    path = run.checkpointer.save(
         training_state(
             config=run.config,
             model=run.model,
@@ -212,6 +212,8 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
             metrics_offset=sinks.local.offset() if sinks.local is not None else None,
         )
     )
+    if path is not None and sinks.wandb is not None:
+        sinks.wandb.log_checkpoint(path, c.step)  # a W&B artifact when logger.log_checkpoints
 
 
 def diverged_step(run: Run) -> int | None:
@@ -233,20 +235,6 @@ def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict
 def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None:
     hooks.remove(hook)
     warn(f"diagnostic {hook.name} failed at step {step} ({type(error).__name__}: {error}); switched off for this run")
-
-
-def wandb_group() -> str | None:
-    """The sweep's name in a Hydra multirun (the W&B group of its runs), else None."""
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        hc = HydraConfig.get()
-        if hc.mode == RunMode.MULTIRUN:
-            return f"sweep-{Path(hc.sweep.dir).name}"
-    except ValueError:  # not running under Hydra
-        pass
-    return None
 
 
 def progress_bar(cfg: DictConfig, epoch: int, epochs: int, steps: int) -> Any:

@@ -54,7 +54,6 @@ from normbench.run_state import (
     save_checkpoint,
     seed_everything,
     show_progress,
-    wandb_group,
 )
 from normbench.sinks import LocalSink, MetricLogger, git_commit
 from normbench.tasks import build_task
@@ -215,7 +214,7 @@ def open_sinks(
         local = LocalSink(run_dir, logged, OmegaConf.to_yaml(cfg, resolve=True), resume_offset=offset)
     if cfg.logger.wandb and ddp.is_main:
         wandb_id = resumed["wandb_run_id"] if resumed else None
-        wandb = WandbSink(cfg.logger, run_dir, logged, wandb_group(), wandb_id)
+        wandb = WandbSink(cfg.logger, run_dir, logged, None, wandb_id)  # None: the sweep's group
     sinks = Sinks(MetricLogger([s for s in (local, wandb) if s is not None]), local, wandb)
     info = {
         **resolved,

@@ -192,7 +192,7 @@ def test_tiny_run_lays_out_sections_tables_and_metric_definitions(tmp_path) -> N
 
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     local_keys = set().union(*rows) - {"step"}
-    assert {"diag/ics/conv1/cos", "diag/bn_stats/norm1/mean_dist"} <= local_keys  # metrics.jsonl keeps all
+    assert {"ics/conv1/cos", "bn_stats/norm1/mean_dist"} <= local_keys  # metrics.jsonl keeps all
     items = [h["item"] for h in of_type(records, "history")]
     media = {k.removesuffix("._type"): v for item in items for k, v in item.items() if k.endswith("._type")}
     logged = {next((m for m in media if k.startswith(m + ".")), k) for item in items for k in item}
@@ -216,13 +216,13 @@ def test_tiny_run_lays_out_sections_tables_and_metric_definitions(tmp_path) -> N
     assert metrics["global_step"]["options"]["hidden"] and metrics["epoch"]["options"]["hidden"]
 
     # the last ICS table holds what metrics.jsonl holds for that step; the headline scalars agree
-    local = [row for row in rows if "diag/ics/conv1/cos" in row][-1]
+    local = [row for row in rows if "ics/conv1/cos" in row][-1]
     (item,) = [item for item in items if item.get("_step") == local["step"] and "ics/layers._type" in item]
     table = json.loads((files / item["ics/layers.path"]).read_text())
-    expect = {k.split("/")[2]: {} for k in local if k.startswith("diag/ics/")}
+    expect = {k.split("/")[1]: {} for k in local if k.startswith("ics/")}
     for k, v in local.items():
-        if k.startswith("diag/ics/"):
-            expect[k.split("/")[2]][k.split("/")[3]] = v
+        if k.startswith("ics/"):
+            expect[k.split("/")[1]][k.split("/")[2]] = v
     assert [row[1] for row in table["data"]] == list(expect)
     for row in table["data"]:
         assert dict(zip(table["columns"][2:], row[2:], strict=True)) == pytest.approx(expect[row[1]])
@@ -238,8 +238,7 @@ def test_tiny_run_lays_out_sections_tables_and_metric_definitions(tmp_path) -> N
 
 def test_multirun_names_runs_by_the_swept_override_in_one_group(tmp_path) -> None:
     sweep = tmp_path / "2026-01-02_03-04-05"
-    # logger.group=null: the presets still set logger.group until conf/experiment drops it (issue 16)
-    r = run_cli("-m", *TINY_RUN, *FAST, "logger.group=null", "norm=bn,gn", f"hydra.sweep.dir={sweep}")
+    r = run_cli("-m", *TINY_RUN, *FAST, "norm=bn,gn", f"hydra.sweep.dir={sweep}")
     assert r.returncode == 0, r.stderr[-3000:]
     runs = [of_type(wandb_records(sweep / str(i))[0], "run")[0] for i in range(2)]
     assert [run["display_name"] for run in runs] == ["norm=bn", "norm=gn"]

@@ -1,7 +1,8 @@
 """The paper presets in conf/experiment/: every value of every swept parameter exists (and, in
-the slow set, composes), each preset sweeps at least two seeds and groups its W&B runs under its
-own name, and (slow) the first job of each CPU-scale preset trains for one step on the synthetic
-stand-in of its data set with the preset's diagnostics."""
+the slow set, composes), each preset sweeps at least two seeds and leaves the W&B group to the
+sweep (one group per sweep invocation; the preset is the job type), and (slow) the first job of
+each CPU-scale preset trains for one step on the synthetic stand-in of its data set with the
+preset's diagnostics."""
 
 from __future__ import annotations
 
@@ -40,14 +41,14 @@ def first_job(preset: str) -> list[str]:
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_sweep(preset: str) -> None:
-    """At least two seeds; the W&B group is the preset's name; a swept config group names
+    """At least two seeds; no fixed W&B group (each sweep its own); a swept config group names
     existing files; a swept key exists in the config (a norm-valued key takes registered norms)."""
     from normbench.norms import list_norms
 
     cfg, params = compose_with_sweep(preset)
     assert (CONF / "experiment" / f"{preset}.yaml").is_file()
     assert len(params.get("seed", [])) >= 2, f"{preset} sweeps fewer than two seeds"
-    assert cfg.logger.group == preset
+    assert cfg.logger.group is None and cfg.logger.job_type is None  # group: the sweep; job type: the preset
     for key, values in params.items():
         group = key.split("@")[0]
         if (CONF / group).is_dir():
@@ -105,4 +106,4 @@ def test_cpu_preset_first_job_runs_one_step(preset: str, tmp_path: Path) -> None
     for name in wanted:
         if name != "bn_stats" or cfg.norm.name == "bn":
             assert any(k.startswith(f"{name}/") for k in logged), f"{preset}: no {name}/* logged"
-    assert OmegaConf.select(cfg, "logger.group") == preset
+    assert OmegaConf.select(cfg, "logger.group") is None
