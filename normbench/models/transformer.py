@@ -3,16 +3,18 @@
 6 + 6 layers, d_model 512, FFN 1024, 4 heads, dropout 0.3 (after the embeddings, each attention
 block and each FFN), attention dropout 0.1, ReLU dropout 0.1, sinusoidal positions, token
 embeddings scaled by sqrt(d_model), the decoder's input embedding shared with its output
-projection (the encoder has its own). ``transformer_tiny`` is the same with 2 + 2 layers and
-d_model 128 for tests and CPU runs.
+projection (``share_all_embeddings``: the encoder's too, fairseq's ``--share-all-embeddings``).
+``transformer_tiny`` is the same with 2 + 2 layers and d_model 128 for tests and CPU runs.
 
 Norms: every norm is called as ``norm(x, mask)`` with x (B, T, C) in the ``NTC`` layout and mask
 (B, T) True on real tokens, so that norms with batch (or per-sentence) statistics leave padding
 out. ``norm_position``: ``post`` (x = norm(x + f(x)), the original Transformer and fairseq's
-default, also what PowerNorm (Shen et al. 2020) trains) or ``pre`` (x = x + f(norm(x)), plus a
-final norm after each stack; Xiong et al. 2020). ``encoder_norm`` / ``decoder_norm`` choose each
-stack's norm by name (with that norm's registered default settings); unset, both take the run's
-``norm`` with its settings. PowerNorm's recipe is ``norm=pn model.decoder_norm=ln``.
+default) or ``pre`` (x = x + f(norm(x)), plus a final norm after each stack; Xiong et al. 2020;
+what Shen et al.'s released PowerNorm scripts train, ``normalize_before=True``).
+``encoder_norm`` / ``decoder_norm`` give each stack a full norm config
+(``norm@model.encoder_norm=pn model.encoder_norm.groups=4``) or a bare name (its registered
+defaults); unset, both take the run's ``norm`` with its settings. PowerNorm's setup:
+``experiment=powernorm_mt`` (PN in the encoder, LN in the decoder, pre-norm).
 
 A norm whose statistics mix time steps (batch statistics in training; per-sentence statistics
 over T) lets the decoder see future target tokens; building such a decoder warns (see
@@ -36,7 +38,7 @@ from torch import Tensor, nn
 from normbench.errors import ConfigError
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.probes import mixes_positions
-from normbench.norms.registry import NORMS, NormLayer, norm_factory
+from normbench.norms.registry import NormLayer, norm_config, norm_factory
 
 NORM_POSITIONS = ("pre", "post")
 
@@ -205,6 +207,11 @@ class Transformer(nn.Module):
         eos_id: int,
     ) -> None:
         super().__init__()
+        if cfg.share_all_embeddings and not cfg.share_decoder_embeddings:
+            raise ConfigError(
+                "model.share_all_embeddings=true shares the decoder's output projection too; "
+                "it needs model.share_decoder_embeddings=true"
+            )
         if cfg.norm_position not in NORM_POSITIONS:
             raise ConfigError(f"model.norm_position={cfg.norm_position!r}; valid choices: {', '.join(NORM_POSITIONS)}")
         self.cfg = cfg
@@ -213,6 +220,8 @@ class Transformer(nn.Module):
         self.encoder_embed = Embedding(vocab_size, d, pad_id, cfg.max_positions, cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg, encoder_norm) for _ in range(cfg.encoder_layers))
         self.decoder_embed = Embedding(vocab_size, d, pad_id, cfg.max_positions, cfg.dropout)
+        if cfg.share_all_embeddings:
+            self.decoder_embed.tokens = self.encoder_embed.tokens  # one table (fairseq --share-all-embeddings)
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg, decoder_norm) for _ in range(cfg.decoder_layers))
         pre = cfg.norm_position == "pre"
         self.encoder_final_norm = encoder_norm(d, "NTC") if pre else None
@@ -285,11 +294,20 @@ class TransformerConfig(ModelConfig):
     attention_dropout: float = 0.1
     activation_dropout: float = 0.1
     norm_position: str = "post"
-    """``post`` (fairseq's default, PowerNorm's setting) | ``pre``."""
-    encoder_norm: str | None = None
-    """A norm name (with its registered defaults); null: the run's ``norm``."""
-    decoder_norm: str | None = None
+    """``post`` (fairseq's default, the original Transformer) | ``pre`` (Shen et al.'s released
+    PowerNorm / IWSLT14 scripts: ``normalize_before=True``; Xiong et al. 2020)."""
+    encoder_norm: Any = None
+    """The encoder's norm, a full norm config: ``norm@model.encoder_norm=pn
+    model.encoder_norm.groups=4`` (a Hydra group choice plus keys, typed like ``norm``), or a bare
+    name for its registered defaults; null: the run's ``norm``."""
+    decoder_norm: Any = None
+    """The decoder's norm, as ``encoder_norm``."""
     share_decoder_embeddings: bool = True
+    """The decoder's input embedding is its output projection (fairseq's default)."""
+    share_all_embeddings: bool = False
+    """Encoder and decoder share one embedding table, which is also the output projection
+    (fairseq's ``--share-all-embeddings``, as Shen et al.'s IWSLT14 script; needs a joint
+    vocabulary, which normbench's BPE is)."""
     max_positions: int = 1024
 
 
@@ -305,11 +323,12 @@ class TransformerTinyConfig(TransformerConfig):
     activation_dropout: float = 0.0
 
 
-def stack_norm(name: str | None, run_norm: NormLayer) -> NormLayer:
-    """The run's norm for ``None``, else the named norm with its registered default settings."""
-    if name is None:
+def stack_norm(spec: Any, run_norm: NormLayer) -> NormLayer:
+    """The run's norm for ``None``; else the norm of ``spec`` (a norm config, or a bare name for
+    its registered defaults), checked against its schema (`normbench.norms.registry.norm_config`)."""
+    if spec is None:
         return run_norm
-    return norm_factory(NORMS.entry(name).defaults())
+    return norm_factory(norm_config(spec))
 
 
 def _config(cls: type[TransformerConfig], cfg: Mapping[str, Any]) -> TransformerConfig:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
 from normbench.errors import ConfigError
@@ -53,6 +54,26 @@ def build_norm(name: str, num_features: int, layout: str = "NCHW", **kw: Any) ->
     if layout not in LAYOUTS:
         raise ConfigError(f"unknown layout {layout!r}; valid choices: {', '.join(LAYOUTS)}")
     return cls(num_features, layout=layout, **kw)
+
+
+def norm_config(spec: Mapping[str, Any] | str) -> DictConfig:
+    """A norm's full config from ``spec`` — a bare name (its registered defaults) or a mapping with
+    ``name`` and any of its keys — checked against its schema: an unknown name, an unknown key or a
+    wrong type is a one-line `ConfigError` naming the valid choices."""
+    if isinstance(spec, str):
+        spec = {"name": spec}
+    spec = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else dict(spec)
+    if not isinstance(spec.get("name"), str):
+        raise ConfigError(f"a norm config needs a name, one of {', '.join(list_norms())}; got {spec!r}")
+    entry = NORMS.entry(spec["name"])
+    node = entry.defaults()
+    unknown = sorted(set(spec) - set(node))
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} for norm {entry.name!r}; valid keys: {', '.join(node)}")
+    try:
+        return OmegaConf.merge(node, spec)
+    except OmegaConfBaseException as e:
+        raise ConfigError(f"norm {entry.name!r}: {str(e).splitlines()[0]}") from None
 
 
 def norm_factory(cfg: Mapping[str, Any] | str) -> NormLayer:

@@ -199,3 +199,53 @@ def test_config_validation_reaches_the_norms_of_the_transformer() -> None:
     check_norm_in_model(cfg)  # no data yet: the model cannot be built, nothing to say
     with pytest.raises(ConfigError, match="layer encoder_layers.0.attn_block.norm .128 channels.: norm.groups=7"):
         check_norm_in_model(cfg, VOCAB)
+
+
+def test_each_stack_takes_a_full_norm_config() -> None:
+    """``model.encoder_norm`` as a norm config: its keys reach the encoder's norms (not the
+    registered defaults); a bare name still means the defaults; a bad key is one ConfigError."""
+    from normbench.norms.power import PowerNorm
+
+    spec = {"name": "pn", "groups": 4, "warmup_iters": 7}
+    model = tiny("ln", encoder_norm=spec, decoder_norm="ln", **NO_DROPOUT)
+    encoder = [m for m in model.encoder_layers.modules() if isinstance(m, PowerNorm)]
+    assert encoder and all((m.groups, m.warmup_iters) == (4, 7) for m in encoder)
+    assert not any(isinstance(m, PowerNorm) for m in model.decoder_layers.modules())
+    bare = tiny("ln", encoder_norm="pn", **NO_DROPOUT)
+    assert {m.groups for m in bare.encoder_layers.modules() if isinstance(m, PowerNorm)} == {1}
+    with pytest.raises(ConfigError, match="unknown key 'grups' for norm 'pn'; valid keys: .*groups"):
+        tiny("ln", encoder_norm={"name": "pn", "grups": 4})
+    with pytest.raises(ConfigError, match="unknown norm 'pnn'"):
+        tiny("ln", encoder_norm="pnn")
+
+
+def test_the_hydra_group_form_composes_a_typed_norm_config() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from normbench.cli import config_dir
+    from normbench.config import register_configs
+
+    register_configs()
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        group_form = ["experiment=quickstart_mt", "norm@model.encoder_norm=pn", "model.encoder_norm.groups=4"]
+        cfg = compose("config", group_form)
+        assert (cfg.model.encoder_norm.name, cfg.model.encoder_norm.groups, cfg.model.decoder_norm) == ("pn", 4, None)
+        with pytest.raises(Exception, match="grups"):
+            compose("config", ["experiment=quickstart_mt", "norm@model.encoder_norm=pn", "model.encoder_norm.grups=4"])
+
+
+def test_share_all_embeddings_is_one_table() -> None:
+    torch.manual_seed(0)
+    shared = tiny("ln", share_all_embeddings=True, **NO_DROPOUT)
+    separate = tiny("ln", **NO_DROPOUT)
+    assert shared.encoder_embed.tokens.weight is shared.decoder_embed.tokens.weight
+    d = shared.cfg.d_model
+    n = sum(p.numel() for p in separate.parameters()) - sum(p.numel() for p in shared.parameters())
+    assert n == VOCAB["vocab_size"] * d  # one table fewer; the output projection is the shared table
+    src, tgt_in, tgt_out = batch()
+    memory, mask = shared.encode(src)
+    loss, _ = label_smoothed_nll(shared.decode(tgt_in, memory, mask), tgt_out, 0.1, 0)
+    loss.backward()
+    assert shared.encoder_embed.tokens.weight.grad is not None
+    with pytest.raises(ConfigError, match="share_all_embeddings=true .* needs model.share_decoder_embeddings=true"):
+        tiny("ln", share_all_embeddings=True, share_decoder_embeddings=False)
