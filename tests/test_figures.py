@@ -325,13 +325,17 @@ def test_gn_batch_size_figure(tmp_path: Path) -> None:
         for bs in (32, 16, 8, 4, 2):
             for seed in SEEDS:
                 cfg = {"norm": {"name": norm}, "batch_size": bs, "lr": 0.1 * bs / 32, "seed": seed}
-                write_run(root, job, cfg, [{"step": 10, "epoch": 1, "val/acc": acc(norm, bs, seed)}], {"step": 10})
+                rows = [{"step": 10 * e, "epoch": e, "train/loss": 2.0 / e + 0.01 * seed} for e in (1, 2, 3)]
+                rows.append({"step": 30, "epoch": 3, "val/acc": acc(norm, bs, seed)})
+                write_run(root, job, cfg, rows, {"step": 30})
                 job += 1
     out = tmp_path / "out"
     build("gn_batch_size_cpu", root, out)
     rows = read_csv(out / "gn_batch_size.csv")
     for bs in (32, 2):
         assert_point(rows, "val_error", "Batch Norm", bs, [100 * (1 - acc("bn", bs, s)) for s in SEEDS])
+    for e in (1, 2, 3):  # the training-loss panel: per epoch, seed medians
+        assert_point(rows, "train_loss/bs32", "Group Norm, batch 32", e, [2.0 / e + 0.01 * s for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["BN's error grows as the batch shrinks (32 → 2)"] == HOLDS
     assert verdicts["GN's error is flat in the batch size: it moves less than BN's rises from 32 to 2"] == HOLDS

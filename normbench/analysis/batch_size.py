@@ -24,8 +24,10 @@ NORMS = ("bn", "gn", "brn")
 LABELS = {"bn": "Batch Norm", "gn": "Group Norm", "brn": "Batch Renorm"}
 CPU_SCALE = Scale(
     False,
-    "ResNet20 on a 10,000-image CIFAR-10 subset for a few epochs, against ResNet-50 on ImageNet for 100 epochs",
+    "ResNet20 on 2,000 CIFAR-10 images for 12 epochs, against ResNet-50 on 1.28M ImageNet images for 100 epochs",
 )
+TRAIN_LOSS = "train/loss"
+BATCH_STYLES = {32: "-", 16: "-.", 8: "--", 4: (0, (3, 1, 1, 1)), 2: ":"}
 
 
 def error(run: Run) -> float:
@@ -34,7 +36,7 @@ def error(run: Run) -> float:
 
 
 def gn_batch_size(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
-    fig, axes = new_figure(1, 1, "Wu & He 2018, Fig. 1: error vs batch size per device", size=(5.0, 3.8))
+    fig, axes = new_figure(1, 2, "Wu & He 2018, Fig. 1: error vs batch size per device; training loss per epoch")
     ax = axes[0, 0]
     res = FigureResult("gn_batch_size", fig)
     sizes = sorted({int(r.get("batch_size")) for r in runs}, reverse=True)
@@ -54,6 +56,16 @@ def gn_batch_size(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
     ax.set_xticks(sizes, [str(b) for b in sizes])
     ax.invert_xaxis()
     finish_axes(ax, "batch size (images per worker)", "validation error (%)")
+    for norm in norms:  # is the training long enough? each batch size's training loss per epoch
+        for b in sizes:
+            curves = [r.series(TRAIN_LOSS) for r in select(runs, norm__name=norm, batch_size=b)]
+            curves = [(np.asarray([row["epoch"] for row in r.history if TRAIN_LOSS in row]), y)
+                      for r, (_, y) in zip(select(runs, norm__name=norm, batch_size=b), curves) if len(y)]  # fmt: skip
+            if curves:
+                seed_curve(axes[0, 1], res.rows, f"train_loss/bs{b}", f"{LABELS.get(norm, norm)}, batch {b}", curves,
+                           color=NORM_COLORS.get(norm), linestyle=BATCH_STYLES.get(b, "-"), fill=False)  # fmt: skip
+    axes[0, 1].set_yscale("log")
+    finish_axes(axes[0, 1], "epoch", "training loss (epoch mean)", "training loss: a plateau?")
     if sizes:
         big, small = sizes[0], sizes[-1]
         res.claims += _claims(runs, big, small, res.name, scale)

@@ -126,6 +126,8 @@ class CIFAR10Config(DatasetConfig):
     download: bool = False
     verify_checksums: bool = True
     augment: bool = True
+    train_limit: int | None = None
+    """Train on the first N training images only (null: all); the test split stays whole."""
 
 
 @dataclass
@@ -163,7 +165,13 @@ def _task(
 def cifar10(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
     """The CIFAR-10 train split for training and its test split for ``val/*``."""
     kw = {"download": cfg.get("download", False), "verify_checksums": cfg.get("verify_checksums", True)}
-    return _task(load_cifar10(cfg["root"], True, **kw), load_cifar10(cfg["root"], False, **kw), cfg, run_cfg, device)
+    train = load_cifar10(cfg["root"], True, **kw)
+    limit = cfg.get("train_limit")
+    if limit is not None:
+        if not 0 < int(limit) <= len(train[1]):
+            raise ConfigError(f"dataset.train_limit={limit} must be in 1..{len(train[1])} (the training images there)")
+        train = (train[0][: int(limit)], train[1][: int(limit)], train[2])
+    return _task(train, load_cifar10(cfg["root"], False, **kw), cfg, run_cfg, device)
 
 
 def synthetic_root(cfg: Mapping[str, Any], run_dir: Path) -> Path:

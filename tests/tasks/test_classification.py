@@ -1,0 +1,42 @@
+"""The CIFAR-10 task: ``dataset.train_limit`` trains on the first N training images only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from normbench.data.cifar import write_cifar_batches
+from normbench.errors import ConfigError
+from normbench.tasks import build_task
+
+
+def _cifar(root: Path) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    train = (rng.integers(0, 256, (50, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 50))
+    test = (rng.integers(0, 256, (20, 32, 32, 3), dtype=np.uint8), rng.integers(0, 10, 20))
+    write_cifar_batches(root, train, test)
+    return train
+
+
+def _task(root: Path, limit: int | None):
+    cfg = {"name": "cifar10", "root": str(root), "download": False, "verify_checksums": False, "augment": False,
+           "train_limit": limit}  # fmt: skip
+    return build_task(cfg, {"batch_size": 8, "eval_batch_size": 10}, torch.device("cpu"), root)
+
+
+def test_train_limit_keeps_the_first_images_and_the_whole_test_split(tmp_path: Path) -> None:
+    train = _cifar(tmp_path)
+    task = _task(tmp_path, 30)
+    assert len(task.train_y) == 30 and len(task.test_y) == 20
+    torch.testing.assert_close(task.train_y, torch.as_tensor(train[1][:30]))
+    assert torch.equal(task.train_x[0].permute(1, 2, 0), torch.as_tensor(train[0][0]))
+    assert len(_task(tmp_path, None).train_y) == 50
+
+
+def test_a_train_limit_beyond_the_data_is_one_error(tmp_path: Path) -> None:
+    _cifar(tmp_path)
+    with pytest.raises(ConfigError, match=r"dataset.train_limit=51 must be in 1..50"):
+        _task(tmp_path, 51)
