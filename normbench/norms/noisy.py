@@ -25,31 +25,50 @@ from normbench.norms.registry import NormConfig, register_norm
 
 
 @dataclass
-class NoiseConfig(NormConfig):
+class NoiseFields:
+    """The noise's settings (Algorithm 1's n_μ, n_σ, r_μ, r_σ), shared by both norms' configs."""
+
     n_mu: float = 0.5
     n_sigma: float = 1.25
     r_mu: float = 0.1
     r_sigma: float = 0.1
 
 
+@dataclass
+class NoiseConfig(NoiseFields, NormConfig):
+    pass
+
+
+@dataclass
+class NoisyBatchNormConfig(NoiseFields, BatchNormConfig):
+    pass
+
+
 class SanturkarNoise:
-    """Mixin: draws the noise and keeps what the tests and diagnostics read.
+    """Mixin (before the norm class in the bases): takes the noise's settings, draws the noise and
+    keeps what the tests and diagnostics read.
 
     ``last_noise_units`` = (μ, σ), each (C,), of the last draw; with ``record_noise = True`` also
     ``last_noise`` = (m, s), each of the input's shape (off by default: two full-size tensors)."""
 
-    n_mu: float
-    n_sigma: float
-    r_mu: float
-    r_sigma: float
     layout: str
 
-    def _set_noise(self, n_mu: float, n_sigma: float, r_mu: float, r_sigma: float) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        *,
+        n_mu: float = 0.5,
+        n_sigma: float = 1.25,
+        r_mu: float = 0.1,
+        r_sigma: float = 0.1,
+        **kw,
+    ) -> None:
         if n_sigma < 1 or min(n_mu, r_mu, r_sigma) < 0:
             raise ConfigError(
                 f"noise parameters n_mu={n_mu}, n_sigma={n_sigma}, r_mu={r_mu}, r_sigma={r_sigma}: "
                 "need n_sigma >= 1 and n_mu, r_mu, r_sigma >= 0"
             )
+        super().__init__(num_features, **kw)  # the norm class after the mixin
         self.n_mu, self.n_sigma, self.r_mu, self.r_sigma = n_mu, n_sigma, r_mu, r_sigma
         self.record_noise = False
         self.last_noise: tuple[Tensor, Tensor] | None = None
@@ -64,32 +83,11 @@ class SanturkarNoise:
         return NF.apply_mask(y * s + m, w)
 
 
-@dataclass
-class NoisyBatchNormConfig(BatchNormConfig):
-    n_mu: float = 0.5
-    n_sigma: float = 1.25
-    r_mu: float = 0.1
-    r_sigma: float = 0.1
-
-
 @register_norm("bn_noisy", NoisyBatchNormConfig)
 class NoisyBatchNorm(SanturkarNoise, BatchNorm):
     """BatchNorm, then in training only the noise of Santurkar et al. 2018 after the affine:
     s·BN(x) + m with (m, s) drawn per activation (see the module docstring). Evaluation: plain
     BatchNorm, no noise. Running statistics as ``bn`` (they see no noise)."""
-
-    def __init__(
-        self,
-        num_features: int,
-        *,
-        n_mu: float = 0.5,
-        n_sigma: float = 1.25,
-        r_mu: float = 0.1,
-        r_sigma: float = 0.1,
-        **kw,
-    ) -> None:
-        super().__init__(num_features, **kw)
-        self._set_noise(n_mu, n_sigma, r_mu, r_sigma)
 
     def post_affine(self, y: Tensor, w: Tensor | None) -> Tensor:
         return self.add_noise(y, w)
@@ -101,19 +99,9 @@ class NoiseOnly(SanturkarNoise, Norm):
     evaluation; no parameters). Santurkar et al. 2018 report that this noise alone stops a
     network from training, while BatchNorm + noise trains."""
 
-    def __init__(
-        self,
-        num_features: int,
-        *,
-        n_mu: float = 0.5,
-        n_sigma: float = 1.25,
-        r_mu: float = 0.1,
-        r_sigma: float = 0.1,
-        **kw,
-    ) -> None:
+    def __init__(self, num_features: int, **kw) -> None:
         kw["affine"] = False
         super().__init__(num_features, **kw)
-        self._set_noise(n_mu, n_sigma, r_mu, r_sigma)
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
