@@ -1,14 +1,18 @@
-"""Hydra callbacks: the sweep summary written at the end of a multirun."""
+"""Hydra callbacks: the data roots checked before a sweep starts, the sweep summary at its end."""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
-from normbench.output import format_table, write_csv
+from normbench.data_roots import check_sweep_data_roots
+from normbench.errors import ConfigError
+from normbench.output import LOG, format_table, info, use_console, write_csv
 
 SUMMARY_KEYS = (
     "diverged_step",
@@ -61,8 +65,8 @@ def write_sweep_summary(sweep_dir: Path) -> list[dict[str, Any]]:
     if not rows:
         return rows
     columns = write_csv(sweep_dir / "sweep_summary.csv", rows)
-    print(format_table(rows, columns), flush=True)
-    print(f"[normbench] sweep summary: {sweep_dir / 'sweep_summary.csv'}", flush=True)
+    info(format_table(rows, columns))
+    info(f"[normbench] sweep summary: {sweep_dir / 'sweep_summary.csv'}")
     return rows
 
 
@@ -76,4 +80,20 @@ class SweepSummaryCallback(Callback):
     """At the end of a multirun: ``sweep_summary.csv`` in the sweep directory and a table."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        use_console()  # the last job's log file (jobs run in this process) is not the sweep's
         write_sweep_summary(Path(config.hydra.sweep.dir))
+
+
+class DataRootCallback(Callback):
+    """Before a sweep makes its directory or starts a job: every job's ``dataset.root`` exists
+    (`normbench.data_roots.check_sweep_data_roots`); else one ``normbench: error:`` line, exit 2."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        use_console()  # an earlier job's log file (an earlier sweep in this process) is not this sweep's
+        try:
+            check_sweep_data_roots(config)
+        except ConfigError as e:
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise
+            LOG.error(f"normbench: error: {e}")
+            sys.exit(2)

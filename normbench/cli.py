@@ -34,6 +34,7 @@ def main(cfg: DictConfig) -> Any:
     from hydra.types import RunMode
 
     from normbench import rundir
+    from normbench.config import objective
     from normbench.train import run
 
     hc = HydraConfig.get()
@@ -42,7 +43,7 @@ def main(cfg: DictConfig) -> Any:
     locked_here = False
     try:
         locked_here = rundir.hold(run_dir)  # a single run's lock is already held (RunDirCallback)
-        return run(cfg, run_dir)
+        return objective(cfg, run(cfg, run_dir))  # the one number a sweeper optimizes (optimized_metric)
     except ConfigError as e:
         if full_error():
             raise

@@ -3,10 +3,17 @@
 The top-level `RunConfig` types the run-level keys; each group's entries carry their own
 schema through their registry (``conf/<group>/<name>.yaml`` lists
 ``/schema/<group>@_here_: <name>`` in its defaults). Unknown keys and wrong types fail when Hydra composes the config.
+
+`register_configs` also registers the resolvers the config files use: ``${normbench.checkout:…}``
+(data roots independent of the current directory, `normbench.data_roots`) and
+``${normbench.help:}`` (``normbench --help``, `normbench.cli_help`). `objective` is the one number
+a sweeper optimizes: ``optimized_metric`` of the run's final metrics.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +23,7 @@ from normbench.checkpoint import CheckpointConfig
 from normbench.divergence import DivergenceConfig
 from normbench.hardware import HardwareConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
+from normbench.output import warn
 
 
 @dataclass
@@ -67,6 +75,37 @@ class RunConfig:
     """Continue from the last checkpoint in the run directory (``hydra.run.dir=<that dir>``)."""
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     divergence: DivergenceConfig = field(default_factory=DivergenceConfig)
+    optimized_metric: str | None = None
+    """The final metric the task function returns, for sweepers that optimize (Optuna); None:
+    the task's (`DEFAULT_METRICS`: ``val/acc`` for image classification, ``val/bleu`` for translation)."""
+
+
+DEFAULT_METRICS = {"image": "val/acc", "sequence": "val/bleu"}
+"""The metric to optimize by the kind of input the model takes (the task's kind)."""
+
+
+def optimized_metric(cfg: Any) -> str:
+    """``cfg.optimized_metric``, or the task's default."""
+    from normbench.models import model_input_kind
+
+    return cfg.get("optimized_metric") or DEFAULT_METRICS[model_input_kind(cfg.model.name)]
+
+
+def objective(cfg: Any, result: Mapping[str, Any]) -> float | None:
+    """The number a sweeper optimizes: ``optimized_metric`` of a finished run's final metrics.
+
+    None (which Optuna records as a failed trial, and the basic sweeper ignores) for a run that
+    did not finish (diverged, interrupted, failed) or a metric the run did not report (with a
+    warning naming the ones it did); never NaN, which Optuna's sweeper cannot record."""
+    if not isinstance(result, Mapping) or result.get("status") != "finished":
+        return None
+    name = optimized_metric(cfg)
+    value = result.get(name)
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+        reported = ", ".join(k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+        warn(f"optimized_metric={name} is not among the run's final metrics ({reported}); the job returns None")
+        return None
+    return float(value)
 
 
 def register_configs() -> None:
@@ -76,8 +115,12 @@ def register_configs() -> None:
     import normbench.models
     import normbench.norms
     import normbench.tasks
+    from normbench.cli_help import register_resolvers as register_help
+    from normbench.data_roots import register_resolvers as register_data_roots
     from normbench.registry import store_schemas
 
+    register_data_roots()
+    register_help()
     cs = ConfigStore.instance()
     cs.store(group="schema", name="run", node=RunConfig)
     cs.store(group="schema/hardware", name="hardware", node=HardwareConfig)

@@ -1,18 +1,69 @@
-"""What normbench writes outside the metric sinks: one-line warnings on stderr, files written
-atomically, CSV files and plain-text tables."""
+"""What normbench writes outside the metric sinks: its terminal lines, files written atomically,
+CSV files and plain-text tables.
+
+Every terminal line goes through the ``normbench`` logger (`LOG`): `info` lines (``[normbench] …``)
+on stdout, `warn` lines (``normbench: warning: …``) on stderr, the text unchanged. Under Hydra the
+job's logging config (``conf/hydra/job_logging/normbench.yaml``) gives the logger the same two
+console handlers plus a file handler, so ``<run dir>/<job>.log`` holds what the terminal showed;
+outside Hydra (a script, a test calling `normbench.train.run`) the logger has the two console
+handlers of `use_console`.
+"""
 
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
+LOG = logging.getLogger("normbench")
+
+
+class ConsoleHandler(logging.StreamHandler):
+    """Records to ``sys.stdout`` or ``sys.stderr`` as they are when the record is written (not when
+    the handler was made: redirections and pytest's capture see every line), below ``below`` only
+    when it is given (stdout: the lines under WARNING; stderr takes WARNING and up)."""
+
+    def __init__(self, stream_name: str = "stdout", below: int | str | None = None, level: int | str = 0) -> None:
+        logging.Handler.__init__(self, level)  # no stream is bound: `stream` looks it up
+        if stream_name not in ("stdout", "stderr"):
+            raise ValueError(f"stream_name={stream_name!r}: stdout or stderr")
+        self.stream_name = stream_name
+        self.below = logging.getLevelName(below) if isinstance(below, str) else below
+
+    @property  # type: ignore[override]
+    def stream(self) -> Any:
+        return getattr(sys, self.stream_name)
+
+    def filter(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+        return (self.below is None or record.levelno < self.below) and bool(super().filter(record))
+
+
+def use_console() -> None:
+    """The logger as outside Hydra: INFO and up, ``%(message)s`` on stdout (below WARNING) and
+    stderr (WARNING and up), nothing else (a job's log file from an earlier Hydra job is let go)."""
+    for handler in list(LOG.handlers):
+        LOG.removeHandler(handler)
+    LOG.addHandler(ConsoleHandler("stdout", below=logging.WARNING))
+    LOG.addHandler(ConsoleHandler("stderr", level=logging.WARNING))
+    LOG.setLevel(logging.INFO)
+    LOG.propagate = False
+
+
+if not LOG.handlers:  # Hydra may have configured it already (its job logging runs before the task imports)
+    use_console()
+
+
+def info(message: str) -> None:
+    """``message`` on stdout (and in the job's log file under Hydra)."""
+    LOG.info(message)
+
 
 def warn(message: str) -> None:
-    """``normbench: warning: <message>`` on stderr."""
-    print(f"normbench: warning: {message}", file=sys.stderr, flush=True)
+    """``normbench: warning: <message>`` on stderr (and in the job's log file under Hydra)."""
+    LOG.warning(f"normbench: warning: {message}")
 
 
 def atomic_write_text(path: Path, text: str) -> None:

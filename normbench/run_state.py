@@ -28,7 +28,7 @@ from normbench.checkpoint import Checkpointer, training_state
 from normbench.diagnostics import DiagContext, run_hooks
 from normbench.divergence import DivergenceMonitor
 from normbench.errors import ConfigError
-from normbench.output import warn
+from normbench.output import info, warn
 from normbench.sinks import LocalSink, MetricLogger
 from normbench.wandb_sink import WandbSink
 
@@ -254,10 +254,16 @@ def show_progress(run: Run, epoch: Epoch) -> None:
 
 
 def print_summary(summary: Mapping[str, Any], unit: str) -> None:
+    """The run's one result line (stdout and the job's log file)."""
     keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
     parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
-    print(
+    info(
         f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
-        + " ".join(parts),
-        flush=True,
+        + " ".join(parts)
     )
+
+
+def print_resume(counters: Counters) -> None:
+    """Where a resumed run continues (stdout and the job's log file)."""
+    c = counters
+    info(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})")

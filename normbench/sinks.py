@@ -13,13 +13,12 @@ import contextlib
 import json
 import math
 import subprocess
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from normbench.output import atomic_write_text
+from normbench.output import atomic_write_text, warn
 
 
 @dataclass
@@ -117,11 +116,9 @@ class MetricLogger:
                     raise
                 self.sinks.remove(sink)
                 self._dropped.append(sink)
-                print(
-                    f"normbench: warning: {type(sink).__name__} failed at step {step} "
-                    f"({type(e).__name__}: {e}); it is switched off for the rest of the run",
-                    file=sys.stderr,
-                    flush=True,
+                warn(
+                    f"{type(sink).__name__} failed at step {step} "
+                    f"({type(e).__name__}: {e}); it is switched off for the rest of the run"
                 )
 
     def finish(self, summary: Mapping[str, Any]) -> None:

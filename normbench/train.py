@@ -48,6 +48,7 @@ from normbench.run_state import (
     call_diagnostics,
     diverged_step,
     plain,
+    print_resume,
     print_summary,
     progress_bar,
     resume_state,
@@ -139,8 +140,7 @@ def setup(cfg: DictConfig, run_dir: Path, ddp: distributed.DistState, t_start: f
         restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
         counters = Counters.resumed(resumed, device)
         if ddp.is_main:
-            c = counters
-            print(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})", flush=True)
+            print_resume(counters)
     sinks, info = open_sinks(cfg, run_dir, ddp, device, model, resumed)
     return Run(
         cfg=cfg,

@@ -27,13 +27,13 @@ import contextlib
 import os
 import secrets
 import string
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from normbench.config import LoggerConfig
+from normbench.output import warn
 from normbench.sinks import Histogram, _jsonable
 from normbench.wandb_layout import EPOCH, STEP, is_epoch_row, layout, metric_definition
 
@@ -217,7 +217,8 @@ class WandbSink:
             "config": {**config, **({"hydra": ident.hydra} if ident.hydra else {})},
             "id": run_id or new_run_id(),
             "resume": "allow",
-            "settings": wandb.Settings(init_timeout=float(cfg.get("init_timeout_s") or 60.0)),
+            # offline: W&B's start lines only (where the run is saved), no history or summary at the end
+            "settings": wandb.Settings(init_timeout=float(cfg.get("init_timeout_s") or 60.0), quiet=mode == "offline"),
         }
         try:
             self.run = wandb.init(mode=mode, **kwargs)
@@ -225,11 +226,9 @@ class WandbSink:
             if mode in ("offline", "disabled"):
                 raise
             reason = " ".join(str(e).split()[:30]) or type(e).__name__
-            print(
-                f"normbench: warning: W&B could not start {mode} ({type(e).__name__}: {reason}); "
-                f"logging offline under {run_dir / 'wandb'} (upload later with `wandb sync`)",
-                file=sys.stderr,
-                flush=True,
+            warn(
+                f"W&B could not start {mode} ({type(e).__name__}: {reason}); "
+                f"logging offline under {run_dir / 'wandb'} (upload later with `wandb sync`)"
             )
             with contextlib.suppress(Exception):
                 wandb.teardown()  # the failed run would keep its id "in use" in W&B's service

@@ -34,6 +34,7 @@ from normbench.data.synthetic_translation import write_synthetic_translation
 from normbench.data.translation import TranslationData, prepare
 from normbench.errors import ConfigError, DatasetMissingError
 from normbench.models.decoding import beam_search, greedy_search, max_decode_len
+from normbench.output import info
 from normbench.tasks.base import StepOutput
 from normbench.tasks.batching import TokenBatches, TranslationBatch, token_buckets
 
@@ -148,7 +149,7 @@ class TranslationTask:
         score, signature = corpus_bleu(self.translate(model, src), refs)
         if signature != self.signature:
             self.signature = signature
-            print(f"[normbench] sacrebleu signature: {signature}", flush=True)
+            info(f"[normbench] sacrebleu signature: {signature}")
             if self.run_dir is not None:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.run_dir / "sacrebleu.txt").write_text(signature + "\n")

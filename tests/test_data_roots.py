@@ -1,0 +1,73 @@
+"""Data roots of the presets do not depend on the current directory ($NORMBENCH_DATA, else
+../shared/data beside the checkout), and a sweep whose data root is missing fails once, before
+its first job, naming the key to set."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig
+
+from normbench.cli import config_dir
+from tests.conftest import REPO, run_cli
+
+CONF = Path(config_dir())
+CPU_PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*_cpu.yaml"))
+LEAVES = {"cifar10": "cifar10-subset", "iwslt14": "de-en-subset"}
+
+
+def compose_cfg(overrides: list[str], hydra: bool = False) -> DictConfig:
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name="config", overrides=overrides, return_hydra_config=hydra)
+
+
+@pytest.mark.parametrize("preset", CPU_PRESETS)
+def test_cpu_presets_read_their_data_beside_the_checkout_from_any_directory(
+    preset: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NORMBENCH_DATA", raising=False)
+    roots = []
+    for cwd in (REPO, tmp_path):
+        monkeypatch.chdir(cwd)
+        cfg = compose_cfg([f"experiment={preset}"])
+        roots.append(cfg.dataset.root)
+    leaf = LEAVES[cfg.dataset.name]
+    assert roots == [os.path.normpath(REPO / ".." / "shared" / "data" / leaf)] * 2
+    monkeypatch.setenv("NORMBENCH_DATA", str(tmp_path / "elsewhere"))
+    assert compose_cfg([f"experiment={preset}"]).dataset.root == str(tmp_path / "elsewhere" / leaf)
+
+
+def test_a_sweep_with_a_missing_data_root_fails_once_before_any_job(tmp_path, monkeypatch) -> None:
+    params = compose_cfg(["experiment=santurkar_vgg_cpu"], hydra=True).hydra.sweeper.params
+    jobs = math.prod(len(str(values).split(",")) for values in params.values())
+    monkeypatch.setenv("NORMBENCH_DATA", str(tmp_path / "absent"))
+    sweep = tmp_path / "sweep"
+    r = run_cli("-m", "experiment=santurkar_vgg_cpu", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stdout == "", r.stderr[-3000:]
+    assert r.stderr.startswith(
+        f"normbench: error: dataset.root={tmp_path / 'absent' / 'cifar10-subset'} does not exist "
+        f"({jobs} of the sweep's {jobs} jobs read it; no job was started); set NORMBENCH_DATA="
+    )
+    assert "dataset.root=<the data folder>" in r.stderr
+    assert not sweep.exists()
+
+
+def test_only_the_missing_root_of_a_sweep_is_named(tmp_path) -> None:
+    present, absent = tmp_path / "present", tmp_path / "absent"
+    present.mkdir()
+    sweep = tmp_path / "sweep"
+    r = run_cli(
+        "-m", "experiment=quickstart", "dataset=cifar10", f"dataset.root={present},{absent}",
+        f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-3000:]
+    assert r.stderr.startswith(f"normbench: error: dataset.root={absent} does not exist (1 of the sweep's 2 jobs")
+    assert str(present) not in r.stderr and "NORMBENCH_DATA" not in r.stderr
+    assert not sweep.exists()

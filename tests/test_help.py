@@ -1,0 +1,68 @@
+"""``normbench --help`` lists what a user picks, read from ``conf/``: each group with its options
+(the current choice marked ``*``), each experiment preset and search with its file's first
+comment line, the launchers; not ``schema/*``, not ``experiment/arms/*``, not Hydra's banner."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from normbench.cli import config_dir
+from tests.conftest import run_cli
+
+CONF = Path(config_dir())
+DESCRIBED = ("experiment", "hparams_search")
+
+
+def first_comment(path: Path) -> str:
+    lines = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    return next(line[1:].strip() for line in lines if "@package" not in line)
+
+
+def defaults() -> dict[str, str]:
+    """The primary config's group defaults, read from its defaults list."""
+    entries = yaml.safe_load((CONF / "config.yaml").read_text())["defaults"]
+    return {k: v for e in entries if isinstance(e, dict) for k, v in e.items() if "/" not in k and v}
+
+
+def group_line(text: str, group: str) -> list[str]:
+    (line,) = [line for line in text.splitlines() if re.match(rf"  {re.escape(group)} +\S", line)]
+    return line.split(maxsplit=1)[1].split(", ")
+
+
+def help_text(*args: str, cwd: Path | None = None) -> str:
+    r = run_cli("--help", *args, cwd=cwd)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_help_lists_the_groups_presets_and_launchers_from_conf(tmp_path) -> None:
+    text = help_text(cwd=tmp_path)  # from another directory: conf/ is found beside the package
+    assert "powered by Hydra" not in text and "schema" not in text and "arms" not in text
+    groups = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
+    assert {"model", "dataset", "norm", "hardware", "logger", "diagnostics", *DESCRIBED} <= set(groups)
+    chosen = defaults()
+    for group in groups:
+        files = sorted(p.stem for p in (CONF / group).glob("*.yaml"))
+        if group in DESCRIBED:
+            for name in files:  # one line each: the name and its file's first comment line
+                expected = f"  {name} +{re.escape(first_comment(CONF / group / f'{name}.yaml'))}$"
+                assert re.search(expected, text, re.M), (group, name)
+            continue
+        options = group_line(text, group)
+        assert [o.rstrip("*") for o in options] == files
+        assert [o for o in options if o.endswith("*")] == [f"{chosen[group]}*"]
+    launchers = text.split("hydra/launcher=<name>")[1]
+    assert re.search(r"^  basic\* ", launchers, re.M) and re.search(r"^  slurm +Sweeps on a SLURM", launchers, re.M)
+
+
+def test_help_marks_the_command_lines_choices_and_lists_a_new_preset(tmp_path) -> None:
+    extra = tmp_path / "more_conf" / "experiment"
+    extra.mkdir(parents=True)
+    (extra / "zz_new.yaml").write_text("# @package _global_\n# A preset made by the test.\nseed: 3\n")
+    text = help_text("--config-dir", str(extra.parent), "norm=gn", "experiment=zz_new")
+    assert [o for o in group_line(text, "norm") if o.endswith("*")] == ["gn*"]
+    assert re.search(r"^  zz_new\* +A preset made by the test\.$", text, re.M)
+    assert re.search(r"^  quickstart +\S", text, re.M)  # the presets of conf/ are still listed

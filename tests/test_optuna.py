@@ -1,0 +1,68 @@
+"""The task function returns one number, ``optimized_metric``, and ``hparams_search=optuna``
+searches with it: a 2-trial search on the quickstart, its best value checked against the jobs'
+own ``summary.json``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from normbench.config import objective
+from tests.conftest import requires_extra, run_cli
+
+needs_optuna_extra = requires_extra("optuna", "hydra_plugins.hydra_optuna_sweeper")
+
+
+def cfg(model: str = "resnet20", metric: str | None = None):
+    return OmegaConf.create({"model": {"name": model}, "optimized_metric": metric})
+
+
+def test_objective_is_the_tasks_metric_of_a_finished_run(capsys) -> None:
+    result = {"status": "finished", "val/acc": 0.5, "val/loss": 1.25, "val/bleu": 7.0}
+    assert objective(cfg(), result) == 0.5  # classification: val/acc
+    assert objective(cfg("transformer_tiny"), result) == 7.0  # translation: val/bleu
+    assert objective(cfg(metric="val/loss"), result) == 1.25  # settable
+    assert objective(cfg(), {**result, "status": "diverged"}) is None  # no number to optimize
+    assert capsys.readouterr().err == ""
+    assert objective(cfg(metric="val/accuracy"), result) is None
+    err = capsys.readouterr().err
+    assert err.startswith("normbench: warning: optimized_metric=val/accuracy is not among") and "val/acc" in err
+
+
+@needs_optuna_extra
+def test_two_trial_optuna_search_on_the_quickstart(tmp_path) -> None:
+    sweep = tmp_path / "search"
+    r = run_cli(
+        "-m",
+        "hparams_search=optuna",
+        "experiment=quickstart",
+        "dataset.num_train=64",
+        "dataset.num_test=64",
+        "batch_size=32",
+        "max_steps=2",
+        "hardware.num_threads=1",
+        "logger=local",
+        "logger.progress_bar=false",
+        "hydra.sweeper.n_trials=2",
+        f"hydra.sweep.dir={sweep}",
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [p.name for p in jobs] == ["0", "1"]
+    trials = []
+    for job in jobs:
+        summary = json.loads((job / "summary.json").read_text())
+        assert summary["status"] == "finished" and summary["step"] == 2
+        overrides = dict(o.split("=", 1) for o in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()))
+        trials.append((summary["val/acc"], float(overrides["lr"]), float(overrides["weight_decay"])))
+    assert trials[0][1:] != trials[1][1:]  # two sampled points
+    assert all(0.001 <= lr <= 1.0 and 1e-6 <= wd <= 1e-2 for _, lr, wd in trials)  # inside the search space
+    results = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
+    best = max(acc for acc, _, _ in trials)
+    assert results["best_value"] == pytest.approx(best)  # the jobs' own val/acc, maximized
+    assert (best, results["best_params"]["lr"], results["best_params"]["weight_decay"]) in [
+        (acc, pytest.approx(lr), pytest.approx(wd)) for acc, lr, wd in trials
+    ]
