@@ -55,7 +55,7 @@ def test_help_lists_the_groups_presets_and_launchers_from_conf(tmp_path) -> None
         assert [o.rstrip("*") for o in options] == files
         assert [o for o in options if o.endswith("*")] == [f"{chosen[group]}*"]
     launchers = text.split("hydra/launcher=<name>")[1]
-    assert re.search(r"^  basic\* ", launchers, re.M) and re.search(r"^  slurm +Sweeps on a SLURM", launchers, re.M)
+    assert re.search(r"^  basic\* ", launchers, re.M) and re.search(r"^  slurm +SLURM sweeps through", launchers, re.M)
 
 
 def test_help_marks_the_command_lines_choices_and_lists_a_new_preset(tmp_path) -> None:
