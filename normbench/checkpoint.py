@@ -7,12 +7,12 @@ epoch (the loader replays the epoch's first batches to reach the same position),
 states (python, numpy, torch, CUDA), the epoch's running sums, the last epoch metrics, the
 divergence monitor's reference loss, the diagnostics' state (hooks that have ``state_dict``), the
 W&B run id and the byte length of ``metrics.jsonl`` at that step (a resume cuts the file back to
-it, so that no step is logged twice).
+it, so that no step is logged twice; a segment run without those sinks carries the previous
+segment's values forward), and the wall time of all segments so far.
 
-Files: ``<run dir>/checkpoints/step-<step>.pt``. Each is written to a temporary file, flushed and
-fsynced, then renamed into place; then its SHA-256 goes, the same way, into the sidecar
-``step-<step>.pt.sha256`` (``sha256sum`` format). Older checkpoints are removed only after the new
-one and its sidecar are complete (the last ``keep`` verified ones are kept). Loading uses
+Files (`normbench.checkpoint_files`): ``<run dir>/checkpoints/step-<step>.pt`` with a SHA-256
+sidecar, each written atomically. Older checkpoints are removed only after the new one and its
+sidecar are complete (the last ``keep`` verified ones are kept). Loading uses
 ``torch.load(weights_only=True)``: everything that is not a tensor is stored as plain python types.
 
 On resume, a checkpoint counts only if its bytes match its sidecar and it loads: a newer one that
@@ -20,16 +20,16 @@ fails (flipped bits, truncated, no sidecar because the process died between the 
 named in a warning, moved to ``checkpoints/rejected/`` (kept for inspection, out of the ``keep``
 rotation), and the previous verified one is used. When none verifies, or there is none, resume
 stops with an error; it never starts over from step 0. Leftover ``.tmp`` files of a write that
-died are removed.
+died are removed, and a write that fails (a full disk) removes its own.
+
+A signal (`normbench.run_state.Interrupts`) calls `Checkpointer.request_stop`: a checkpoint is
+then due at the next step, and `Checkpointer.save` raises `RunInterrupted` once it is complete, so
+that the run stops at a step boundary with a checkpoint of that very step.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
 import random
-import re
-import shutil
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,15 +38,40 @@ from typing import Any
 import numpy as np
 import torch
 
-from normbench.errors import ConfigError
-from normbench.output import atomic_write_text, warn
+from normbench.checkpoint_files import (
+    CHECKPOINT_DIR,
+    atomic_torch_save,
+    checksum_path,
+    has_verified_checkpoint,
+    list_checkpoints,
+    reject,
+    remove_stale_tmp,
+    sha256_file,
+    verify,
+)
+from normbench.errors import ConfigError, RunInterrupted
+from normbench.output import warn
+
+__all__ = [
+    "CHECKPOINT_DIR",
+    "Checkpointer",
+    "CheckpointConfig",
+    "atomic_torch_save",
+    "capture_rng",
+    "checksum_path",
+    "config_difference",
+    "find_latest",
+    "has_verified_checkpoint",
+    "list_checkpoints",
+    "load_latest",
+    "restore",
+    "restore_rng",
+    "sha256_file",
+    "training_state",
+    "verify",
+]
 
 FORMAT_VERSION = 1
-CHECKPOINT_DIR = "checkpoints"
-REJECTED_DIR = "rejected"
-CHECKSUM_SUFFIX = ".sha256"
-_NAME = re.compile(r"^step-(\d+)\.pt$")
-_TMP = re.compile(r"^\..*\.tmp$")
 
 VOLATILE_KEYS = ("resume", "logger", "checkpoint")
 """Top-level config keys that may change between a run and its resume (how it is logged and
@@ -98,71 +123,7 @@ def restore_rng(state: Mapping[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Files
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # some file systems do not allow opening a directory
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def checksum_path(path: Path) -> Path:
-    return path.with_name(path.name + CHECKSUM_SUFFIX)
-
-
-def atomic_torch_save(obj: Any, path: Path) -> str:
-    """``torch.save`` to a temporary file, flush + fsync, then ``os.replace`` onto ``path``;
-    then the file's SHA-256 into its sidecar (`checksum_path`), also atomically. Returns the digest."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    digest = sha256_file(tmp)
-    os.replace(tmp, path)
-    atomic_write_text(checksum_path(path), f"{digest}  {path.name}\n")
-    _fsync_dir(path.parent)
-    return digest
-
-
-def verify(path: Path) -> str | None:
-    """Why ``path`` fails its checksum (no sidecar, unreadable sidecar, a different SHA-256), or None."""
-    side = checksum_path(path)
-    try:
-        recorded = side.read_text().split()[0].lower()
-    except FileNotFoundError:
-        return f"it has no checksum file {side.name}"
-    except (OSError, UnicodeDecodeError, IndexError) as e:
-        return f"its checksum file {side.name} is unreadable ({type(e).__name__})"
-    actual = sha256_file(path)
-    if actual != recorded:
-        return f"its SHA-256 {actual[:16]}... differs from {recorded[:16]}... recorded in {side.name}"
-    return None
-
-
-def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
-    """``(step, path)`` of the checkpoints in ``run_dir``, newest first."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
-    return sorted(found, reverse=True)
+# Finding the checkpoint to resume from
 
 
 def _load_verified(path: Path, map_location: str | torch.device) -> dict[str, Any]:
@@ -203,24 +164,6 @@ def load_latest(run_dir: Path, map_location: str | torch.device = "cpu") -> tupl
     return (state, path) if state is not None and path is not None else None
 
 
-def remove_stale_tmp(folder: Path) -> list[Path]:
-    """Remove the ``.<name>.tmp`` files that a write which died left in ``folder``."""
-    stale = [p for p in folder.iterdir() if _TMP.match(p.name)] if folder.is_dir() else []
-    for p in stale:
-        p.unlink(missing_ok=True)
-    return stale
-
-
-def reject(path: Path) -> Path:
-    """Move a checkpoint that failed verification (and its sidecar) to ``checkpoints/rejected/``."""
-    folder = path.parent / REJECTED_DIR
-    folder.mkdir(exist_ok=True)
-    for p in (path, checksum_path(path)):
-        if p.exists():
-            shutil.move(p, folder / p.name)
-    return folder / path.name
-
-
 def config_difference(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> str | None:
     """The first key whose value differs, as ``key=<saved> there, <current> here``; else None."""
     for key in sorted(set(saved) | set(current)):
@@ -252,9 +195,23 @@ class Checkpointer:
         self.keep = max(int(cfg.get("keep", 2)), 2)
         self._verified: set[str] = set()
         """Names of checkpoints whose checksum this process wrote or checked."""
+        self.stop_signal: int | None = None
+        """The signal that asked the run to stop (`request_stop`), or None."""
+        self.stopped = False
+        """The checkpoint that a stop asked for is written; the run is stopping."""
+        self.writing = False
+        """A checkpoint file is being written (an exception raised inside torch.save aborts the process)."""
 
     def due(self, step: int) -> bool:
+        """A checkpoint is due at ``step``: every ``every_n_steps``, and at once after `request_stop`."""
+        if self.stop_signal is not None:
+            return self.enabled
         return self.enabled and self.every_n_steps > 0 and step % self.every_n_steps == 0
+
+    def request_stop(self, signum: int) -> None:
+        """A signal asked the run to stop: the next checkpoint is due at the next step (`due`), and
+        `save` raises `RunInterrupted` once that checkpoint is complete."""
+        self.stop_signal = signum
 
     def resume_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The newest verified checkpoint's state, checked against ``config``. Newer ones that fail
@@ -303,7 +260,11 @@ class Checkpointer:
         remove_stale_tmp(self.folder)
         path = self.folder / f"step-{int(state['step']):08d}.pt"
         self._verified.discard(path.name)
-        atomic_torch_save(state, path)
+        self.writing = True  # a signal now waits for the file to be complete (`Interrupts`)
+        try:
+            atomic_torch_save(state, path)
+        finally:
+            self.writing = False
         self._verified.add(path.name)
         kept = 0
         for _, old in list_checkpoints(self.run_dir):
@@ -315,6 +276,9 @@ class Checkpointer:
                 old.unlink(missing_ok=True)
                 checksum_path(old).unlink(missing_ok=True)
                 self._verified.discard(old.name)
+        if self.stop_signal is not None:
+            self.stopped = True
+            raise RunInterrupted(self.stop_signal, int(state["step"]), str(path))
         return path
 
 
@@ -334,6 +298,7 @@ def training_state(
     reference_loss: float | None,
     wandb_run_id: str | None,
     metrics_offset: int | None,
+    wall_time_s: float = 0.0,
 ) -> dict[str, Any]:
     """Everything `restore` needs, in plain types and tensors (``weights_only`` loadable)."""
     return {
@@ -353,6 +318,7 @@ def training_state(
         "diagnostics": {h.name: h.state_dict() for h in hooks if hasattr(h, "state_dict")},
         "wandb_run_id": wandb_run_id,
         "metrics_offset": metrics_offset,
+        "wall_time_s": float(wall_time_s),
     }
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 from normbench.config import register_configs
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -44,56 +46,104 @@ def main(cfg: DictConfig) -> Any:
     try:
         locked_here = rundir.hold(run_dir)  # a single run's lock is already held (RunDirCallback)
         return objective(cfg, run(cfg, run_dir))  # the one number a sweeper optimizes (optimized_metric)
-    except ConfigError as e:
+    except (ConfigError, OSError) as e:
+        if full_error() or not (isinstance(e, ConfigError) or is_environment_error(e)):
+            raise
+        message = str(e) if isinstance(e, ConfigError) else one_line_os_error(e)  # a full or read-only disk
+        print(f"normbench: error: {message}", file=sys.stderr, flush=True)
+        busy = isinstance(e, rundir.RunDirError)  # another run's directory, or unwritable: write nothing
+        if multirun:  # this job fails alone; the sweep goes on
+            if not busy:
+                refused_job(run_dir, message)
+            return {"status": "failed", "error": message}
+        rundir.discard_new(run_dir)  # what this run created; never what was there before
+        sys.exit(2 if isinstance(e, ConfigError) else 1)
+    except (RunInterrupted, KeyboardInterrupt) as e:
         if full_error():
             raise
-        message = f"normbench: error: {e}"
-        if multirun:  # this job fails alone; the sweep goes on
-            from normbench.output import atomic_write_text
-
-            print(message, file=sys.stderr, flush=True)
-            busy = isinstance(e, rundir.RunDirError)  # another run's directory, or unwritable: write nothing
-            if not busy and not (run_dir / "summary.json").exists():
-                atomic_write_text(run_dir / "summary.json", json.dumps({"status": "failed", "error": str(e)}) + "\n")
-            return {"status": "failed", "error": str(e)}
-        rundir.discard_new(run_dir)  # what this run created; never what was there before
-        print(message, file=sys.stderr, flush=True)
-        sys.exit(2)
+        interrupted(e, run_dir)
     finally:
         if locked_here:
             rundir.release(run_dir)
+
+
+def refused_job(run_dir: Path, message: str) -> None:
+    """A job of a sweep that was refused (or whose disk refused a write): Hydra's files of the run
+    its directory holds (if any) are put back over those this job's Hydra wrote; ``summary.json``
+    says ``failed`` unless the directory holds a summary already."""
+    from normbench import run_records
+    from normbench.output import atomic_write_text
+
+    with contextlib.suppress(OSError):
+        run_records.restore_trained_records(run_dir)
+        if not (run_dir / "summary.json").exists():
+            atomic_write_text(run_dir / "summary.json", json.dumps({"status": "failed", "error": message}) + "\n")
+        run_records.remove_tmp_files(run_dir)
+
+
+def interrupted(e: BaseException, run_dir: Path) -> None:
+    """``normbench: interrupted by SIGTERM; …`` and exit 128 + the signal (130 for Ctrl-C)."""
+    signum = e.signum if isinstance(e, RunInterrupted) else signal.SIGINT
+    checkpoint = e.checkpoint if isinstance(e, RunInterrupted) else None
+    hint = f"; continue from {checkpoint} with resume=true hydra.run.dir={run_dir}" if checkpoint else ""
+    print(f"normbench: interrupted by {signal_name(signum)}{hint}", file=sys.stderr, flush=True)
+    for sig in (signal.SIGINT, signal.SIGTERM):  # the process is on its way out: no traceback from atexit
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(128 + signum)
 
 
 def full_error() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
-CALLBACK_OVERRIDE = "++hydra.callbacks.normbench_run_dir._target_=normbench.rundir.RunDirCallback"
-"""Added to the command line by `cli`: the callback that takes the run directory's lock and
-snapshot before Hydra makes the directory (a config file could name it too; this keeps
-``conf/`` free of it)."""
+SUBMITIT_LAUNCHERS = ("slurm", "submitit_slurm", "submitit_local", "submitit_slurm_resume", "submitit_local_resume")
+"""``hydra/launcher`` choices that need the ``slurm`` extra (Hydra's submitit launcher plugin)."""
+
+
+def check_launcher(args: list[str]) -> None:
+    """``hydra/launcher=slurm`` (or another submitit launcher) without the ``slurm`` extra: one
+    line naming the extra to install, instead of Hydra's list of the launchers it found."""
+    wanted = [
+        value
+        for arg in args
+        if arg.lstrip("+").startswith("hydra/launcher=")
+        for value in arg.split("=", 1)[1].split(",")
+        if value in SUBMITIT_LAUNCHERS
+    ]
+    if not wanted:
+        return
+    try:
+        import hydra_plugins.hydra_submitit_launcher.submitit_launcher  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(
+            f"hydra/launcher={wanted[0]} needs the slurm extra (Hydra's submitit launcher), which is not "
+            f'installed ({type(e).__name__}: {e}); install it with: pip install -e ".[slurm]"'
+        ) from None
 
 
 def cli() -> Any:
     """The ``normbench`` command: the command line's overrides are checked against ``conf/``
-    first (one line and exit 2 on an unknown choice or key), then Hydra runs `main`."""
+    first (one line and exit 2 on an unknown choice or key), then Hydra runs `main`. The run
+    directory's lock and snapshot are taken by ``conf/config.yaml``'s ``hydra.callbacks``
+    (`normbench.rundir.RunDirCallback`) before Hydra makes the directory."""
+    from normbench import rundir
     from normbench.validate import check_overrides
 
     try:
+        check_launcher(sys.argv[1:])
         check_overrides(sys.argv[1:], config_dir())
     except ConfigError as e:
         if full_error():
             raise
         print(f"normbench: error: {e}", file=sys.stderr, flush=True)
         sys.exit(2)
-    from normbench import rundir
-
-    argv = sys.argv
-    sys.argv = [*argv, CALLBACK_OVERRIDE]
     try:
         return main()
+    except KeyboardInterrupt as e:  # before or after a run (composing, a sweep's launcher)
+        if full_error():
+            raise
+        interrupted(e, Path.cwd())
     finally:
-        sys.argv = argv
         rundir.release_all()
 
 

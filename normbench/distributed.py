@@ -26,8 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -129,18 +128,28 @@ def check_batch(batch_size: int, state: DistState) -> None:
         )
 
 
+_discard_own_dir: Callable[[Path], object] | None = None
+
+
+def on_own_run_dir(discard: Callable[[Path], object]) -> None:
+    """How `shared_run_dir` cleans a non-zero rank's own run directory: `normbench.rundir` sets
+    its ``discard_new`` (only what this run created; never a folder or file that was there
+    before), so that this room need not import it."""
+    global _discard_own_dir
+    _discard_own_dir = discard
+
+
 def shared_run_dir(run_dir: Path, state: DistState) -> Path:
-    """Rank 0's run directory, on every rank; a rank's own Hydra directory, holding nothing but
-    Hydra's records of the launch, is removed (each rank's Hydra made one for itself)."""
+    """Rank 0's run directory, on every rank. A rank whose Hydra made a directory of its own (no
+    ``hydra.run.dir`` given: each rank's timestamp differs) hands it to `on_own_run_dir`'s cleaner,
+    which removes what this run created there; without one, nothing is removed."""
     if not state.active:
         return run_dir
     holder: list[Any] = [str(run_dir)]
     dist.broadcast_object_list(holder, src=0)
     main_dir = Path(holder[0])
-    if run_dir.resolve() != main_dir.resolve() and run_dir.is_dir():
-        contents = list(run_dir.iterdir())
-        if all(p.name == ".hydra" or p.suffix == ".log" for p in contents):
-            shutil.rmtree(run_dir, ignore_errors=True)
+    if run_dir.resolve() != main_dir.resolve() and _discard_own_dir is not None:
+        _discard_own_dir(run_dir)
     return main_dir
 
 

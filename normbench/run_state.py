@@ -9,7 +9,9 @@ training steps keeps. Nothing here decides the order of a run; `normbench.train`
 from __future__ import annotations
 
 import functools
+import json
 import random
+import signal
 import sys
 import time
 from collections.abc import Iterator, Mapping
@@ -23,11 +25,11 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from normbench import distributed
+from normbench import distributed, run_records, rundir
 from normbench.checkpoint import Checkpointer, training_state
 from normbench.diagnostics import DiagContext, run_hooks
 from normbench.divergence import DivergenceMonitor
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
 from normbench.output import info, warn
 from normbench.sinks import LocalSink, MetricLogger
 from normbench.wandb_sink import WandbSink
@@ -101,10 +103,18 @@ class Counters:
     epochs_done: int = 0
     diverged_at: int | None = None
     diag_seconds: float = 0.0
+    wall_before: float = 0.0
+    """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
+    carried_offset: int | None = None
+    """``metrics.jsonl``'s length in the resumed checkpoint: a segment without the local sink
+    passes it on, so that a later one with it cuts the file back to there (never to nothing)."""
+    carried_wandb_id: str | None = None
+    """The W&B run id in the resumed checkpoint, passed on the same way."""
 
     @classmethod
     def resumed(cls, state: Mapping[str, Any], device: torch.device) -> Counters:
-        """Where a checkpoint left the run: step, epoch, batch within it, the epoch's sums so far."""
+        """Where a checkpoint left the run: step, epoch, batch within it, the epoch's sums so far,
+        the time spent so far, the files' positions."""
         return cls(
             step=state["step"],
             start_epoch=state["epoch"],
@@ -112,6 +122,9 @@ class Counters:
             resumed_sums={k: v.to(device) for k, v in state["epoch_sums"].items()},
             final=dict(state["final"]),
             epochs_done=state["epoch"],
+            wall_before=float(state.get("wall_time_s", 0.0)),
+            carried_offset=state.get("metrics_offset"),
+            carried_wandb_id=state.get("wandb_run_id"),
         )
 
 
@@ -174,19 +187,79 @@ class Epoch:
     bar: Any = None
 
 
+RESULT_STATUSES = ("finished", "diverged")
+"""A run that ended with one of these is a result: nothing starts over it."""
+
+
 def resume_state(cfg: DictConfig, checkpointer: Checkpointer, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The checkpoint to continue from (``resume=true``); refuse to start over an existing run."""
+    """The checkpoint to continue from (``resume=true``: a verified one, else `ConfigError`).
+
+    A new run is refused where a run left a checkpoint or a result. Where one left neither (killed
+    or interrupted before its first checkpoint, or failed), the new run starts over; the old
+    records are moved to ``restarts/<n>/`` first (`run_records.set_aside`), so nothing is lost."""
     if cfg.get("resume", False):
-        state = checkpointer.resume_state(config)
-        if state is None:
-            warn(f"resume=true but {checkpointer.folder} holds no checkpoint; starting from step 0")
-        return state
-    if checkpointer.has_checkpoints() or (checkpointer.run_dir / "summary.json").exists():
+        return checkpointer.resume_state(config)
+    run_dir = checkpointer.run_dir
+    status = summary_status(run_dir / "summary.json")
+    if checkpointer.has_checkpoints() or status in (*RESULT_STATUSES, "unreadable"):
         raise ConfigError(
-            f"the run directory {checkpointer.run_dir} already holds a run; pass resume=true to continue it, "
+            f"the run directory {run_dir} already holds a run; pass resume=true to continue it, "
             "or choose another hydra.run.dir"
         )
+    if not rundir.secondary_rank():  # rank 0 moves them
+        moved = run_records.set_aside(run_dir)
+        if moved is not None:
+            warn(
+                f"{run_dir} holds a run that left no checkpoint (status {status or 'unknown: it was killed'}); "
+                f"starting over, its records moved to {moved}"
+            )
     return None
+
+
+def summary_status(path: Path) -> str | None:
+    """``status`` in a run's ``summary.json``; None when there is none; ``unreadable`` when it
+    does not parse (a result that cannot be read is still not overwritten)."""
+    try:
+        return str(json.loads(path.read_text()).get("status"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError):
+        return "unreadable"
+
+
+@dataclass
+class Ending:
+    """How a run ended: its status, the exit code W&B records (0: finished or diverged, 128 +
+    signal: interrupted, 1: failed), the error in one line, the signal's name."""
+
+    status: str
+    exit_code: int = 0
+    error: str | None = None
+    signal: str | None = None
+
+    @classmethod
+    def of(cls, error: BaseException, run: Run) -> Ending:
+        """The ending that ``error`` (raised out of `normbench.train.fit`) makes."""
+        if isinstance(error, (RunInterrupted, KeyboardInterrupt)):
+            signum = error.signum if isinstance(error, RunInterrupted) else signal.SIGINT
+            if run.counters.epochs_done >= run.epochs:  # the signal came after the last step: nothing is missing
+                return cls("finished")
+            return cls("interrupted", 128 + signum, signal=signal_name(signum))
+        if isinstance(error, SystemExit):  # submitit requeues a preempted job with sys.exit(-1)
+            code = error.code if isinstance(error.code, int) and error.code else 1
+            return cls("interrupted", code, signal="exit")
+        return cls("failed", 1, error=one_line(error))
+
+
+def one_line(error: BaseException) -> str:
+    """``error`` as one line: a `ConfigError`'s message, a refused write's file and reason, else
+    the type and the first line of the message."""
+    if isinstance(error, ConfigError):
+        return str(error)
+    if is_environment_error(error):
+        return one_line_os_error(error)  # type: ignore[arg-type]
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
 
 
 def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: torch.Tensor, sums: dict) -> None:
@@ -208,12 +281,52 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
             epoch_sums=sums,
             final=c.final,
             reference_loss=run.monitor.reference_loss(),
-            wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else None,
-            metrics_offset=sinks.local.offset() if sinks.local is not None else None,
+            wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else c.carried_wandb_id,
+            metrics_offset=sinks.local.offset() if sinks.local is not None else c.carried_offset,
+            wall_time_s=wall_time(run),
         )
     )
     if path is not None and sinks.wandb is not None:
         sinks.wandb.log_checkpoint(path, c.step)  # a W&B artifact when logger.log_checkpoints
+
+
+def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
+    """The run's summary, written to ``summary.json`` and W&B (whose run is finished with the
+    ending's exit code); ``wall_time_s`` counts every segment of a resumed run. Temporary files of
+    failed writes go first (on a full disk, that is the space the summary needs); when the run is
+    failing anyway, a summary that cannot be written is a warning, not a second error."""
+    c = run.counters
+    summary = {"status": ending.status, "step": c.step, "epoch": c.epochs_done, "wall_time_s": wall_time(run)}
+    summary.update({**run.info, **c.final})
+    if ending.error is not None:
+        summary["error"] = ending.error
+    if ending.signal is not None:
+        summary["interrupted_by"] = ending.signal
+    if c.diverged_at is not None:
+        summary["diverged_step"] = c.diverged_at
+    if run.sinks.wandb is not None:
+        summary["wandb_run_id"] = run.sinks.wandb.run_id
+        if ending.exit_code:  # WandbSink.finish calls run.finish(), which W&B records as exit code 0
+            wandb_run = run.sinks.wandb.run
+            wandb_run.finish = functools.partial(wandb_run.finish, exit_code=ending.exit_code)
+    try:
+        if run.ddp.is_main:
+            run_records.remove_tmp_files(run.run_dir)
+        run.sinks.logger.finish(summary)
+    except Exception as e:
+        if ending.status in ("finished", "diverged"):
+            raise
+        warn(f"the summary of this {ending.status} run could not be written ({one_line(e)})")
+    finally:
+        if run.ddp.is_main:
+            run_records.remove_tmp_files(run.run_dir)
+    return summary
+
+
+def wall_time(run: Run) -> float:
+    """Seconds of wall time over every segment of the run: the earlier ones up to the checkpoint
+    this one resumed from, and this one so far."""
+    return run.counters.wall_before + time.time() - run.t_start
 
 
 def diverged_step(run: Run) -> int | None:

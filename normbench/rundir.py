@@ -10,7 +10,9 @@
   and leaves everything that was there before, even when that is the current directory.
 
 Both start in `RunDirCallback.on_run_start`, a Hydra callback that runs before Hydra creates the
-run directory or writes anything into it; `normbench.cli` registers it.
+run directory or writes anything into it (declared in ``conf/config.yaml``'s ``hydra.callbacks``);
+it also refuses ``resume=true`` when the run directory does not exist. What else a directory holds
+(Hydra's files of the accepted run, records set aside, temporary files): `normbench.run_records`.
 """
 
 from __future__ import annotations
@@ -28,7 +30,9 @@ from typing import Any
 
 from hydra.experimental.callback import Callback
 
+from normbench import distributed
 from normbench.errors import ConfigError
+from normbench.run_records import atomic_write_bytes
 
 LOCK_NAME = ".normbench.lock"
 RESULT_NAMES = ("metrics.jsonl", "summary.json", "checkpoints", "wandb")
@@ -141,17 +145,25 @@ class Snapshot:
     """Names directly in ``run_dir`` before the run."""
     hydra_entries: set[str] = field(default_factory=set)
     """Names in ``run_dir/.hydra`` before the run."""
+    hydra_files: dict[str, bytes] = field(default_factory=dict)
+    """The bytes of the files in ``run_dir/.hydra`` before the run: Hydra rewrites ``config.yaml``,
+    ``hydra.yaml`` and ``overrides.yaml`` on every start, also of a resume that is then refused."""
+    log_sizes: dict[str, int] = field(default_factory=dict)
+    """Sizes of the ``*.log`` files directly in ``run_dir`` (Hydra appends to its job log)."""
 
     @classmethod
     def take(cls, run_dir: str | Path) -> Snapshot:
         run_dir = Path(os.path.abspath(run_dir))
         if run_dir.is_dir():
             hydra = run_dir / ".hydra"
+            entries = set(os.listdir(run_dir))
             return cls(
                 run_dir,
                 True,
-                entries=set(os.listdir(run_dir)),
+                entries=entries,
                 hydra_entries=set(os.listdir(hydra)) if hydra.is_dir() else set(),
+                hydra_files=_small_files(hydra),
+                log_sizes={n: (run_dir / n).stat().st_size for n in entries if n.endswith(".log")},
             )
         root = run_dir
         while not root.parent.exists() and root.parent != root:
@@ -190,10 +202,26 @@ class Snapshot:
             for name in sorted(set(os.listdir(hydra)) - self.hydra_entries):
                 _remove(hydra / name)
                 removed.append(hydra / name)
+            for name, data in self.hydra_files.items():  # what Hydra rewrote: back as it was
+                path = hydra / name
+                with contextlib.suppress(OSError):
+                    if not path.is_file() or path.read_bytes() != data:
+                        atomic_write_bytes(path, data)
+        for name, size in self.log_sizes.items():  # lines Hydra appended to a log that was there
+            with contextlib.suppress(OSError):
+                if (self.run_dir / name).stat().st_size > size:
+                    os.truncate(self.run_dir / name, size)
         for path in new:
             _remove(path)
             removed.append(path)
         return removed
+
+
+def _small_files(folder: Path, limit: int = 1 << 20) -> dict[str, bytes]:
+    """Name -> bytes of the regular files in ``folder`` up to ``limit`` bytes each."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file() and p.stat().st_size <= limit}
 
 
 def _remove(path: Path) -> None:
@@ -216,9 +244,7 @@ def _key(run_dir: str | Path) -> Path:
 
 def secondary_rank() -> bool:
     """Whether this process is a non-zero rank of a distributed launch (rank 0 holds the lock)."""
-    from normbench.distributed import launch_env
-
-    env = launch_env()
+    env = distributed.launch_env()
     return env is not None and env[0] != 0
 
 
@@ -247,24 +273,29 @@ def release_all() -> None:
     _snapshots.clear()
 
 
-def remember(run_dir: str | Path) -> Snapshot:
-    """Take (once) and keep the snapshot of ``run_dir`` for `discard_new`."""
-    key = _key(run_dir)
-    if key not in _snapshots:
-        _snapshots[key] = Snapshot.take(key)
-    return _snapshots[key]
-
-
 def discard_new(run_dir: str | Path) -> list[Path]:
     """Undo what this run created in ``run_dir``; nothing when no snapshot was taken before."""
     snap = _snapshots.get(_key(run_dir))
     return snap.discard_new() if snap is not None else []
 
 
+distributed.on_own_run_dir(discard_new)  # a non-zero rank's own Hydra folder: only what it created goes
+
+
 def fail(message: str) -> None:
     """``normbench: error: <message>`` on stderr, exit code 2."""
     print(f"normbench: error: {message}", file=sys.stderr, flush=True)
     sys.exit(2)
+
+
+def resume_without_run_dir(run_dir: Path, hydra_overrides: list[str]) -> str:
+    """Why ``resume=true`` cannot go on: the run directory it would continue does not exist."""
+    if not any(o.lstrip("+").startswith("hydra.run.dir=") for o in hydra_overrides):
+        return (
+            "resume=true continues the run in hydra.run.dir, but none was given (the default is a new folder, "
+            f"{run_dir}); pass hydra.run.dir=<the folder of the run to continue>"
+        )
+    return f"resume=true but hydra.run.dir={run_dir} does not exist; pass the folder of the run to continue"
 
 
 class RunDirCallback(Callback):
@@ -277,6 +308,10 @@ class RunDirCallback(Callback):
         run_dir = _key(str(OmegaConf.select(config, "hydra.run.dir")))  # as Hydra's run_job resolves it
         snap = Snapshot.take(run_dir)  # before the lock file (and maybe the folder) is made
         try:
+            if OmegaConf.select(config, "resume", default=False) and not snap.existed:
+                raise RunDirError(
+                    resume_without_run_dir(run_dir, list(OmegaConf.select(config, "hydra.overrides.hydra")))
+                )
             hold(run_dir)  # fails before anything is made when another run holds it
         except RunDirError as e:
             if os.environ.get("HYDRA_FULL_ERROR") == "1":

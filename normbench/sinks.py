@@ -63,9 +63,11 @@ def git_commit(path: Path | None = None) -> str | None:
 class LocalSink:
     """``metrics.jsonl`` appended line by line; ``config.yaml`` and ``summary.json`` atomically.
 
-    ``resume_offset``: the byte length of ``metrics.jsonl`` at the checkpoint a run resumes from;
-    what was written after it (steps that will be trained again, a half-written line) is cut off.
-    A fresh run (``resume_offset=None``) starts the file empty."""
+    ``metrics.jsonl`` is only ever appended to, or cut back to ``resume_offset``: its byte length
+    at the checkpoint a run resumes from (what was written after it, steps that will be trained
+    again or a half-written line, goes). A resume from a checkpoint that knows no offset (every
+    segment so far ran with ``logger.local=false``) appends to whatever is there; nothing a
+    segment logged is ever rewritten from scratch."""
 
     def __init__(
         self, run_dir: Path, config: Mapping[str, Any], config_yaml: str, resume_offset: int | None = None
@@ -73,23 +75,32 @@ class LocalSink:
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", config_yaml)
-        path = run_dir / "metrics.jsonl"
-        if resume_offset is None or not path.exists():
-            self._metrics = open(path, "w")  # noqa: SIM115  (open for the run)
-        else:
-            self._metrics = open(path, "r+")  # noqa: SIM115
+        self.path = run_dir / "metrics.jsonl"
+        self._metrics = open(self.path, "ab", buffering=0)  # noqa: SIM115  (open for the run; unbuffered)
+        if resume_offset is not None and resume_offset < self._metrics.tell():
             self._metrics.truncate(resume_offset)
             self._metrics.seek(resume_offset)
 
     def offset(self) -> int:
-        """Bytes of ``metrics.jsonl`` written so far (all flushed)."""
+        """Bytes of ``metrics.jsonl`` written so far (every row is written through at once)."""
         return self._metrics.tell()
 
     def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
+        """One JSON line. A write that fails (a full disk) takes its partial line back out, so that
+        the file stays whole, and raises the ``OSError`` naming the file."""
         row = {"step": step, "epoch": epoch}
         row.update({k: _jsonable(v) for k, v in metrics.items() if not isinstance(v, Histogram)})
-        self._metrics.write(json.dumps(row) + "\n")
-        self._metrics.flush()
+        data = memoryview((json.dumps(row) + "\n").encode())
+        start = self._metrics.tell()
+        try:
+            while data:
+                data = data[self._metrics.write(data) :]
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self._metrics.truncate(start)
+                self._metrics.seek(start)
+            e.filename = e.filename or str(self.path)
+            raise
 
     def finish(self, summary: Mapping[str, Any]) -> None:
         self._metrics.close()

@@ -29,18 +29,20 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from normbench import distributed, hardware
+from normbench import distributed, hardware, run_records
 from normbench.checkpoint import Checkpointer, restore
 from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.diagnostics.probe import resolve_probe_directions
 from normbench.divergence import DivergenceMonitor
 from normbench.errors import ConfigError
+from normbench.interrupts import Interrupts
 from normbench.models import build_model, model_input_kind
 from normbench.norms import norm_factory
 from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.run_state import (
     Counters,
+    Ending,
     Epoch,
     Run,
     Sinks,
@@ -55,6 +57,7 @@ from normbench.run_state import (
     save_checkpoint,
     seed_everything,
     show_progress,
+    write_summary,
 )
 from normbench.sinks import LocalSink, MetricLogger, git_commit
 from normbench.tasks import build_task
@@ -73,26 +76,34 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     validate_config(cfg)
     resolve_probe_directions(cfg)  # direction=auto -> gradient | update, into the logged config
     hardware.check(cfg.hardware)
-    ddp = distributed.init(cfg.hardware, hardware.device_type(cfg.hardware))
-    try:
-        result = train(setup(cfg, Path(run_dir), ddp, t_start))
-    except BaseException:
-        distributed.shutdown(ddp, wait_for_others=False)  # the others may be stuck in a collective
-        raise
+    with Interrupts() as interrupts:  # SIGINT / SIGTERM: at once during setup, at a step boundary after
+        ddp = distributed.init(cfg.hardware, hardware.device_type(cfg.hardware))
+        try:
+            state = setup(cfg, Path(run_dir), ddp, t_start)
+            if ddp.is_main:
+                run_records.keep_trained_records(state.run_dir)  # what a refused job of a sweep puts back
+            interrupts.attach(state.checkpointer)
+            result = train(state)
+        except BaseException:
+            distributed.shutdown(ddp, wait_for_others=False)  # the others may be stuck in a collective
+            raise
     distributed.shutdown(ddp)
     return result
 
 
 def train(run: Run) -> dict[str, Any]:
-    """`fit`, then `finish` whatever happened: finished, diverged, failed or interrupted."""
-    status = "failed"
+    """`fit`, then `finish` whatever happened: finished, diverged, failed (an exception) or
+    interrupted (a signal; see `normbench.interrupts`). A signal that takes effect only at the
+    checkpoint after the last step leaves nothing to do: the run is finished."""
+    ending = Ending("failed", 1)
     try:
-        status = fit(run)
-    except (KeyboardInterrupt, SystemExit):
-        status = "interrupted"
-        raise
+        ending = Ending(fit(run))
+    except BaseException as e:
+        ending = Ending.of(e, run)
+        if ending.status != "finished":
+            raise
     finally:
-        result = finish(run, status)
+        result = finish(run, ending)
     return result
 
 
@@ -376,22 +387,10 @@ def end_epoch(run: Run, epoch: int, metrics: dict[str, Any]) -> None:
     save_checkpoint(run, epoch + 1, 0, run.generator.get_state(), {})
 
 
-def finish(run: Run, status: str) -> dict[str, Any]:
-    """Write the summary (``summary.json``, W&B) and print its line; the run's final metrics."""
-    c = run.counters
-    summary = {
-        "status": status,
-        "step": c.step,
-        "epoch": c.epochs_done,
-        "wall_time_s": time.time() - run.t_start,
-        **run.info,
-        **c.final,
-    }
-    if c.diverged_at is not None:
-        summary["diverged_step"] = c.diverged_at
-    if run.sinks.wandb is not None:
-        summary["wandb_run_id"] = run.sinks.wandb.run_id
-    run.sinks.logger.finish(summary)
+def finish(run: Run, ending: Ending) -> dict[str, Any]:
+    """Write the summary (``summary.json``, W&B with the ending's exit code: `write_summary`) and
+    print its line; the run's final metrics."""
+    summary = write_summary(run, ending)
     if run.ddp.is_main:
         print_summary(summary, run.task.unit)
-    return {**c.final, "status": status}
+    return {**run.counters.final, "status": ending.status}

@@ -23,6 +23,9 @@ is allowed:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import difflib
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -37,6 +40,19 @@ from normbench.norms.probes import uses_batch_statistics
 
 HYDRA_FLAGS_WITHOUT_RUN = ("--help", "-h", "--hydra-help", "--info", "-i", "--cfg", "-c", "--shell-completion", "-sc")
 HYDRA_FLAGS_OTHER_CONFIG = ("--config-path", "-cp", "--config-dir", "-cd", "--config-name", "-cn")
+
+
+FREE_FORM = ("diagnostics",)
+"""Sections where ``+key=value`` may add a key that ``conf/`` does not have: the runner checks
+what is there against its own registry (``diagnostics``: each diagnostic's dataclass). Anywhere
+else an unknown key is refused, with ``+`` or without: it would be ignored."""
+
+ADD_NOTE = f"+ adds keys only under {', '.join(FREE_FORM)}"
+
+
+def shown_key(o: Any) -> str:
+    """The override's key as written: ``+lrr``, ``++lr``, ``lr``."""
+    return ("++" if o.is_force_add() else "+" if o.is_add() else "") + o.key_or_group
 
 
 def _choices(conf_dir: Path, group: str) -> list[str]:
@@ -75,8 +91,8 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
                 if v not in valid:
                     raise ConfigError(f"{key}={v} is not an option of {key}; valid choices: {', '.join(valid)}")
             group_values[key] = values
-        elif not (o.is_add() or o.is_force_add()):
-            value_overrides.append(o)
+        elif key.partition(".")[0] not in FREE_FORM:
+            value_overrides.append(o)  # ``+key`` and ``++key`` too: an unknown key is refused
     if value_overrides:
         _check_keys_and_types(conf_dir, groups, group_values, value_overrides)
 
@@ -135,21 +151,28 @@ def _check_key(
     node: DictConfig, path: str, o: Any, *, conf_dir: Path | None = None, group: str = "", option: str = ""
 ) -> None:
     """``path`` (the override's key below ``node``) exists in ``node`` and takes each value."""
-    key = o.key_or_group
+    key = shown_key(o)
     parent_key, _, leaf = path.rpartition(".")
     parent = OmegaConf.select(node, parent_key) if parent_key else node
-    takes = ", ".join(k for k in parent) if isinstance(parent, DictConfig) else ""
-    if not isinstance(parent, DictConfig) or leaf not in parent:
+    keys = list(parent) if isinstance(parent, DictConfig) else []
+    if leaf in keys and o.is_add():
+        raise ConfigError(f"{key} adds a key, but {o.key_or_group} exists; drop the + to set it")
+    if leaf not in keys:
+        close = difflib.get_close_matches(leaf, keys, n=1)
+        prefix = f"{o.key_or_group.rpartition('.')[0]}." if "." in o.key_or_group else ""
+        hint = f"; did you mean {prefix}{close[0]}? " if close else "; "
+        adds = f" ({ADD_NOTE})" if o.is_add() or o.is_force_add() else ""
         if conf_dir is None:
-            raise ConfigError(f"{key} is not a config key; valid keys here: {takes} (use +{key}=... to add one)")
+            raise ConfigError(f"{key} is not a config key{adds}{hint}valid keys here: {', '.join(keys)}")
         others = [
             other
             for other in _choices(conf_dir, group)
             if other != option and OmegaConf.select(option_node(conf_dir, group, other), path) is not None
         ]
-        where = f"; it is an option of {group}={','.join(others)}" if others else ""
+        where = f"; it is an option of {group}={','.join(others)}; " if others else hint
         raise ConfigError(
-            f"{key} is not an option of {group}={option}{where}; {group}={option} takes: {takes or 'no such keys'}"
+            f"{key} is not an option of {group}={option}{adds}{where}{group}={option} takes: "
+            f"{', '.join(keys) or 'no such keys'}"
         )
     values = list(o.sweep_iterator()) if o.is_sweep_override() else [o.value()]
     for value in values:
@@ -172,9 +195,11 @@ def _require(cond: bool, key: str, value: Any, allowed: str) -> None:
 
 def _check_numbers(cfg: DictConfig) -> None:
     _require(cfg.lr > 0, "lr", cfg.lr, "> 0")
+    _require(math.isfinite(cfg.lr), "lr", cfg.lr, "finite")
     _require(cfg.batch_size > 0, "batch_size", cfg.batch_size, "a positive integer")
     _require(cfg.eval_batch_size > 0, "eval_batch_size", cfg.eval_batch_size, "a positive integer")
     _require(cfg.weight_decay >= 0, "weight_decay", cfg.weight_decay, ">= 0")
+    _require(math.isfinite(cfg.weight_decay), "weight_decay", cfg.weight_decay, "finite")
     if cfg.max_steps is None:
         _require(cfg.epochs > 0, "epochs", cfg.epochs, "a positive integer (or set max_steps)")
     else:
@@ -297,9 +322,61 @@ def check_norm_in_model(cfg: DictConfig, task_kwargs: Mapping[str, Any] | None =
             )
 
 
+def _check_section_keys(cfg: DictConfig) -> None:
+    """``norm``, ``model`` and ``dataset`` hold only their schema's keys: a key added some other way
+    than the command line (a config file, the Python API) would reach the builder as an unexpected
+    keyword (a TypeError) or be ignored."""
+    from normbench.models import MODELS
+    from normbench.norms import NORMS
+    from normbench.tasks import DATASETS
+
+    for section, registry in (("norm", NORMS), ("model", MODELS), ("dataset", DATASETS)):
+        node, name = cfg[section], cfg[section].name
+        schema_cls = registry.entry(name).config
+        if schema_cls is None:
+            continue
+        valid = [f.name for f in dataclasses.fields(schema_cls)]
+        unknown = [k for k in node if k not in valid and k != "name"]
+        if unknown:
+            close = difflib.get_close_matches(str(unknown[0]), valid, n=1)
+            hint = f"; did you mean {section}.{close[0]}? " if close else "; "
+            raise ConfigError(
+                f"{section}.{unknown[0]} is not an option of {section}={name}{hint}"
+                f"{section}={name} takes: {', '.join(v for v in valid if v != 'name')}"
+            )
+
+
+def dataset_input_kind(name: str) -> str | None:
+    """The input kind (``image``, ``sequence``) of the task that data set ``name``'s builder makes,
+    read from the task class defined beside the builder (its ``kind``) without loading any data;
+    None when that module does not name exactly one kind (then the runner checks after loading)."""
+    import sys
+
+    from normbench.tasks import DATASETS
+
+    module = sys.modules[DATASETS.get(name).__module__]
+    classes = [v for v in vars(module).values() if isinstance(v, type) and v.__module__ == module.__name__]
+    kinds = {c.kind for c in classes if isinstance(getattr(c, "kind", None), str)}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
+def _check_model_takes_dataset(cfg: DictConfig) -> None:
+    """A model for images on a data set of sentences (or the other way round), before any data is read."""
+    from normbench.models import model_input_kind
+
+    takes, gives = model_input_kind(cfg.model.name), dataset_input_kind(cfg.dataset.name)
+    if gives is not None and takes != gives:
+        raise ConfigError(
+            f"model={cfg.model.name} takes {takes} inputs but dataset={cfg.dataset.name} gives {gives} inputs; "
+            f"choose a model and a data set of one kind"
+        )
+
+
 def validate_config(cfg: DictConfig) -> None:
     """Every check that needs no data: raise `ConfigError` on the first problem."""
     _check_numbers(cfg)
     _check_names(cfg)
+    _check_section_keys(cfg)
+    _check_model_takes_dataset(cfg)
     _check_dataset_root(cfg)
     check_norm_in_model(cfg)

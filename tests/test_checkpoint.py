@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import signal
 import struct
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from normbench.checkpoint import (
 )
 from normbench.errors import ConfigError
 from tests.conftest import TINY_RUN
+from tests.faults import fault
 from tests.test_validate import run_cli_inprocess
 
 CONFIG = {"lr": 0.1, "norm": {"name": "bn", "eps": 1e-5}, "resume": False, "logger": {"wandb": True}}
@@ -76,6 +78,7 @@ def test_truncated_checkpoint_falls_back_to_the_previous_with_a_warning(tmp_path
     assert len(err) == 1 and "normbench: warning:" in err[0] and "step-00000006.pt" in err[0]
 
 
+@fault("a crash while a checkpoint is written", "the previous checkpoint stays whole", "kept")
 def test_a_crash_while_writing_leaves_the_previous_checkpoint_whole(tmp_path, monkeypatch) -> None:
     ckpt = Checkpointer(tmp_path, {})
     ckpt.save(_state(3))
@@ -123,6 +126,7 @@ def test_sidecar_holds_the_sha256_of_the_file(tmp_path) -> None:
     assert name == path.name and digest == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+@fault("flipped bits in the newest checkpoint", "a warning naming it; the previous verified one is used", "kept")
 def test_flipped_bits_fall_back_to_the_previous_verified_checkpoint(tmp_path, capsys) -> None:
     ckpt = Checkpointer(tmp_path, {})
     ckpt.save(_state(3))
@@ -163,6 +167,7 @@ def test_resume_without_any_checkpoint_is_an_error(tmp_path) -> None:
         Checkpointer(tmp_path, {}).resume_state(CONFIG)
 
 
+@fault("stale .tmp and bad checkpoint files", "no keep slot taken; cleaned up, bad ones kept aside", "kept")
 def test_bad_and_stale_files_take_no_keep_slot_and_are_cleaned(tmp_path, capsys) -> None:
     ckpt = Checkpointer(tmp_path, {"keep": 2})
     ckpt.save(_state(3))
@@ -184,6 +189,7 @@ def test_bad_and_stale_files_take_no_keep_slot_and_are_cleaned(tmp_path, capsys)
     assert len(err) == 1 and bad.name in err[0]
 
 
+@fault("a corrupted checkpoint and no other", "one line; the run untouched; never a silent restart", "one-line")
 def test_cli_resume_past_a_corrupted_checkpoint_is_one_line_and_keeps_the_run(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "run"
     base = (*TINY_RUN, "max_steps=2", "logger=local", f"hydra.run.dir={out}")
@@ -197,13 +203,31 @@ def test_cli_resume_past_a_corrupted_checkpoint_is_one_line_and_keeps_the_run(tm
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *base, "resume=true")
     assert code == 2 and stderr.count("\n") == 1, stderr
     assert stderr.startswith("normbench: error: resume=true but no checkpoint in") and only.name in stderr
-    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and ".hydra" not in p.parts}
-    assert after == {p: b for p, b in before.items() if ".hydra" not in p.parts}  # the run is untouched
+    after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before  # the run is untouched, Hydra's records of it too
     assert json.loads((out / "summary.json").read_text())["status"] == "finished"
 
 
+@fault("resume=true where there is nothing to resume", "one line; no fresh run, nothing left behind", "one-line")
 def test_cli_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "fresh"
     code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, "resume=true", f"hydra.run.dir={out}")
-    assert code == 2 and stderr.count("\n") == 1 and "holds no checkpoint" in stderr
+    assert code == 2 and stderr.count("\n") == 1 and f"hydra.run.dir={out} does not exist" in stderr
     assert not out.exists()  # nothing left behind
+    out.mkdir()  # a folder without a run in it
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, "resume=true", f"hydra.run.dir={out}")
+    assert code == 2 and stderr.count("\n") == 1 and "holds no checkpoint" in stderr
+    assert list(out.iterdir()) == []
+
+
+def test_a_requested_stop_makes_the_next_step_a_checkpoint_and_stops_after_it(tmp_path) -> None:
+    from normbench.errors import RunInterrupted
+
+    ckpt = Checkpointer(tmp_path, {"every_n_steps": 100})
+    assert not ckpt.due(7)
+    ckpt.request_stop(signal.SIGTERM)
+    assert ckpt.due(7)
+    with pytest.raises(RunInterrupted) as e:
+        ckpt.save(_state(7))
+    assert (e.value.signum, e.value.step, e.value.exit_code) == (signal.SIGTERM, 7, 143)
+    assert Checkpointer(tmp_path, {}).resume_state(CONFIG)["step"] == 7  # complete and verified

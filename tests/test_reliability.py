@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, cli_env, needs_slurm_extra, run_cli
+from tests.faults import fault
 from tests.test_validate import run_cli_inprocess
 
 SMALL = (
@@ -57,6 +58,9 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
         time.sleep(0.02)
 
 
+@fault(
+    "kill -9 mid-run, then a truncated newest checkpoint", "resume from the previous one with a warning", "bit-exact"
+)
 def test_killed_run_resumes_bit_for_bit_past_a_truncated_checkpoint(tmp_path) -> None:
     reference_dir, killed_dir = tmp_path / "reference", tmp_path / "killed"
     reference = popen_cli(*SMALL, f"hydra.run.dir={reference_dir}")
@@ -92,6 +96,7 @@ def test_killed_run_resumes_bit_for_bit_past_a_truncated_checkpoint(tmp_path) ->
     assert run_ids == {summary["wandb_run_id"]}
 
 
+@fault("a diverging loss (lr=1e4)", "status diverged with its step, exit 0, in W&B too", "result")
 def test_diverging_run_is_a_result_with_exit_0(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "run"
     code, stdout, stderr = run_cli_inprocess(
@@ -109,6 +114,7 @@ def test_diverging_run_is_a_result_with_exit_0(tmp_path, monkeypatch, capsys) ->
     assert "[normbench] diverged" in stdout
 
 
+@fault("a diverged and a refused job in one sweep", "each recorded in sweep_summary.csv; the sweep goes on", "result")
 def test_multirun_goes_on_past_a_diverged_and_a_failed_job(tmp_path, monkeypatch, capsys) -> None:
     sweep = tmp_path / "sweep"
     code, stdout, stderr = run_cli_inprocess(
@@ -137,6 +143,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@fault("W&B server unreachable", "one warning; W&B offline; local files written", "result")
 def test_unreachable_wandb_server_falls_back_to_offline(tmp_path) -> None:
     out = tmp_path / "run"
     env = cli_env()
@@ -190,6 +197,7 @@ def test_traceback_only_with_hydra_full_error(tmp_path, full_error: bool) -> Non
 
 @pytest.mark.slow
 @needs_slurm_extra
+@fault("a SLURM job preempted (USR2) after a checkpoint", "requeued with resume=true; same metrics", "bit-exact")
 def test_preempted_submitit_job_is_requeued_and_resumes(tmp_path) -> None:
     """USR2 (what SLURM sends on preemption) to a job of the ``submitit_local_resume`` launcher:
     submitit calls the launcher's checkpoint hook, requeues the job with ``resume=true``, and the
@@ -213,6 +221,7 @@ def test_preempted_submitit_job_is_requeued_and_resumes(tmp_path) -> None:
     assert row["status"] == "finished" and row["overrides"].endswith("resume=true")
 
 
+@fault("a diagnostic that raises", "one warning; switched off; training untouched", "result")
 def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
     from normbench.train import call_diagnostics
 

@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from normbench import distributed
 from normbench.rundir import LOCK_NAME, RunDirBusyError, RunDirLock, Snapshot, hold, release
 from tests.conftest import REPO, TINY_RUN
+from tests.faults import fault
 from tests.test_validate import run_cli_inprocess
 
 HOLDER = """
@@ -39,6 +41,7 @@ def refused(monkeypatch, capsys, run_dir: str) -> str:
 # A refused run removes what it created and nothing else
 
 
+@fault("a refused run in a folder the user had", "only what the run created is removed", "kept")
 def test_a_config_error_keeps_a_folder_the_user_had(tmp_path, monkeypatch, capsys) -> None:
     mylogs = tmp_path / "mylogs"
     mylogs.mkdir()
@@ -47,6 +50,7 @@ def test_a_config_error_keeps_a_folder_the_user_had(tmp_path, monkeypatch, capsy
     assert tree(mylogs) == {"experiment-notes.log": b"notes\n"}  # Hydra's .hydra/ and log are gone, the notes stay
 
 
+@fault("a refused run in the current directory", "the directory stays as it was", "kept")
 def test_a_config_error_in_the_current_directory_leaves_it_as_it_was(tmp_path, monkeypatch, capsys) -> None:
     here = tmp_path / "here"
     (here / ".hydra").mkdir(parents=True)  # an earlier run's records, and a log of the user's
@@ -94,6 +98,7 @@ def holder(tmp_path):
     proc.wait()
 
 
+@fault("two runs in one run directory", "the second: one line naming the first's PID; nothing written", "one-line")
 def test_a_second_writer_fails_at_once_naming_the_holder(holder, monkeypatch, capsys) -> None:
     run_dir, proc = holder
     (run_dir / "summary.json").write_text('{"status": "running"}\n')
@@ -130,3 +135,70 @@ def test_hold_is_reentrant_in_one_process_and_exclusive_across(tmp_path) -> None
     release(run_dir)
     other = subprocess.run([sys.executable, "-c", script, str(run_dir)], cwd=REPO, capture_output=True, text=True)
     assert other.returncode == 0, other.stderr
+
+
+@fault("a refused resume (another norm) of a trained run", "Hydra's records of the run put back as they were", "kept")
+def test_a_refused_resume_leaves_the_runs_records_as_they_were(tmp_path, monkeypatch, capsys) -> None:
+    out = tmp_path / "run"
+    base = (*TINY_RUN, "max_steps=2", "logger=local", f"hydra.run.dir={out}")
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base)
+    assert code == 0, stderr
+    before = tree(out)
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base, "norm=gn", "resume=true")
+    assert code == 2 and "comes from another configuration (norm." in stderr and stderr.count("\n") == 1
+    assert tree(out) == before  # .hydra/overrides.yaml and config.yaml too, and the job's log
+
+
+@fault("a non-zero rank's own run folder that held the user's files", "only Hydra's new files removed", "kept")
+def test_a_secondary_ranks_own_folder_loses_only_what_the_run_made(tmp_path, monkeypatch) -> None:
+    """torchrun without hydra.run.dir: each rank's Hydra makes its own folder; rank 0's is the
+    run's. A rank's folder that existed before (the user's logs in it) keeps what it held."""
+    import normbench.rundir as rundir
+
+    own, main_dir = tmp_path / "rank1", tmp_path / "rank0"
+    own.mkdir()
+    (own / "notes.log").write_text("the user's\n")
+    rundir._snapshots[own] = Snapshot.take(own)  # RunDirCallback, before Hydra wrote
+    (own / ".hydra").mkdir()
+    (own / ".hydra" / "config.yaml").write_text("seed: 0\n")
+    (own / "train.log").write_text("hydra's job log\n")
+
+    def broadcast(holder, src):
+        holder[0] = str(main_dir)
+
+    monkeypatch.setattr(distributed.dist, "broadcast_object_list", broadcast)
+    try:
+        got = distributed.shared_run_dir(own, distributed.DistState(rank=1, world_size=2, backend="gloo"))
+    finally:
+        rundir._snapshots.pop(own, None)
+    assert got == main_dir
+    assert tree(own) == {"notes.log": b"the user's\n"}
+
+
+def test_a_secondary_ranks_new_folder_is_removed_with_the_parents_it_made(tmp_path, monkeypatch) -> None:
+    import normbench.rundir as rundir
+
+    own = tmp_path / "outputs" / "runs" / "rank1"
+    rundir._snapshots[own] = Snapshot.take(own)
+    (own / ".hydra").mkdir(parents=True)
+    (own / "train.log").write_text("hydra's job log\n")
+    monkeypatch.setattr(distributed.dist, "broadcast_object_list", lambda holder, src: holder.__setitem__(0, "/x"))
+    try:
+        distributed.shared_run_dir(own, distributed.DistState(rank=1, world_size=2, backend="gloo"))
+    finally:
+        rundir._snapshots.pop(own, None)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_run_dir_callback_comes_from_the_config_not_the_command_line(tmp_path, monkeypatch, capsys) -> None:
+    import yaml
+
+    out = tmp_path / "run"
+    code, _, stderr = run_cli_inprocess(
+        monkeypatch, capsys, *TINY_RUN, "max_steps=1", "logger=local", f"hydra.run.dir={out}"
+    )
+    assert code == 0, stderr
+    hydra = yaml.safe_load((out / ".hydra" / "hydra.yaml").read_text())["hydra"]
+    assert hydra["callbacks"]["normbench_run_dir"] == {"_target_": "normbench.rundir.RunDirCallback"}
+    assert not [o for o in hydra["overrides"]["hydra"] if "callbacks" in o]  # not a command-line override
+    assert not (out / LOCK_NAME).exists()  # taken and released

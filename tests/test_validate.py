@@ -7,12 +7,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from normbench import cli
 from normbench.models import list_models
 from normbench.norms import list_norms
 from normbench.tasks import list_datasets
 from tests.conftest import TINY_RUN
+from tests.faults import fault
 
 HARDWARE = sorted(p.stem for p in (Path(cli.config_dir()) / "hardware").glob("*.yaml"))
 
@@ -55,9 +57,34 @@ CASES = [
     (["batch_size=-4"], "batch_size=-4 is not allowed; batch_size must be a positive integer"),
     (["max_steps=0"], "max_steps=0 is not allowed"),
     (["divergence.loss_factor=0.5"], "divergence.loss_factor=0.5 is not allowed; divergence.loss_factor must be > 1"),
+    # issue 15.7: a key added with + is checked like any other (it would be accepted and ignored)
+    (["+lrr=0.1"], "+lrr is not a config key (+ adds keys only under diagnostics); did you mean lr? valid keys here:"),
+    (["lrr=0.1"], "lrr is not a config key; did you mean lr? valid keys here: "),
+    (
+        ["+optimizer.momentun=0.0"],
+        "+optimizer.momentun is not a config key (+ adds keys only under diagnostics); did you mean "
+        "optimizer.momentum? valid keys here: name, momentum,",
+    ),
+    (["+norm.grups=2"], "+norm.grups is not an option of norm=bn (+ adds keys only under diagnostics); norm=bn takes:"),
+    (
+        ["norm=gn", "+norm.grups=2"],
+        "+norm.grups is not an option of norm=gn (+ adds keys only under diagnostics); "
+        "did you mean norm.groups? norm=gn takes: name, eps, affine, groups",
+    ),
+    (["+lr=0.2"], "+lr adds a key, but lr exists; drop the + to set it"),
+    (["+diagnostics.landscape.every_n_stepz=5"], "unknown key diagnostics.landscape.every_n_stepz; valid keys:"),
+    (["lr=inf"], "lr=inf is not allowed; lr must be finite"),
+    (["lr=nan"], "lr=nan is not allowed; lr must be > 0"),
+    (["weight_decay=inf"], "weight_decay=inf is not allowed; weight_decay must be finite"),
+    (
+        ["model=transformer_tiny"],
+        "model=transformer_tiny takes sequence inputs but dataset=synthetic_images gives image inputs",
+    ),
+    (["resume=true"], "resume=true but hydra.run.dir="),  # no such directory: nothing to resume, nothing made
 ]
 
 
+@fault("a bad config value, key or choice", "one line naming it; nothing written", "one-line")
 @pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys, args, message) -> None:
     out = tmp_path / "run"
@@ -70,6 +97,7 @@ def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys,
     assert not out.exists()
 
 
+@fault("dataset.root missing or a file", "one line naming it; nothing written", "one-line")
 def test_dataset_root_that_is_not_a_directory(tmp_path, monkeypatch, capsys) -> None:
     a_file = tmp_path / "cifar.tar"
     a_file.write_bytes(b"")
@@ -82,6 +110,7 @@ def test_dataset_root_that_is_not_a_directory(tmp_path, monkeypatch, capsys) -> 
         assert not out.exists()
 
 
+@fault("a bad value in one job of a sweep", "that job failed in sweep_summary.csv; the others run", "result")
 def test_a_bad_value_in_a_multirun_fails_that_job_alone(tmp_path, monkeypatch, capsys) -> None:
     """Types and choices are refused for the whole sweep before it starts (Hydra could not compose
     the job); a value that composes but cannot work fails its own job only."""
@@ -99,6 +128,7 @@ def test_a_bad_value_in_a_multirun_fails_that_job_alone(tmp_path, monkeypatch, c
     assert stderr.count("normbench: error: lr=-1.0") == 1
 
 
+@fault("resume with another configuration", "one line naming the key; the run untouched", "one-line")
 def test_resume_with_another_configuration_is_refused_and_keeps_the_run(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "run"
     base = (*TINY_RUN, "max_steps=2", "logger=local", f"hydra.run.dir={out}")
@@ -130,6 +160,7 @@ def test_per_device_batch_counts_the_processes(tmp_path, monkeypatch, capsys) ->
         validate_config(cfg)
 
 
+@fault("a key that one swept option lacks", "one line before the sweep starts", "one-line")
 def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_config(monkeypatch) -> None:
     """``-m norm=gn,bn norm.groups=4``: BatchNorm has no groups, so the sweep is refused before it
     starts; the config is composed once (the first job's), the other option read from its file."""
@@ -158,3 +189,73 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     with pytest.raises(ConfigError, match="norm.eps='small' is not allowed: Value 'small' of type 'str'"):
         check_overrides(["-m", "norm=gn,bn", "norm.eps=small"], conf)
     assert len(composed) == 3
+
+
+def test_a_free_form_section_still_takes_added_keys(tmp_path, monkeypatch, capsys) -> None:
+    """``+diagnostics.<name>.…`` adds a diagnostic (the README's example); the runner checks it."""
+    out = tmp_path / "run"
+    code, _, stderr = run_cli_inprocess(
+        monkeypatch,
+        capsys,
+        *TINY_RUN,
+        "max_steps=1",
+        "logger=local",
+        "+diagnostics.hessian.every_n_steps=0",
+        f"hydra.run.dir={out}",
+    )
+    assert code == 0, stderr
+    assert "hessian" in (out / "config.yaml").read_text()
+
+
+@fault("a key added to norm/model/dataset some other way (a file, the API)", "one line naming it", "one-line")
+def test_a_key_the_schema_lacks_is_refused_whatever_the_route() -> None:
+    """``validate_config`` checks norm/model/dataset against their schema: an extra key would reach
+    the norm's constructor as a keyword (a TypeError traceback) or be ignored."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from normbench.errors import ConfigError
+    from normbench.validate import validate_config
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=cli.config_dir(), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=quickstart", "norm=gn"])
+    GlobalHydra.instance().clear()
+    validate_config(cfg)
+    OmegaConf.update(cfg, "norm.grups", 2, force_add=True)  # what Hydra does with +norm.grups=2
+    with pytest.raises(ConfigError) as e:
+        validate_config(cfg)
+    assert (
+        str(e.value)
+        == "norm.grups is not an option of norm=gn; did you mean norm.groups? norm=gn takes: eps, affine, groups"
+    )
+
+
+@fault("a model for another kind of data (transformer on images)", "one line before any data is read", "one-line")
+def test_a_model_dataset_mismatch_is_caught_before_any_data_is_read(tmp_path, monkeypatch, capsys) -> None:
+    import normbench.train
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data set was loaded")
+
+    monkeypatch.setattr(normbench.train, "build_task", no_data)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine\n")
+    args = ("model=transformer_tiny", "dataset=synthetic_images", f"hydra.run.dir={mine}")
+    code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, *args)
+    assert code == 2 and stderr.strip().splitlines() == [
+        "normbench: error: model=transformer_tiny takes sequence inputs but dataset=synthetic_images gives image "
+        "inputs; choose a model and a data set of one kind"
+    ]
+    assert sorted(p.name for p in mine.iterdir()) == ["notes.txt"]  # no data/, no .hydra/
+
+
+@fault("resume=true without hydra.run.dir", "one line: which folder to pass; no new run", "one-line")
+def test_resume_without_a_run_dir_names_the_setting_and_makes_nothing(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, "resume=true")
+    assert code == 2 and stderr.count("\n") == 1
+    assert stderr.startswith("normbench: error: resume=true continues the run in hydra.run.dir, but none was given")
+    assert "pass hydra.run.dir=<the folder of the run to continue>" in stderr
+    assert list(tmp_path.iterdir()) == []  # no outputs/runs/<date>/<time>/

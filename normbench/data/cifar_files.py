@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from normbench.errors import ConfigError, DatasetMissingError
+from normbench.errors import DataFileError, DatasetMissingError
 
 BASE_FOLDER = "cifar-10-batches-py"
 META_FILE = "batches.meta"
@@ -36,10 +36,6 @@ TRAIN_FILES = [f"data_batch_{k}" for k in range(1, 6)]
 TEST_FILES = ["test_batch"]
 NUM_CLASSES = 10
 IMAGE_VALUES = 3 * 32 * 32
-
-
-class DataFileError(ConfigError):
-    """A data file that is there but cannot be used; the message names the file."""
 
 
 def _latin1_encode(obj: str, encoding: str = "utf-8", errors: str = "strict") -> bytes:

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from normbench.errors import ConfigError, DatasetMissingError
+from normbench.errors import ConfigError, DataFileError, DatasetMissingError
 
 SPLITS = ("train", "valid", "test")
 PRETOKENIZERS = ("none", "punct")
@@ -52,10 +52,6 @@ class ParallelText:
 def split_files(root: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[Path, Path]:
     """``<root>/<split>.<src_lang>``, ``<root>/<split>.<tgt_lang>``."""
     return root / f"{split}.{src_lang}", root / f"{split}.{tgt_lang}"
-
-
-class DataFileError(ConfigError):
-    """A data file that is there but cannot be used as it is (empty, not UTF-8, misaligned)."""
 
 
 def check_text_file(path: Path) -> None:

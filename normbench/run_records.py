@@ -1,0 +1,106 @@
+"""What a run directory holds besides the run's own files, and how it is kept whole.
+
+- `keep_trained_records` / `restore_trained_records`: Hydra rewrites ``.hydra/config.yaml``,
+  ``hydra.yaml`` and ``overrides.yaml`` at every start, also of a job that is then refused (a
+  resume with another norm); a copy taken when the run was accepted (``.hydra/trained/``) is put
+  back, so the sweep summary reads what the run trained with. (A single run needs no copy:
+  `normbench.rundir.Snapshot` restores the bytes it saw before Hydra started.)
+- `set_aside`: the records of a run that left no checkpoint (killed or interrupted before its
+  first, or failed) go to ``restarts/<n>/`` before a new run starts over in the directory.
+- `remove_tmp_files`: the temporary files of writes that failed (a full disk).
+- `atomic_write_bytes`: a write that leaves the old file or the new one, and no temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """``data`` into ``path`` through a temporary file and ``os.replace``; the temporary file is
+    removed if the write fails (a full disk leaves nothing behind)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+TRAINED_DIR = "trained"
+"""``.hydra/trained/``: Hydra's three files as they were when the directory's run was last
+accepted (a fresh start or a verified resume); a refused job of a sweep puts them back."""
+HYDRA_RECORDS = ("config.yaml", "hydra.yaml", "overrides.yaml")
+RECORD_NAMES = ("metrics.jsonl", "summary.json", "config.yaml")
+"""What a run writes at its top level (`normbench.sinks.LocalSink`)."""
+RESTARTS_DIR = "restarts"
+_TMP = re.compile(r"^\..+\.tmp$")
+
+
+def hydra_dir(run_dir: Path) -> Path | None:
+    """``<run_dir>/<hydra.output_subdir>`` (``.hydra``) of the running Hydra job; None outside
+    Hydra or when Hydra writes no such folder."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized() or HydraConfig.get().output_subdir is None:
+        return None
+    return run_dir / str(HydraConfig.get().output_subdir)
+
+
+def keep_trained_records(run_dir: Path) -> None:
+    """Copy Hydra's files of an accepted run into ``.hydra/trained/``."""
+    folder = hydra_dir(run_dir)
+    if folder is None or not folder.is_dir():
+        return
+    (folder / TRAINED_DIR).mkdir(exist_ok=True)
+    for name in HYDRA_RECORDS:
+        if (folder / name).is_file():
+            atomic_write_bytes(folder / TRAINED_DIR / name, (folder / name).read_bytes())
+
+
+def restore_trained_records(run_dir: Path) -> list[Path]:
+    """Put the accepted run's Hydra files back over those a refused job's Hydra wrote."""
+    folder, restored = hydra_dir(run_dir), []
+    for name in HYDRA_RECORDS if folder is not None else ():
+        kept, path = folder / TRAINED_DIR / name, folder / name
+        if kept.is_file() and (not path.is_file() or path.read_bytes() != kept.read_bytes()):
+            atomic_write_bytes(path, kept.read_bytes())
+            restored.append(path)
+    return restored
+
+
+def set_aside(run_dir: Path) -> Path | None:
+    """Move the records of a run that left no checkpoint (killed or interrupted before its first)
+    into ``restarts/<n>/``, so that a run starting over in ``run_dir`` neither appends to them
+    nor loses them. Returns the folder, or None when there was nothing to move."""
+    present = [run_dir / n for n in RECORD_NAMES if (run_dir / n).exists()]
+    if not present:
+        return None
+    n = 1
+    while (run_dir / RESTARTS_DIR / str(n)).exists():
+        n += 1
+    folder = run_dir / RESTARTS_DIR / str(n)
+    folder.mkdir(parents=True)
+    for path in present:
+        os.replace(path, folder / path.name)
+    return folder
+
+
+def remove_tmp_files(run_dir: Path) -> list[Path]:
+    """Remove the ``.<name>.tmp`` files of writes that failed (a full disk) in ``run_dir`` and its
+    ``checkpoints/``; only this run writes there (it holds the lock)."""
+    removed = []
+    for folder in (run_dir, run_dir / "checkpoints"):
+        for path in folder.iterdir() if folder.is_dir() else []:
+            if _TMP.match(path.name) and path.is_file():
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
