@@ -70,11 +70,15 @@ def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file, flush + fsync, then ``os.replace``: readers see the old file or
     the new one, never half of one."""
     tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a signal: no half-written file left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> list[str]:

@@ -306,13 +306,10 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
         summary["diverged_step"] = c.diverged_at
     if run.sinks.wandb is not None:
         summary["wandb_run_id"] = run.sinks.wandb.run_id
-        if ending.exit_code:  # WandbSink.finish calls run.finish(), which W&B records as exit code 0
-            wandb_run = run.sinks.wandb.run
-            wandb_run.finish = functools.partial(wandb_run.finish, exit_code=ending.exit_code)
     try:
         if run.ddp.is_main:
             run_records.remove_tmp_files(run.run_dir)
-        run.sinks.logger.finish(summary)
+        run.sinks.logger.finish(summary, exit_code=ending.exit_code)
     except Exception as e:
         if ending.status in ("finished", "diverged"):
             raise

@@ -102,7 +102,7 @@ class LocalSink:
             e.filename = e.filename or str(self.path)
             raise
 
-    def finish(self, summary: Mapping[str, Any]) -> None:
+    def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
         self._metrics.close()
         text = json.dumps({k: _jsonable(v) for k, v in summary.items()}, indent=2, default=str)
         atomic_write_text(self.run_dir / "summary.json", text + "\n")
@@ -132,15 +132,17 @@ class MetricLogger:
                     f"({type(e).__name__}: {e}); it is switched off for the rest of the run"
                 )
 
-    def finish(self, summary: Mapping[str, Any]) -> None:
+    def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
+        """Every sink's end of the run; ``exit_code``: the process's (W&B records it: 128 + signal
+        for an interrupted run)."""
         errors = []
         for sink in self.sinks:
             try:
-                sink.finish(summary)
+                sink.finish(summary, exit_code=exit_code)
             except Exception as e:  # a failing sink must not hide the others' results
                 errors.append(e)
         for sink in self._dropped:
             with contextlib.suppress(Exception):
-                sink.finish(summary)
+                sink.finish(summary, exit_code=exit_code)
         if errors:
             raise errors[0]

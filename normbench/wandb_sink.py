@@ -272,10 +272,11 @@ class WandbSink:
         artifact.add_file(str(path))
         self.run.log_artifact(artifact, aliases=["latest", f"step-{int(step)}"])
 
-    def finish(self, summary: Mapping[str, Any]) -> None:
-        """Adds the run's final facts to the W&B summary; keys that were logged keep the summary
-        their ``define_metric`` gives them (e.g. ``val/acc: {max, last}``)."""
+    def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
+        """Adds the run's final facts to the W&B summary (keys that were logged keep the summary
+        their ``define_metric`` gives them, e.g. ``val/acc: {max, last}``) and ends the run with
+        ``exit_code`` (non-zero: W&B shows the run as failed / interrupted)."""
         try:
             self.run.summary.update({k: _jsonable(v) for k, v in summary.items() if k not in self._defined})
         finally:
-            self.run.finish()
+            self.run.finish(exit_code=exit_code)

@@ -50,6 +50,9 @@ def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="0", PYTHONUNBUFFERED="1")
     env.pop("WANDB_API_KEY", None)
+    # an in-process run in this pytest process started a W&B service and exported its address;
+    # a subprocess must start its own, as a user's would (a shared service keeps a killed run's id "in use")
+    env.pop("WANDB_SERVICE", None)
     return env
 
 
