@@ -60,7 +60,8 @@ def read_run_txt(folder: Path) -> dict[str, str]:
 
 def build() -> str:
     presets = sorted(p for p in RESULTS.iterdir() if (p / "claims.csv").exists())
-    lines = [HEADER, "## Runs", "", "| preset | commit | start (UTC) | wall clock | exit status |", "|---|---|---|---|---|"]
+    lines = [HEADER, "## Runs", "", "| preset | commit | start (UTC) | wall clock | exit status |"]
+    lines.append("|---|---|---|---|---|")
     for folder in presets:
         run = read_run_txt(folder)
         lines.append(
