@@ -66,19 +66,24 @@ def warn(message: str) -> None:
     LOG.warning(f"normbench: warning: {message}")
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file, flush + fsync, then ``os.replace``: readers see the old file or
-    the new one, never half of one."""
+    the new one, never half of one; a failed write (a full disk, a signal) leaves no temporary file."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "w") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:  # a full disk, a signal: no half-written file left behind
+    except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """``text`` (UTF-8) into ``path`` by `atomic_write_bytes`."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> list[str]:

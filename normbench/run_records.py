@@ -8,7 +8,6 @@
 - `set_aside`: the records of a run that left no checkpoint (killed or interrupted before its
   first, or failed) go to ``restarts/<n>/`` before a new run starts over in the directory.
 - `remove_tmp_files`: the temporary files of writes that failed (a full disk).
-- `atomic_write_bytes`: a write that leaves the old file or the new one, and no temporary file.
 """
 
 from __future__ import annotations
@@ -18,21 +17,7 @@ import os
 import re
 from pathlib import Path
 
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """``data`` into ``path`` through a temporary file and ``os.replace``; the temporary file is
-    removed if the write fails (a full disk leaves nothing behind)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
+from normbench.output import atomic_write_bytes
 
 TRAINED_DIR = "trained"
 """``.hydra/trained/``: Hydra's three files as they were when the directory's run was last

@@ -32,7 +32,7 @@ from hydra.experimental.callback import Callback
 
 from normbench import distributed
 from normbench.errors import ConfigError
-from normbench.run_records import atomic_write_bytes
+from normbench.output import atomic_write_bytes
 
 LOCK_NAME = ".normbench.lock"
 RESULT_NAMES = ("metrics.jsonl", "summary.json", "checkpoints", "wandb")
