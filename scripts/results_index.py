@@ -62,12 +62,16 @@ def build() -> str:
     presets = sorted(p for p in RESULTS.iterdir() if (p / "claims.csv").exists())
     lines = [HEADER, "## Runs", "", "| preset | commit | start (UTC) | wall clock | exit status |"]
     lines.append("|---|---|---|---|---|")
+    total = 0
     for folder in presets:
         run = read_run_txt(folder)
+        m = re.match(r"(\d+) min (\d+) s", run.get("wall", ""))
+        total += int(m.group(1)) * 60 + int(m.group(2)) if m else 0
         lines.append(
             f"| [{folder.name}]({folder.name}/README.md) | {run.get('commit', '?')} | {run.get('start', '?')} "
             f"| {run.get('wall', '?')} | {run.get('status', '?')} |"
         )
+    lines.append(f"| **all** | | | **{total // 60} min {total % 60} s** (one preset after another) | |")
     lines += ["", "## Claims", "", "| claim | paper | measured: median [min, max] over seeds | verdict | figure |"]
     lines.append("|---|---|---|---|---|")
     for folder in presets:
