@@ -78,3 +78,15 @@ TINY_RUN = (
     "logger.progress_bar=false",
     "logger.log_every_n_steps=2",
 )
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted run of `tests.test_reliability.SMALL` (W&B offline), once per module: what the
+    interrupted and resumed runs of the signal and resume-record tests are compared with, bit for bit."""
+    from tests.test_reliability import SMALL
+
+    out = tmp_path_factory.mktemp("reference") / "run"
+    r = run_cli(*SMALL, f"hydra.run.dir={out}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out

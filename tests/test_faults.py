@@ -133,15 +133,6 @@ def test_a_read_only_checkpoint_folder_is_one_line_and_a_summary(tmp_path) -> No
 # Signals
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    """An uninterrupted run of `SMALL` (W&B offline)."""
-    out = tmp_path_factory.mktemp("reference") / "run"
-    r = run_cli(*SMALL, f"hydra.run.dir={out}")
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
-
-
 def stopped_by(sig: int, run_dir: Path) -> tuple[int, str, str]:
     """`SMALL` in ``run_dir``, sent ``sig`` once its step-3 checkpoint is complete."""
     proc = popen_cli(*SMALL, f"hydra.run.dir={run_dir}")

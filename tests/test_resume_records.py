@@ -44,15 +44,6 @@ def stop_when(run_dir: Path, args: tuple[str, ...], ready: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    """An uninterrupted run of `SMALL`."""
-    out = tmp_path_factory.mktemp("reference") / "run"
-    r = run_cli(*SMALL, f"hydra.run.dir={out}")
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
-
-
-@pytest.fixture(scope="module")
 def segments(tmp_path_factory, reference) -> dict[str, Any]:
     """The reference run in three segments: (1) local files and W&B, stopped by SIGTERM;
     (2) resumed with neither sink, stopped again; (3) resumed with both, to the end."""
