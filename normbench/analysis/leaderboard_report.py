@@ -192,11 +192,15 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
 
 def figure(rows: Sequence[Row]) -> Any:
     """Score against throughput relative to the reference norm, one panel per model and data set;
-    error bars: the t-intervals (a hollow marker: one seed, no interval)."""
+    error bars: the t-intervals (a hollow marker: one seed, no interval). Each point is labelled
+    with its norm beside it (no legend box to cover points)."""
     from normbench.analysis.plot import NORM_COLORS, finish_axes, new_figure
 
     cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
-    title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds)"
+    title = (
+        "Norm leaderboard: score vs training throughput "
+        "(error bars: 95 % t-interval over seeds; hollow: one seed)"
+    )
     fig, axes = new_figure(1, max(len(cells), 1), title)
     for ax, (model, dataset) in zip(axes[0], cells):
         cell = [r for r in rows if (r.model, r.dataset) == (model, dataset) and r.score.n > 0 and r.verdict != NA]
@@ -209,13 +213,13 @@ def figure(rows: Sequence[Row]) -> Any:
             color = NORM_COLORS.get(r.norm, "tab:gray")
             if r.score.n > 1:
                 err = [[y - r.score.lo * scale], [r.score.hi * scale - y]]
-                ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3, label=f"{r.norm} (n={r.score.n})")
+                ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3)
             else:
-                ax.plot(x, y, "o", mfc="none", color=color, label=f"{r.norm} (n=1)")
-            ax.annotate(r.norm, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7)
+                ax.plot(x, y, "o", mfc="none", color=color)
+            ax.annotate(r.norm, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color=color)
         xlabel = f"throughput × {REFERENCE[task]}" if relative else THROUGHPUT[task]
         ylabel = f"{cell[0].metric if cell else 'score'}" + (" (%)" if task == IMAGES else "")
-        finish_axes(ax, xlabel, ylabel, f"{model} on {dataset}")
+        finish_axes(ax, xlabel, ylabel, f"{model} on {dataset}", legend=False)
     return fig
 
 

@@ -27,19 +27,21 @@ from normbench.analysis.stats import band, stack  # noqa: E402
 
 CSV_COLUMNS = ("panel", "series", "x", "median", "lo", "hi", "n")
 
-# Fixed colours per norm so that every figure reads the same way.
+# Fixed colours per norm so that every figure reads the same way; no two norms share one (a
+# leaderboard panel shows them all at once).
 NORM_COLORS = {
-    "none": "tab:blue",
+    "none": "black",
     "bn": "tab:red",
     "bn_noisy": "tab:purple",
-    "gn": "tab:green",
+    "noise_only": "tab:pink",
     "brn": "tab:orange",
+    "gn": "tab:green",
     "ln": "tab:blue",
     "ln_sample": "tab:brown",
     "in": "tab:gray",
-    "rms": "tab:red",
-    "prms": "tab:orange",
-    "pn": "tab:green",
+    "rms": "tab:cyan",
+    "prms": "tab:olive",
+    "pn": "goldenrod",
 }
 
 
