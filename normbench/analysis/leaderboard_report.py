@@ -197,10 +197,7 @@ def figure(rows: Sequence[Row]) -> Any:
     from normbench.analysis.plot import NORM_COLORS, finish_axes, new_figure
 
     cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
-    title = (
-        "Norm leaderboard: score vs training throughput "
-        "(error bars: 95 % t-interval over seeds; hollow: one seed)"
-    )
+    title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds; hollow: one seed)"
     fig, axes = new_figure(1, max(len(cells), 1), title)
     for ax, (model, dataset) in zip(axes[0], cells):
         cell = [r for r in rows if (r.model, r.dataset) == (model, dataset) and r.score.n > 0 and r.verdict != NA]
@@ -282,10 +279,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog=PROG, description="The norm leaderboard from local sweep folders or a W&B group.")
     p.add_argument("runs", nargs="*", help="sweep (or job) folders, e.g. outputs/multirun/<date_time>")
     p.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs of a W&B group instead")
-    p.add_argument("--group", help="the W&B group: one sweep (with --wandb; with --log-to-wandb, the summary "
-                   "run's group)")
-    p.add_argument("--job-type", help="with --wandb: every run of this job type (the preset, e.g. leaderboard_cpu: "
-                   "both of its sweeps)")
+    p.add_argument(
+        "--group", help="the W&B group: one sweep (with --wandb; with --log-to-wandb, the summary run's group)"
+    )
+    p.add_argument(
+        "--job-type",
+        help="with --wandb: every run of this job type (the preset, e.g. leaderboard_cpu: both of its sweeps)",
+    )
     p.add_argument("--out", help="output folder (default: <first runs folder>/leaderboard, or ./leaderboard-<group>)")
     p.add_argument("--tail", type=float, default=TAIL, help="end of training: this last fraction of the steps")
     p.add_argument("--log-to-wandb", action="store_true", help="also log the table and figure to W&B")
