@@ -39,6 +39,13 @@ def metrics(run_dir: Path) -> list[dict]:
     return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in rows]
 
 
+def as_in_a_terminal() -> None:
+    """A run started from a terminal has Ctrl-C at its default; pytest itself may have been started
+    in the background (``cmd &`` in a script ignores SIGINT, and children inherit that, which
+    normbench then honours, as ``nohup`` users expect)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def popen_cli(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "normbench", *args],
@@ -47,6 +54,7 @@ def popen_cli(*args: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=as_in_a_terminal,
     )
 
 
