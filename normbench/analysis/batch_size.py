@@ -31,7 +31,7 @@ TRAIN_LOSS = "train/loss"
 PLATEAU_FRACTION = 0.05
 """Is the run long enough? Batch 32's training loss is on a plateau when its last epoch mean is
 below 5 % of its first: cross-entropy is >= 0, so no longer run could lower it by more than that.
-(A flat tail is not enough: the end of a cosine schedule is flat at any length.)"""
+(A flat tail is not enough: the end of a cosine schedule can be flat at any length.)"""
 BATCH_STYLES = {32: "-", 16: "-.", 8: "--", 4: (0, (3, 1, 1, 1)), 2: ":"}
 
 
@@ -85,15 +85,16 @@ def remaining_loss(losses: Sequence[float]) -> float:
 
 
 def _plateau_claim(runs: Sequence[Run], big: int, figure: str) -> Claim:
+    claim = f"Long enough: batch {big}'s training loss is on a plateau (a check of the setup, not a paper claim)"
     left = {}
     for norm in NORMS:
         for r in select(runs, norm__name=norm, batch_size=big):
             _, y = r.series(TRAIN_LOSS)
             left[f"{norm} seed {r.seed}"] = remaining_loss(y) if r.status != "diverged" and len(y) else np.inf
     if not left:
-        return Claim(f"batch {big} trains to a plateau", "", "no runs at this batch size", NOT_MEASURED, figure)
+        return Claim(claim, "", "no runs at this batch size", NOT_MEASURED, figure)
     return Claim(
-        f"Long enough: batch {big}'s training loss is on a plateau (a check of the setup, not a paper claim)",
+        claim,
         "the paper trains to convergence (100 epochs)",
         "last / first epoch-mean training loss: "
         + ", ".join(f"{k} {v:.3g}" for k, v in left.items())
@@ -109,7 +110,7 @@ def _claims(runs: Sequence[Run], big: int, small: int, figure: str, scale: Scale
         for n in NORMS
         for b in (big, small)
     }
-    claims = [_plateau_claim(runs, big, figure)]
+    claims = []
     if err[("bn", big)].n and err[("bn", small)].n:
         claims.append(
             claim_less(
@@ -147,8 +148,8 @@ def _claims(runs: Sequence[Run], big: int, small: int, figure: str, scale: Scale
                     scale,
                 )
             )
-    if len(claims) == 1:
+    if not claims:
         claims.append(
             Claim("BN vs GN across batch sizes", "", "no BN/GN runs at two batch sizes", NOT_MEASURED, figure)
         )
-    return claims
+    return [_plateau_claim(runs, big, figure), *claims]
