@@ -2,7 +2,8 @@
 
 Local: ``metrics.jsonl`` (one JSON object a line: ``step``, ``epoch`` and every metric as logged),
 ``config.yaml`` (the resolved config) and ``summary.json`` (final metrics, status, wall time,
-git commit, versions, device), each written atomically. W&B: `normbench.wandb_sink.WandbSink`
+git commit and tree (`run_provenance`), the preset's rules hash, versions, device), each written
+atomically. W&B: `normbench.wandb_sink.WandbSink`
 (which imports this module, never the other way round), finished in a ``finally`` so that each
 job of a multirun in one process is its own W&B run.
 """
@@ -10,8 +11,10 @@ job of a multirun in one process is its own W&B run.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import math
+import os
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from normbench.output import atomic_write_text, warn
+from normbench.rules import rules_hash
 
 
 @dataclass
@@ -41,23 +45,133 @@ def _jsonable(v: Any) -> Any:
     return v
 
 
-def git_commit(path: Path | None = None) -> str | None:
-    """The commit of the normbench checkout (``+dirty`` when it has uncommitted changes)."""
-    cwd = path or Path(__file__).resolve().parent
+GIT_TIMEOUT_S = 10.0
+"""Seconds each git call may take; a slower (or missing) git records no tree, it never fails a run."""
+
+
+def checkout_root() -> Path | None:
+    """The git checkout this package runs from (None when installed from a wheel: a repository
+    that merely encloses ``site-packages`` is not normbench's tree)."""
+    root = Path(__file__).resolve().parents[1]
+    return root if (root / ".git").exists() else None
+
+
+def _top(path: Path | None) -> Path | None:
+    if path is None:
+        return checkout_root()
+    path = Path(path).resolve()
+    return next((p for p in (path, *path.parents) if (p / ".git").exists()), None)
+
+
+def _git(top: Path, *args: str) -> bytes | None:
+    """``git args`` in ``top`` (its stdout), None when git is missing, slow or fails. No optional
+    locks: a run's ``git status`` never takes ``index.lock`` from a commit made meanwhile."""
     try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
+        return subprocess.run(
+            ["git", "--no-optional-locks", *args], cwd=top, capture_output=True, timeout=GIT_TIMEOUT_S, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    return sha + ("+dirty" if dirty else "")
+
+
+def _status(top: Path) -> tuple[str, list[str], list[str]] | None:
+    """(HEAD's sha, tracked files changed against HEAD, untracked files git does not ignore), all
+    from one ``git status``; paths relative to ``top``. None: no git, no repository, no commit."""
+    out = _git(top, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+    if out is None:
+        return None
+    sha, tracked, untracked = None, [], []
+    fields = iter(out.decode("utf-8", "surrogateescape").split("\0"))
+    for entry in fields:
+        kind = entry[:1]
+        if entry.startswith("# branch.oid "):
+            sha = entry.removeprefix("# branch.oid ")
+        elif kind == "?":
+            untracked.append(entry[2:])
+        elif kind in ("1", "u"):  # changed; unmerged
+            tracked.append(entry.split(" ", 8 if kind == "1" else 10)[-1])
+        elif kind == "2":  # renamed or copied: the new path, then (its own field) the old one
+            tracked += [entry.split(" ", 9)[-1], next(fields, "")]
+    if not sha or sha == "(initial)":
+        return None
+    return sha, sorted(set(tracked) - {""}), sorted(untracked)
+
+
+def _diff_hash(top: Path, untracked: list[str]) -> str | None:
+    """SHA-256 of ``git diff HEAD --binary`` (staged and unstaged changes) and of each untracked
+    file's path and bytes (a link: its target). None when git cannot give the diff."""
+    diff = _git(top, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--no-renames")
+    if diff is None:
+        return None
+    h = hashlib.sha256(diff)
+    for name in untracked:
+        h.update(b"\0untracked\0" + name.encode("utf-8", "surrogateescape") + b"\0")
+        path = top / name
+        try:
+            if path.is_symlink():
+                h.update(b"link\0" + os.fsencode(os.readlink(path)))
+            else:
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+        except OSError:  # gone since ``git status``, or a folder (a nested repository)
+            h.update(b"unreadable\0")
+    return h.hexdigest()
+
+
+def git_state(path: Path | None = None) -> dict[str, Any] | None:
+    """The tree a run is made from: ``{"commit": sha, "dirty_files": [...], "diff_hash": ...}``.
+
+    ``dirty_files``: the files changed against HEAD (staged or not) and the untracked files git
+    does not ignore, relative to the checkout's top folder; ``diff_hash``: SHA-256 (hex) of
+    ``git diff HEAD --binary`` and of each untracked file's path and bytes (`_diff_hash`); ``[]`` and
+    None for a clean tree. One git call for a clean tree, two for a dirty one. None outside a git
+    checkout (``path``: a folder in it; default: the checkout of this package, if any), without
+    git, or when git does not answer within `GIT_TIMEOUT_S`."""
+    top = _top(path)
+    status = _status(top) if top is not None else None
+    if status is None or top is None:
+        return None
+    sha, tracked, untracked = status
+    files = sorted(set(tracked) | set(untracked))
+    return {"commit": sha, "dirty_files": files, "diff_hash": _diff_hash(top, untracked) if files else None}
+
+
+def commit_label(state: Mapping[str, Any] | None) -> str | None:
+    """``sha``, or ``sha+dirty`` when the tree had changed or untracked files (`git_state`)."""
+    if not state:
+        return None
+    return str(state["commit"]) + ("+dirty" if state.get("dirty_files") else "")
+
+
+def git_commit(path: Path | None = None) -> str | None:
+    """The commit of the normbench checkout (``+dirty`` when it has uncommitted changes or
+    untracked files that git does not ignore); None outside a git checkout. One git call."""
+    top = _top(path)
+    status = _status(top) if top is not None else None
+    if status is None:
+        return None
+    sha, tracked, untracked = status
+    return sha + ("+dirty" if tracked or untracked else "")
+
+
+def hydra_preset() -> str | None:
+    """Hydra's ``experiment`` choice of the running job (None outside Hydra, or with no preset)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    preset = HydraConfig.get().runtime.choices.get("experiment")
+    return str(preset) if preset else None
+
+
+def run_provenance() -> dict[str, Any]:
+    """What a run's summary records of where it came from: ``git_commit`` (`commit_label`), ``git``
+    (`git_state`) and ``rules``: the preset (`hydra_preset`) and the hash of its rules
+    (`normbench.rules.rules_hash`; None for a preset without a rules file)."""
+    git = git_state()
+    preset = hydra_preset()
+    return {"git_commit": commit_label(git), "git": git, "rules": {"preset": preset, "hash": rules_hash(preset)}}
 
 
 class LocalSink:

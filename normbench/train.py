@@ -59,7 +59,7 @@ from normbench.run_state import (
     show_progress,
     write_summary,
 )
-from normbench.sinks import LocalSink, MetricLogger, git_commit
+from normbench.sinks import LocalSink, MetricLogger, run_provenance
 from normbench.tasks import build_task
 from normbench.tasks.base import StepOutput
 from normbench.validate import check_norm_in_model, validate_config
@@ -229,7 +229,7 @@ def open_sinks(
     sinks = Sinks(MetricLogger([s for s in (local, wandb) if s is not None]), local, wandb)
     info = {
         **resolved,
-        "git_commit": git_commit(),
+        **run_provenance(),  # git_commit, git (the tree: dirty files, diff hash), rules (preset, hash)
         "seed": cfg.seed,
         "num_params": sum(p.numel() for p in model.parameters()),
     }

@@ -31,6 +31,7 @@ from normbench.analysis.leaderboard import (
     headline_key,
     leaderboard,
 )
+from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run, load_local_run, load_wandb_runs
 from normbench.errors import ConfigError
 
@@ -315,6 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             runs, sources = load_runs(args.runs), list(args.runs)
             out = Path(args.out or Path(args.runs[0]) / "leaderboard")
+        check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
         paths = write(rows, out, sources, runs, args.tail)
         if args.log_to_wandb:
