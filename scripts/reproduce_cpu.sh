@@ -1,46 +1,52 @@
 #!/usr/bin/env bash
-# Rerun every CPU-scale paper preset and rebuild results/<preset>/ from the runs: the commands,
-# wall clock per preset and the commit go into results/<preset>/RUN.txt (each README quotes them).
-# On the 2-core machine each preset runs as two sweeps side by side (one per seed, one thread each:
-# the presets set hardware.num_threads=1), so a preset's wall time is that of its slower seed.
+# Rerun CPU-scale presets and rebuild results/<preset>/ from their runs. Each preset's jobs (the
+# product of its hydra.sweeper.params: scripts/sweep_jobs.py) run two at a time, one per core
+# (xargs -P 2; the presets set hardware.num_threads=1), then normbench-figures judges the claims by
+# the preset's rules and writes results/<preset>/; RUN.txt records the commit, the rules hash,
+# the commands, the start and the wall clock.
 #
-#   bash scripts/reproduce_cpu.sh                       # all six presets, in this order
+#   bash scripts/reproduce_cpu.sh                       # every _cpu paper preset, in this order
 #   bash scripts/reproduce_cpu.sh powernorm_stats_cpu   # some of them
 #
-# Outputs: outputs/multirun/repro/<preset>_s<seed>/ (the runs), results/<preset>/ (figures, CSVs,
-# claims). Needs the shared data beside the project (../shared/data) or NORMBENCH_DATA.
+# Runs only from a clean tree (outside results/): results are refused from runs whose code differed
+# from a commit. Run folders: outputs/repro/<preset>-<UTC time>/<job>/ (never reused).
+# Needs the shared data beside the project (../shared/data) or NORMBENCH_DATA.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true PYTHONUNBUFFERED=1
 presets=("$@")
-((${#presets[@]})) || presets=(powernorm_stats_cpu santurkar_vgg_cpu gn_batch_size_cpu powernorm_mt_cpu ln_axes_cpu rmsnorm_speed_cpu)
+((${#presets[@]})) || presets=(powernorm_stats_cpu ln_axes_cpu powernorm_mt_cpu gn_batch_size_cpu rmsnorm_speed_cpu santurkar_vgg_cpu)
+dirty=$(git status --porcelain --untracked-files=normal -- . ':!results' ':!outputs')
+if [ -n "$dirty" ]; then
+  echo "reproduce_cpu: error: the tree differs from commit $(git rev-parse --short HEAD) outside results/:" \
+    "$(echo "$dirty" | head -3 | tr '\n' ' ')— commit first, or run from a clean worktree (git worktree add)" >&2
+  exit 2
+fi
 commit=$(git rev-parse --short HEAD)
 total=0
 for preset in "${presets[@]}"; do
-  out=outputs/multirun/repro
+  out="outputs/repro/$preset-$(date -u +%Y%m%dT%H%M%S)"
   mkdir -p "$out" "results/$preset"
-  start=$(date -u +%H:%M:%S); t0=$SECONDS
-  pids=()
-  for seed in 0 1; do
-    python -m normbench -m "experiment=$preset" "seed=$seed" "hydra.sweep.dir=$out/${preset}_s$seed" \
-      > "$out/${preset}_s$seed.log" 2>&1 &
-    pids+=($!)
-  done
-  status=0
-  for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+  python scripts/sweep_jobs.py "$preset" > "$out/jobs.txt" || exit 2
+  start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS
+  # shellcheck disable=SC2016
+  xargs -P 2 -L 1 bash -c 'python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1' "$out" < "$out/jobs.txt"
+  status=$?
   wall=$((SECONDS - t0)); total=$((total + wall))
-  python -m normbench.analysis.figures_cli "$preset" --runs "$out/${preset}_s0" "$out/${preset}_s1" \
-    --out "results/$preset" > "$out/${preset}_figures.log" 2>&1 || status=$?
+  python -m normbench.analysis.figures_cli "$preset" --runs "$out" --out "results/$preset" > "$out/figures.log" 2>&1
+  fig_status=$?
   {
     echo "preset: $preset"
     echo "commit: $commit"
-    echo "start (UTC): $(date -u +%Y-%m-%d) $start; wall clock: $((wall / 60)) min $((wall % 60)) s (two sweeps side by side)"
+    echo "rules hash: $(python -c "from normbench.rules import rules_hash; print(rules_hash('$preset'))")"
+    echo "start (UTC): $start; wall clock: $((wall / 60)) min $((wall % 60)) s ($(wc -l < "$out/jobs.txt") runs, two at a time)"
     echo "commands:"
-    echo "  normbench -m experiment=$preset seed=0 hydra.sweep.dir=$out/${preset}_s0 &"
-    echo "  normbench -m experiment=$preset seed=1 hydra.sweep.dir=$out/${preset}_s1"
-    echo "  normbench-figures $preset --runs $out/${preset}_s0 $out/${preset}_s1 --out results/$preset"
-    echo "exit status: $status"
+    echo "  python scripts/sweep_jobs.py $preset > $out/jobs.txt"
+    echo "  xargs -P 2 -L 1 bash -c 'python -m normbench \"\${@:2}\" hydra.run.dir=\"\$0/\$1\"' $out < $out/jobs.txt"
+    echo "  normbench-figures $preset --runs $out --out results/$preset"
+    echo "  (the same jobs one after another: normbench -m experiment=$preset)"
+    echo "exit status: runs $status, figures $fig_status"
   } > "results/$preset/RUN.txt"
-  echo "[reproduce] $preset: $((wall / 60)) min $((wall % 60)) s (status $status)"
+  echo "[reproduce] $preset: $((wall / 60)) min $((wall % 60)) s (runs $status, figures $fig_status)"
 done
 echo "[reproduce] all: $((total / 60)) min $((total % 60)) s of wall clock"

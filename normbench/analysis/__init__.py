@@ -2,7 +2,8 @@
 and judge their claims. ``scripts/figures.py`` is the command-line front end.
 
 One figure function per experiment preset (`FIGURES`); a ``<preset>_cpu`` variant uses its
-preset's function.
+preset's function. The claims are judged by `normbench.analysis.claims.judge` on the rules of the
+preset (``normbench/rules/<preset>.yaml``), with the measures the analysis modules register.
 """
 
 from __future__ import annotations
@@ -10,36 +11,35 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from normbench.analysis import batch_size, powernorm, santurkar, transformer
-from normbench.analysis.claims import FULL_SCALE, Claim, Scale
+from normbench.analysis import batch_size, measures, powernorm, santurkar, transformer
+from normbench.analysis.claims import Claim, judge
 from normbench.analysis.plot import FigureResult, write_outputs
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
 from normbench.analysis.santurkar_landscape import ICS_KEY, figure3, figure4
 from normbench.errors import ConfigError
+from normbench.rules import SCALE_SUFFIXES, base_preset
 
-FigureFn = Callable[[Sequence[Run], Scale], list[FigureResult]]
+FigureFn = Callable[[Sequence[Run]], list[FigureResult]]
+assert measures  # registers the shared measures
 
 
-def santurkar_vgg(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
+def santurkar_vgg(runs: Sequence[Run]) -> list[FigureResult]:
     """Santurkar et al. 2018, Figs. 1-4 (Fig. 3 when ICS was measured)."""
-    out = [santurkar.figure1(runs, scale), santurkar.figure2(runs, scale), figure4(runs, scale)]
+    out = [santurkar.figure1(runs), santurkar.figure2(runs), figure4(runs)]
     if any(ICS_KEY.match(k) for r in runs for k in r.metric_keys()):
-        out.insert(2, figure3(runs, scale))
+        out.insert(2, figure3(runs))
     return out
 
 
-FIGURES: dict[str, tuple[FigureFn, Scale]] = {
-    "santurkar_vgg": (santurkar_vgg, santurkar.CPU_SCALE),
-    "powernorm_stats": (powernorm.powernorm_stats, powernorm.CPU_SCALE),
-    "powernorm_mt": (transformer.powernorm_mt, transformer.CPU_SCALE),
-    "rmsnorm_speed": (transformer.rmsnorm_speed, transformer.CPU_SCALE),
-    "gn_batch_size": (batch_size.gn_batch_size, batch_size.CPU_SCALE),
-    "ln_axes": (transformer.ln_axes, transformer.CPU_SCALE),
+FIGURES: dict[str, FigureFn] = {
+    "santurkar_vgg": santurkar_vgg,
+    "powernorm_stats": powernorm.powernorm_stats,
+    "powernorm_mt": transformer.powernorm_mt,
+    "rmsnorm_speed": transformer.rmsnorm_speed,
+    "gn_batch_size": batch_size.gn_batch_size,
+    "ln_axes": transformer.ln_axes,
 }
-"""Each preset's figure function and the scale of its ``_cpu`` variant (the full preset: the
-paper's; a CPU variant: far shorter or smaller — its failed orderings read "not reproduced at this
-scale", never "contradicted")."""
-SCALE_SUFFIXES = ("_cpu",)
+"""Each preset's figure function (its ``_cpu`` variant uses the same one)."""
 FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "santurkar_vgg": re.compile(
         r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*|ics/.*"
@@ -56,33 +56,31 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
 
 def figure_keys(preset: str) -> Callable[[Iterable[str]], list[str]]:
     """The keys of a run (its W&B summary's keys) that ``preset``'s figures plot."""
-    pattern = FIGURE_KEYS[_base(preset)]
+    pattern = FIGURE_KEYS[base_preset(preset)]
     return lambda keys: [k for k in keys if pattern.match(k)]
 
 
-def _base(preset: str) -> str:
-    for suffix in SCALE_SUFFIXES:
-        preset = preset.removesuffix(suffix)
-    return preset
-
-
-def figure_fn(preset: str) -> tuple[FigureFn, Scale]:
-    """The figure function of ``preset`` (``santurkar_vgg`` or ``santurkar_vgg_cpu``) and its scale."""
-    base = _base(preset)
+def figure_fn(preset: str) -> FigureFn:
+    """The figure function of ``preset`` (``santurkar_vgg`` or ``santurkar_vgg_cpu``)."""
+    base = base_preset(preset)
     if base not in FIGURES:
         valid = ", ".join(sorted(FIGURES) + sorted(f + s for f in FIGURES for s in SCALE_SUFFIXES))
         raise ConfigError(f"unknown preset {preset!r}; valid choices: {valid}")
-    fn, cpu_scale = FIGURES[base]
-    return fn, (FULL_SCALE if base == preset else cpu_scale)
+    return FIGURES[base]
 
 
 def make_figures(preset: str, runs: Sequence[Run]) -> list[FigureResult]:
-    """The preset's figures and claims from ``runs`` (failed runs without metrics left out)."""
-    fn, scale = figure_fn(preset)
+    """The preset's figures, and its claims judged by its rules, from ``runs`` (failed runs
+    without metrics left out). Each claim goes with the figure its rule names."""
+    fn = figure_fn(preset)
     usable = [r for r in runs if r.history]
     if not usable:
         raise ConfigError(f"no runs with metrics for preset {preset!r}")
-    return fn(usable, scale)
+    results = fn(usable)
+    by_name = {res.name: res for res in results}
+    for claim in judge(preset, usable):
+        by_name.get(claim.figure, results[0]).claims.append(claim)
+    return results
 
 
 __all__ = [

@@ -23,8 +23,32 @@ from pathlib import Path
 from normbench.analysis import figure_fn, figure_keys, load_local_runs, load_wandb_runs, make_figures, write_outputs
 from normbench.analysis.claims import claims_markdown
 from normbench.analysis.plot import FigureResult
+from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
 from normbench.errors import ConfigError
+from normbench.output import warn
+from normbench.rules import base_preset, rules_hash
+
+
+def check_rules(preset: str, runs: Sequence[Run]) -> None:
+    """Refuse runs of another preset, and runs made under rules that are no longer ``preset``'s
+    (a rule changed after the runs: judging them by the new one would be choosing after looking).
+    Runs that recorded no rules (made before runs recorded them) get one warning."""
+    want, unrecorded = rules_hash(preset), 0
+    for r in runs:
+        record = r.summary.get("rules")
+        if not isinstance(record, dict) or not record.get("preset"):
+            unrecorded += 1
+            continue
+        if base_preset(str(record["preset"])) != base_preset(preset):
+            raise ConfigError(f"{r.source} is a run of preset {record['preset']!r}, not of {preset!r}")
+        if record.get("hash") != want:
+            raise ConfigError(
+                f"{r.source} was made under rules {record.get('hash')} and {preset}'s rules are now {want}: "
+                "a rule changed after the run; rerun the preset (or judge at the commit the runs were made at)"
+            )
+    if unrecorded:
+        warn(f"{unrecorded} of {len(runs)} runs recorded no rules hash: their rules cannot be checked")
 
 
 def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
@@ -90,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             job_type = args.job_type or (None if args.group else args.preset)
             runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
+        check_rules(args.preset, runs)
+        check_provenance(runs, args.out or Path("results") / args.preset)
         results = make_figures(args.preset, runs)
     except ConfigError as e:
         print(f"normbench-figures: error: {e}", file=sys.stderr)

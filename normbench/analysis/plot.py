@@ -22,7 +22,8 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from normbench.analysis.claims import Claim, claims_markdown  # noqa: E402
+from normbench.analysis.claims import CSV_FIELDS as CLAIM_FIELDS  # noqa: E402
+from normbench.analysis.claims import Claim, claims_markdown, csv_row  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 
 CSV_COLUMNS = ("panel", "series", "x", "median", "lo", "hi", "n")
@@ -127,12 +128,10 @@ def write_outputs(results: Sequence[FigureResult], out_dir: str | Path) -> list[
     claims = [c for res in results for c in res.claims]
     path = out / "claims.csv"
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=("figure", "claim", "paper", "measured", "verdict"))
+        writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
         writer.writeheader()
         for c in claims:
-            writer.writerow(
-                {"figure": c.figure, "claim": c.claim, "paper": c.paper, "measured": c.measured, "verdict": c.verdict}
-            )
+            writer.writerow({k: _fmt_csv(v) for k, v in csv_row(c).items()})
     written.append(path)
     path = out / "claims.md"
     path.write_text(claims_markdown(claims))

@@ -167,11 +167,17 @@ SUMMARY_JOB_TYPES = ("figures", "leaderboard-summary")
 group: read back, they are not training runs."""
 
 
+W_AND_B_SUMMARIES = frozenset(("min", "max", "mean", "last", "first", "best"))
+
+
 def _summary_value(v: Any) -> Any:
-    """A W&B summary entry as one number: a ``define_metric`` summary dict ({max, last, …}) gives
-    its ``last``; anything else is kept (``"nan"`` / ``"inf"`` strings back to floats)."""
-    if isinstance(v, Mapping):
+    """A W&B summary entry: a ``define_metric`` summary dict ({max, last, …}) gives its ``last``;
+    another dict (a record such as ``git`` or ``rules``) is kept as it is; anything else too
+    (``"nan"`` / ``"inf"`` strings back to floats)."""
+    if isinstance(v, Mapping) and v and set(v) <= W_AND_B_SUMMARIES:
         return _number(v.get("last"))
+    if isinstance(v, Mapping):
+        return dict(v)
     return _number(v)
 
 

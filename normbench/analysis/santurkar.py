@@ -8,10 +8,9 @@ Figures 1 and 2 from a `santurkar_vgg` sweep (VGG on CIFAR-10, ``norm`` × ``lr`
 - Figure 2: the same for ``none``, ``bn`` and ``bn_noisy`` (BN followed by distributional noise).
 
 Every curve is the median over seeds with the seeds' min–max shaded; an activation distribution is
-drawn as the seed medians of its 5–95 % and 25–75 % quantile bands and its median. Rules, fixed
-before the runs (`normbench.analysis.stats` has the verdicts): "final" training accuracy is the
-mean of the smoothed batch accuracy over the last `FINAL_FRACTION` of logged steps; a run that
-diverged counts in its arm with the worst value of the measure.
+drawn as the seed medians of its 5–95 % and 25–75 % quantile bands and its median. The claims and
+the parameters of their measures (the smoothing, what "final" means) are in
+``normbench/rules/santurkar_vgg.yaml``; the measures are the functions registered here.
 """
 
 from __future__ import annotations
@@ -21,10 +20,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from normbench.analysis.claims import HIGHER_IS_BETTER, LOWER_IS_BETTER, Claim, Scale, claim_less, per_seed
+from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run, select
-from normbench.analysis.stats import median_over_steps, verdict_true
+from normbench.analysis.stats import median_over_steps
 
 TRAIN_ACC = "train/batch_acc"
 """Training accuracy of each logged batch (per logged step; smoothed for the figure and claims)."""
@@ -38,17 +37,10 @@ LOW_LR = 0.01
 LR_STYLES = {0.1: "-", 0.5: "--", 0.01: ":"}
 LABELS = {"none": "Standard", "bn": "Standard + BatchNorm", "bn_noisy": 'Standard + "Noisy" BatchNorm'}
 SMOOTHING = 9
-"""Logged points in the running mean that smooths per-step training accuracy."""
-FINAL_FRACTION = 0.1
-""""Final" training accuracy: the mean over the last 10 % of the logged steps (smoothed)."""
+"""Logged points in the running mean that smooths per-step training accuracy in the figures (the
+claims' value is in the rules: ``smoothing``)."""
 ACTIVATION_LAYER = 2
 """Fig. 1c / Fig. 2: the activations after the 3rd norm position (0-based index 2) of the VGG."""
-
-CPU_SCALE = Scale(
-    False,
-    "VGG11 on a 10,000-image CIFAR-10 subset, batch 64, 200 steps: about 1.3 % of the paper's 15,000 steps "
-    "with VGG at batch 128 on 50,000 images",
-)
 
 
 def label(norm: str, lr: float | None = None) -> str:
@@ -73,23 +65,28 @@ def smoothed(steps: np.ndarray, values: np.ndarray, width: int = SMOOTHING) -> t
     return steps, (cumulative[1:] - cumulative[start]) / (np.arange(1, len(values) + 1) - start)
 
 
-def final_train_acc(run: Run) -> float:
-    """Mean of the smoothed batch accuracy over the last `FINAL_FRACTION` of logged steps."""
-    steps, values = smoothed(*run.series(TRAIN_ACC))
+@measure("final_train_acc")
+def final_train_acc(run: Run, final_fraction: float, smoothing: int) -> float:
+    """Mean of the batch accuracy, smoothed over ``smoothing`` logged points, over the last
+    ``final_fraction`` of the logged steps."""
+    steps, values = smoothed(*run.series(TRAIN_ACC), width=smoothing)
     if not len(values):
         return float("nan")
-    tail = max(1, round(FINAL_FRACTION * len(values)))
+    tail = max(1, round(final_fraction * len(values)))
     return float(np.mean(values[-tail:]))
 
 
+@measure("final_test_acc")
 def final_test_acc(run: Run) -> float:
+    """The run's last validation accuracy."""
     return run.final(VAL_ACC)
 
 
-def activation_layer(runs: Sequence[Run]) -> str | None:
-    """The norm position whose activation distribution Fig. 1c / 2 draw (`ACTIVATION_LAYER`)."""
+def activation_layer(runs: Sequence[Run], index: int = ACTIVATION_LAYER) -> str | None:
+    """The norm position whose activation distribution Fig. 1c / 2 draw: the ``index``-th
+    measured one (in the model's order; the last when there are fewer)."""
     layers = sorted({m["layer"] for r in runs for k in r.metric_keys() if (m := ACTIVATION_KEY.match(k))}, key=_natural)
-    return layers[min(ACTIVATION_LAYER, len(layers) - 1)] if layers else None
+    return layers[min(index, len(layers) - 1)] if layers else None
 
 
 def _natural(s: str) -> list:
@@ -150,30 +147,10 @@ def accuracy_figure(
     return FigureResult(name, fig, rows)
 
 
-def figure1(runs: Sequence[Run], scale: Scale) -> FigureResult:
+def figure1(runs: Sequence[Run]) -> FigureResult:
     lrs = [lr for lr in learning_rates(runs) if lr in (MAIN_LR, HIGH_LR)] or learning_rates(runs)
     title = "Santurkar et al. 2018, Fig. 1: VGG, standard vs BatchNorm"
-    res = accuracy_figure(runs, ["none", "bn"], lrs, "santurkar_fig1", title)
-    for lr in lrs:
-        none, bn = select(runs, norm__name="none", lr=lr), select(runs, norm__name="bn", lr=lr)
-        if not none or not bn:
-            continue
-        for what, paper, value in (
-            ("training accuracy (smoothed, last 10 % of steps)", "BN reaches high training accuracy in far fewer "
-             "steps (Fig. 1)", final_train_acc),
-            ("test accuracy at the end", "BN's test accuracy is higher throughout training (Fig. 1)", final_test_acc),
-        ):  # fmt: skip
-            res.claims.append(
-                claim_less(
-                    f"BN trains faster: higher {what} than the standard network (lr {lr:g})",
-                    paper,
-                    res.name,
-                    ("standard", per_seed(none, value, HIGHER_IS_BETTER)),
-                    ("BN", per_seed(bn, value, HIGHER_IS_BETTER)),
-                    scale,
-                )
-            )
-    return res
+    return accuracy_figure(runs, ["none", "bn"], lrs, "santurkar_fig1", title)
 
 
 def distribution_shift(run: Run, layer: str) -> float:
@@ -187,47 +164,14 @@ def distribution_shift(run: Run, layer: str) -> float:
     return float(np.std(q50) / max(median_over_steps(q75 - q25), 1e-12))
 
 
-def figure2(runs: Sequence[Run], scale: Scale) -> FigureResult:
+@measure("activation_shift")
+def activation_shift(run: Run, layer_index: int) -> float:
+    """`distribution_shift` of the ``layer_index``-th measured norm position of the run."""
+    layer = activation_layer([run], layer_index)
+    return distribution_shift(run, layer) if layer is not None else float("nan")
+
+
+def figure2(runs: Sequence[Run]) -> FigureResult:
     lr = MAIN_LR if MAIN_LR in learning_rates(runs) else learning_rates(runs)[0]
     title = f"Santurkar et al. 2018, Fig. 2: noisy BatchNorm (lr {lr:g})"
-    res = accuracy_figure(runs, ["none", "bn", "bn_noisy"], [lr], "santurkar_fig2", title)
-    none, bn, noisy = (select(runs, norm__name=n, lr=lr) for n in ("none", "bn", "bn_noisy"))
-    if none and noisy:
-        res.claims.append(
-            claim_less(
-                "Noisy BN still trains faster than the standard network (training accuracy, last 10 % of steps)",
-                "BN with injected distributional noise trains nearly as well as BN (Fig. 2)",
-                res.name,
-                ("standard", per_seed(none, final_train_acc, HIGHER_IS_BETTER)),
-                ("noisy BN", per_seed(noisy, final_train_acc, HIGHER_IS_BETTER)),
-                scale,
-            )
-        )
-    if none and bn and noisy:
-        acc = {name: per_seed(g, final_train_acc, HIGHER_IS_BETTER).median for name, g in
-               (("none", none), ("bn", bn), ("noisy", noisy))}  # fmt: skip
-        gap_noise, gap_bn = abs(acc["bn"] - acc["noisy"]), acc["bn"] - acc["none"]
-        res.claims.append(
-            Claim(
-                "The gap between BN and noisy BN is small next to the gap between BN and the standard network",
-                '"almost non-existent" difference between BN with and without noise (Fig. 2)',
-                f"|BN − noisy BN| = {100 * gap_noise:.3g} points vs BN − standard = {100 * gap_bn:.3g} points "
-                "(seed medians of the training accuracy over the last 10 % of steps; holds when below half)",
-                verdict_true(gap_bn > 0 and gap_noise < 0.5 * gap_bn, scale.adequate),
-                res.name,
-            )
-        )
-    layer = activation_layer(runs)
-    if layer is not None and bn and noisy:
-        res.claims.append(
-            claim_less(
-                f"Noisy BN's activations (after norm position {layer}) move more over training than BN's",
-                "the noise makes the activation distribution unstable, yet the network trains (Fig. 2, right)",
-                res.name,
-                ("BN", per_seed(bn, lambda r: distribution_shift(r, layer), LOWER_IS_BETTER)),
-                ("noisy BN", per_seed(noisy, lambda r: distribution_shift(r, layer), LOWER_IS_BETTER)),
-                scale,
-                "std over measured steps of the output median, in units of its 25–75 % width",
-            )
-        )
-    return res
+    return accuracy_figure(runs, ["none", "bn", "bn_noisy"], [lr], "santurkar_fig2", title)

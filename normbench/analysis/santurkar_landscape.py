@@ -7,10 +7,10 @@
 - Figure 4: (a) the loss along the gradient (band from min to max over the step sizes),
   (b) gradient predictiveness (band of ‖∇L(θ) − ∇L(θ_η)‖₂), (c) effective β-smoothness.
 
-Rules fixed before the runs: the claims use the measured steps in the last `CLAIM_WINDOW` of
-training (the first 20 % are a transient in which both networks move fast); per run the median
-over those steps (no outlier is removed: the median is robust to a few); per arm the seeds'
-median and min–max; a run that diverged counts with the worst value of the measure.
+The claims (``normbench/rules/santurkar_vgg.yaml``) use the measured steps inside the rules'
+``claim_window`` (a fraction of the run's training steps: the first 20 % are a transient in which
+both networks move fast); per run the median over those steps (the median is robust to a few
+outliers, none is removed). The figures shade the steps left out.
 """
 
 from __future__ import annotations
@@ -21,11 +21,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from normbench.analysis.claims import HIGHER_IS_BETTER, LOWER_IS_BETTER, Scale, claim_less, per_seed
+from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run, select
 from normbench.analysis.santurkar import LOW_LR, LR_STYLES, MAIN_LR, _natural, label, learning_rates, series_of
-from normbench.analysis.stats import fraction_less, median_over_steps, stack
+from normbench.analysis.stats import median_over_steps, stack
+from normbench.rules import load_rules_data
 
 LANDSCAPE_MIN = "landscape/loss_min"
 LANDSCAPE_MAX = "landscape/loss_max"
@@ -35,30 +36,52 @@ BETA = "beta_smoothness/beta"
 ICS_KEY = re.compile(r"^ics/(?P<layer>[^/]+)/(?P<metric>grad_diff|rel_grad_diff|cos)$")
 ICS_LRS = (LOW_LR, MAIN_LR)
 """Figure 3's learning rates in the paper; other rates are drawn only when neither is present."""
-CLAIM_WINDOW = (0.2, 1.0)
-"""The claims of Figs. 3-4 use the steps from 20 % to 100 % of the run's training steps."""
 ICS_PANELS = (("grad_diff", "‖G − G′‖₂"), ("rel_grad_diff", "‖G − G′‖₂ / ‖G‖₂"), ("cos", "cos(G, G′)"))
 
 
-def in_window(run: Run, steps: np.ndarray) -> np.ndarray:
-    """A mask of the ``steps`` inside `CLAIM_WINDOW` of the run's planned training length."""
+def claim_window() -> tuple[float, float]:
+    """The rules' window of the claims of Figs. 3-4, as fractions of the training steps."""
+    lo, hi = load_rules_data("santurkar_vgg")["params"]["claim_window"]
+    return float(lo), float(hi)
+
+
+def in_window(run: Run, steps: np.ndarray, window: Sequence[float]) -> np.ndarray:
+    """A mask of the ``steps`` inside ``window`` (fractions) of the run's planned training length."""
     total = run.get("max_steps") or run.final_step or 1
-    lo, hi = CLAIM_WINDOW
+    lo, hi = window
     return (steps >= lo * float(total)) & (steps <= hi * float(total))
 
 
-def window_median(series: Callable[[Run], tuple[np.ndarray, np.ndarray]]) -> Callable[[Run], float]:
-    """Per run: the median of ``series(run)`` over the measured steps in `CLAIM_WINDOW`."""
-
-    def value(run: Run) -> float:
-        steps, values = series(run)
-        return median_over_steps(values[in_window(run, steps)]) if len(steps) else math.nan
-
-    return value
+def window_median(run: Run, series: Callable[[Run], tuple[np.ndarray, np.ndarray]], window: Sequence[float]) -> float:
+    """The median of ``series(run)`` over the measured steps inside ``window``."""
+    steps, values = series(run)
+    return median_over_steps(values[in_window(run, steps, window)]) if len(steps) else math.nan
 
 
-def key_series(key: str) -> Callable[[Run], tuple[np.ndarray, np.ndarray]]:
-    return lambda run: run.series(key)
+@measure("key_window_median")
+def key_window_median(run: Run, key: str, claim_window: Sequence[float]) -> float:
+    """The median of the logged ``key`` over the steps in the claim window."""
+    return window_median(run, lambda r: r.series(key), claim_window)
+
+
+@measure("loss_range_window_median")
+def loss_range_window_median(run: Run, claim_window: Sequence[float]) -> float:
+    """The median over the claim window of the loss range along the gradient (max − min)."""
+    return window_median(run, loss_range_series, claim_window)
+
+
+@measure("ics_window_median")
+def ics_window_median(run: Run, layer_index: int, metric: str, claim_window: Sequence[float]) -> float:
+    """The median over the claim window of ICS ``metric`` of the ``layer_index``-th measured layer."""
+    layers = ics_layers([run])
+    if layer_index >= len(layers):
+        return math.nan
+    return window_median(run, lambda r: r.series(f"ics/{layers[layer_index]}/{metric}"), claim_window)
+
+
+def ics_layers(runs: Sequence[Run]) -> list[str]:
+    """The layers whose ICS the runs measured, in the model's order."""
+    return sorted({m["layer"] for r in runs for k in r.metric_keys() if (m := ICS_KEY.match(k))}, key=_natural)
 
 
 def loss_range_series(run: Run) -> tuple[np.ndarray, np.ndarray]:
@@ -67,8 +90,8 @@ def loss_range_series(run: Run) -> tuple[np.ndarray, np.ndarray]:
     return steps, both[1] - both[0]
 
 
-def figure3(runs: Sequence[Run], scale: Scale) -> FigureResult:
-    layers = sorted({m["layer"] for r in runs for k in r.metric_keys() if (m := ICS_KEY.match(k))}, key=_natural)
+def figure3(runs: Sequence[Run]) -> FigureResult:
+    layers = ics_layers(runs)
     title = "Santurkar et al. 2018, Fig. 3: internal covariate shift"
     fig, axes = new_figure(len(ICS_PANELS), max(len(layers), 1), title)
     res = FigureResult("santurkar_fig3", fig)
@@ -83,43 +106,10 @@ def figure3(runs: Sequence[Run], scale: Scale) -> FigureResult:
                         seed_curve(axes[i, j], res.rows, f"{layer}/{metric}", label(norm, lr), ys,
                                    color=NORM_COLORS.get(norm), linestyle=LR_STYLES.get(lr, "-."))  # fmt: skip
                     finish_axes(axes[i, j], "steps", ylabel, f"layer {layer}")
-        for lr in lrs:
-            none, bn = select(runs, norm__name="none", lr=lr), select(runs, norm__name="bn", lr=lr)
-            if not series_of(none, f"ics/{layer}/cos") or not series_of(bn, f"ics/{layer}/cos"):
-                continue
-            absolute = (per_seed(g, window_median(key_series(f"ics/{layer}/grad_diff")), LOWER_IS_BETTER)
-                        for g in (none, bn))  # fmt: skip
-            context = "absolute ‖G − G′‖₂ (not judged: scale-dependent) standard {} vs BN {}".format(
-                *(s.fmt(3) for s in absolute)
-            )
-            res.claims.append(
-                claim_less(
-                    f"BN does not reduce ICS: relative ‖G − G′‖/‖G‖ with BN not below the standard network's "
-                    f"(layer {layer}, lr {lr:g})",
-                    "BN networks show ICS as large as or larger than standard ones (Fig. 3)",
-                    res.name,
-                    ("standard", per_seed(none, window_median(key_series(f"ics/{layer}/rel_grad_diff")),
-                                          LOWER_IS_BETTER)),
-                    ("BN", per_seed(bn, window_median(key_series(f"ics/{layer}/rel_grad_diff")), LOWER_IS_BETTER)),
-                    scale,
-                    context,
-                )  # fmt: skip
-            )
-            res.claims.append(
-                claim_less(
-                    f"BN does not reduce ICS: cos(G, G′) with BN not above the standard network's "
-                    f"(layer {layer}, lr {lr:g})",
-                    "BN networks show ICS as large as or larger than standard ones (Fig. 3)",
-                    res.name,
-                    ("BN", per_seed(bn, window_median(key_series(f"ics/{layer}/cos")), HIGHER_IS_BETTER)),
-                    ("standard", per_seed(none, window_median(key_series(f"ics/{layer}/cos")), HIGHER_IS_BETTER)),
-                    scale,
-                )
-            )
     return res
 
 
-def figure4(runs: Sequence[Run], scale: Scale) -> FigureResult:
+def figure4(runs: Sequence[Run]) -> FigureResult:
     lr = MAIN_LR if MAIN_LR in learning_rates(runs) else learning_rates(runs)[0]
     fig, axes = new_figure(1, 3, f"Santurkar et al. 2018, Fig. 4: optimization landscape (VGG, lr {lr:g})")
     res = FigureResult("santurkar_fig4", fig)
@@ -146,44 +136,8 @@ def figure4(runs: Sequence[Run], scale: Scale) -> FigureResult:
             seed_curve(axes[0, 2], res.rows, "beta_smoothness", label(norm), series_of(group, BETA),
                        color=NORM_COLORS.get(norm))  # fmt: skip
     finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness")
+    start = claim_window()[0] * max((r.get("max_steps") or r.final_step) for r in runs)
     for ax in axes[0]:
-        ax.axvspan(*(f * max((r.get("max_steps") or r.final_step) for r in runs) for f in (0.0, CLAIM_WINDOW[0])),
-                   color="0.9", zorder=0)  # fmt: skip  (left out of the claims)
+        ax.axvspan(0.0, start, color="0.9", zorder=0)  # left out of the claims
 
-    none, bn = groups["none"], groups["bn"]
-    if none and bn:
-        measures = (
-            ("loss range along the gradient (max − min over step sizes)",
-             "BN's loss landscape is smoother: smaller loss variation along the gradient (Fig. 4a)", loss_range_series),
-            ("largest change of the gradient along the step ‖∇L(θ) − ∇L(θ_η)‖₂",
-             "BN's gradients are more predictive: smaller gradient change (Fig. 4b)", key_series(PRED_MAX)),
-            ("effective β-smoothness", "BN's effective β-smoothness is lower (Fig. 4c)", key_series(BETA)),
-        )  # fmt: skip
-        for what, paper, series in measures:
-            res.claims.append(
-                claim_less(
-                    f"With BN, the {what} is smaller than without (median over steps {CLAIM_WINDOW[0]:.0%}–100 %)",
-                    paper,
-                    res.name,
-                    ("BN", per_seed(bn, window_median(series), LOWER_IS_BETTER)),
-                    ("standard", per_seed(none, window_median(series), LOWER_IS_BETTER)),
-                    scale,
-                    step_note(bn, none, series),
-                )
-            )
     return res
-
-
-def step_note(a_runs: Sequence[Run], b_runs: Sequence[Run], series) -> str:
-    """ "at k of m measured steps in the window" where the seed median of ``a`` is below ``b``'s."""
-    xa, ma = stack([series(r) for r in a_runs])
-    xb, mb = stack([series(r) for r in b_runs])
-    common, ia, ib = np.intersect1d(xa, xb, return_indices=True)
-    inside = in_window(a_runs[0], common)
-    if not inside.any():
-        return ""
-    with np.errstate(all="ignore"):
-        med_a = np.nanmedian(ma[:, ia], axis=0)[inside]
-        med_b = np.nanmedian(mb[:, ib], axis=0)[inside]
-    k, m = fraction_less(med_a, med_b)
-    return f"smaller at {k} of {m} measured steps in the window (seed medians)"

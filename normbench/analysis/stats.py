@@ -1,18 +1,32 @@
-"""Pure aggregation over seeds and steps: medians with min–max spread, and claim verdicts.
+"""Pure statistics over seeds: spreads for the figures, and the two-arm comparisons that judge claims.
 
-NaN values are left out of every statistic; ``n`` says how many values a number rests on. A run
-that diverged is not left out: the claims give it the worst value of its measure (±inf, see
-`normbench.analysis.claims.per_seed`), so it counts in its arm's median and range, and
-``diverged`` says how many runs did.
+Figures draw medians with the seeds' min–max (`spread`, `band`); claims are judged on an interval
+for the *difference* between two arms' per-seed values (`compare`), with one of three tests, named
+in each preset's rules (``normbench/rules/<preset>.yaml``) before its runs:
 
-Verdicts (rules fixed in this code before any run they judge):
+- ``welch``: difference of means, Welch's t-interval (Welch–Satterthwaite degrees of freedom);
+  effect size Hedges' g (pooled standard deviation, small-sample corrected).
+- ``welch_log``: the same on the logarithms of positive values: a *ratio* of geometric means and
+  its interval (throughputs, distances, smoothness constants: quantities compared as multiples).
+- ``rank``: Mann–Whitney: the Hodges–Lehmann shift (median of all pairwise differences) with its
+  exact distribution-free interval, two-sided exact p; effect size the probability of
+  superiority P(a > b) + ½·P(a = b). Used, whatever the rule names, when a run diverged (it counts
+  with the worst value of its measure, ±inf, which only ranks can carry).
 
-- **holds**: the seed medians are ordered as claimed and the seeds' min–max ranges are apart;
-- **mixed**: the medians are ordered as claimed, the ranges overlap;
-- **not reproduced at this scale**: the medians are not ordered as claimed, and the run is far
-  shorter or smaller than the paper's (each preset's `Scale` says by how much);
-- **contradicted**: the medians are not ordered as claimed in a setup that matches the paper's at
-  an adequate scale.
+Every p-value comes from one-sided tests of a shifted null (`_p_greater`), so the directional and
+the equivalence tests use one code path:
+
+- directional ("a > b"): two-sided p for d = 0;
+- equivalence within ±margin (two one-sided tests, TOST): p_eq = max(p(d > −m), p(d < m)), the
+  (1 − 2α) interval inside the margin; and the complementary "different": p_diff =
+  2·min(p(d > m), p(d < −m)), the (1 − α) interval wholly outside it. The two nulls partition the
+  line (|d| ≥ m and |d| ≤ m), so testing both at α keeps the error at α (the partitioning principle).
+
+The family of claims a preset judges is controlled by Holm's step-down (`holm`). ``detectable``:
+the smallest difference the seeds could detect with 80 % power at two-sided α, (t_{1−α/2} +
+t_{0.8})·SE on Welch's degrees of freedom (for ``rank`` too, from the finite values).
+
+NaN values are left out; ``n`` says how many values a number rests on.
 """
 
 from __future__ import annotations
@@ -22,13 +36,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import stats as sps
 
-HOLDS = "holds"
-MIXED = "mixed"
-"""The medians are ordered as claimed, but the seeds' min–max ranges overlap."""
-NOT_REPRODUCED = "not reproduced at this scale"
-CONTRADICTED = "contradicted"
-NOT_MEASURED = "not measured"
+ALPHA = 0.05
+POWER = 0.8
+TESTS = ("welch", "welch_log", "rank")
+
+# Verdicts: directional claims, equivalence claims, and claims the rules do not let us judge.
+SUPPORTED, OPPOSITE, INCONCLUSIVE = "supported", "opposite", "inconclusive"
+EQUIVALENT, DIFFERENT = "equivalent", "different"
+NOT_JUDGED = "not judged"
+VERDICTS = (SUPPORTED, OPPOSITE, INCONCLUSIVE, EQUIVALENT, DIFFERENT, NOT_JUDGED)
+
+
+# ---------------------------------------------------------------------------------------------
+# spreads for the figures
 
 
 @dataclass(frozen=True)
@@ -54,8 +76,7 @@ class Spread:
 
 def spread(values: Iterable[float], diverged: int = 0) -> Spread:
     """Median and min–max of ``values``, NaN left out (±inf kept: a diverged run's worst value)."""
-    v = np.asarray([float(x) for x in values], dtype=np.float64)
-    v = v[~np.isnan(v)]
+    v = _clean(values)
     if v.size == 0:
         return Spread(math.nan, math.nan, math.nan, 0, diverged)
     return Spread(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), diverged)
@@ -94,27 +115,248 @@ def median_over_steps(values: np.ndarray) -> float:
     return float(np.median(v)) if v.size else math.nan
 
 
-def verdict_less(a: Spread, b: Spread, scale_adequate: bool) -> str:
-    """Verdict on the claim "a < b": `HOLDS` when the medians are ordered so and the min–max
-    ranges do not overlap (a.hi < b.lo), `MIXED` when only the medians are; otherwise
-    `CONTRADICTED` where the scale is adequate, `NOT_REPRODUCED` where it is not."""
-    if a.n == 0 or b.n == 0:
-        return NOT_MEASURED
-    if not a.median < b.median:
-        return CONTRADICTED if scale_adequate else NOT_REPRODUCED
-    return HOLDS if a.hi < b.lo else MIXED
-
-
-def verdict_true(ordered: bool, scale_adequate: bool) -> str:
-    """Verdict on a claim judged by one comparison of medians (no ranges): `HOLDS` or, when it
-    fails, `CONTRADICTED` / `NOT_REPRODUCED` by scale."""
-    if ordered:
-        return HOLDS
-    return CONTRADICTED if scale_adequate else NOT_REPRODUCED
-
-
 def fraction_less(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
     """(k, m): at k of the m positions where both are finite, a < b."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     both = np.isfinite(a) & np.isfinite(b)
     return int((a[both] < b[both]).sum()), int(both.sum())
+
+
+def _clean(values: Iterable[float]) -> np.ndarray:
+    v = np.asarray([float(x) for x in values], dtype=np.float64)
+    return v[~np.isnan(v)]
+
+
+# ---------------------------------------------------------------------------------------------
+# one arm
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    """One arm's per-seed values: the mean and its (1 − α) t-interval (``welch_log``: the geometric
+    mean, the interval of the log mean); for ``rank`` (or when a run diverged) the median and the
+    seeds' min–max instead. ``n`` values, of which ``diverged`` are ±inf."""
+
+    centre: float
+    lo: float
+    hi: float
+    n: int
+    diverged: int = 0
+
+    def fmt(self, digits: int = 4) -> str:
+        if self.n == 0:
+            return "n/a"
+        text = f"{_num(self.centre, digits)} [{_num(self.lo, digits)}, {_num(self.hi, digits)}]"
+        return text + (f", {self.diverged} diverged" if self.diverged else "")
+
+
+def _num(v: float, digits: int = 4) -> str:
+    if math.isnan(v):
+        return "n/a"
+    if math.isinf(v):
+        return "diverged" if v != 0 else "0"
+    return f"{v:.{digits}g}"
+
+
+def t_interval(v: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
+    """mean ± t_{1−α/2, n−1}·s/√n (s with ddof 1); one value: (−inf, inf)."""
+    mean = float(v.mean())
+    if v.size < 2:
+        return mean, -math.inf, math.inf
+    half = float(sps.t.ppf(1 - alpha / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return mean, mean - half, mean + half
+
+
+def median_interval(v: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
+    """The median and its distribution-free interval [x_(k), x_(n+1−k)], k the largest with
+    P(Binomial(n, ½) < k) ≤ α/2 (the whole range, or wider, when n is too small for that)."""
+    x = np.sort(v)
+    n = x.size
+    k = int(sps.binom.ppf(alpha / 2, n, 0.5))  # P(B <= k-1) <= alpha/2 < P(B <= k)
+    if sps.binom.cdf(k, n, 0.5) <= alpha / 2:
+        k += 1
+    if k < 1:
+        return float(np.median(x)), -math.inf, math.inf
+    return float(np.median(x)), float(x[k - 1]), float(x[n - k])
+
+
+def summarize_arm(values: Iterable[float], test: str, alpha: float = ALPHA) -> ArmSummary:
+    v = _clean(values)
+    diverged = int(np.isinf(v).sum())
+    if v.size == 0:
+        return ArmSummary(math.nan, math.nan, math.nan, 0)
+    if test == "rank" or diverged:
+        return ArmSummary(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), diverged)
+    if test == "welch_log":
+        m, lo, hi = t_interval(np.log(v), alpha)
+        return ArmSummary(math.exp(m), math.exp(lo), math.exp(hi), int(v.size), diverged)
+    return ArmSummary(*t_interval(v, alpha), int(v.size), diverged)
+
+
+# ---------------------------------------------------------------------------------------------
+# two arms
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """a against b. ``estimate``: mean(a) − mean(b) (``welch``), the ratio of geometric means
+    (``welch_log``) or the Hodges–Lehmann shift (``rank``; on the logs, as a ratio, when the rule
+    was ``welch_log``), with its (1 − α) interval. ``test``: the test used."""
+
+    test: str
+    estimate: float
+    lo: float
+    hi: float
+    p: float
+    """Two-sided p-value of "no difference"."""
+    effect_size: float
+    """Hedges' g (``welch``, ``welch_log``: on the logs) or P(a > b) + ½·P(a = b) (``rank``)."""
+    detectable: float
+    """Smallest difference (``welch_log``: ratio) detectable with 80 % power at two-sided α."""
+    p_eq: float = math.nan
+    """TOST p-value of "equivalent within the margin" (NaN without a margin)."""
+    p_diff: float = math.nan
+    """p-value of "different by more than the margin" (NaN without a margin)."""
+    ratio: bool = False
+    """Compared on the logarithms (rule ``welch_log``): estimate, interval and detectable are ratios."""
+
+
+def _welch_parts(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """(difference of means, its standard error, Welch–Satterthwaite degrees of freedom)."""
+    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+    se = math.sqrt(va + vb)
+    df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1)) if se > 0 else float(a.size + b.size - 2)
+    return float(a.mean() - b.mean()), se, df
+
+
+def _p_greater(a: np.ndarray, b: np.ndarray, test: str, shift: float) -> float:
+    """One-sided p-value of H0: d ≤ shift against d > shift (d: the test's location difference)."""
+    if test == "rank":
+        return float(sps.mannwhitneyu(a - shift, b, alternative="greater", method=_mwu_method(a - shift, b)).pvalue)
+    d, se, df = _welch_parts(a, b)
+    if se == 0:
+        return 0.0 if d > shift else 1.0
+    return float(sps.t.sf((d - shift) / se, df))
+
+
+def _mwu_method(a: np.ndarray, b: np.ndarray) -> str:
+    """Exact p-values without ties; a permutation distribution (all splits, or 20,000) with them."""
+    both = np.concatenate([a, b])
+    return "exact" if np.unique(both).size == both.size else sps.PermutationMethod(n_resamples=20000, rng=0)
+
+
+def _pairwise_differences(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    d = np.subtract.outer(a, b).ravel()
+    return np.where(np.isnan(d), 0.0, d)  # inf − inf: two runs that both diverged, a tie
+
+
+def _u_distribution(m: int, n: int) -> np.ndarray:
+    """P(U = u), u = 0..m·n, for the Mann–Whitney U of samples of sizes m and n without ties."""
+    # f[i][j][u]: the number of arrangements of i a's and j b's with u pairs (a > b)
+    f = [[np.zeros(1, dtype=np.float64) for _ in range(n + 1)] for _ in range(m + 1)]
+    for i in range(m + 1):
+        for j in range(n + 1):
+            if i == 0 or j == 0:
+                f[i][j] = np.zeros(i * j + 1)
+                f[i][j][0] = 1.0
+                continue
+            out = np.zeros(i * j + 1)
+            last_a = f[i - 1][j]  # the largest value is an a: it beats all j b's
+            out[j : j + last_a.size] += last_a
+            last_b = f[i][j - 1]
+            out[: last_b.size] += last_b
+            f[i][j] = out
+    counts = f[m][n]
+    return counts / counts.sum()
+
+
+def hodges_lehmann(a: np.ndarray, b: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
+    """The Hodges–Lehmann shift median(a_i − b_j) and its exact (1 − α) interval
+    [d_(k), d_(mn+1−k)], k the largest with P(U ≤ k − 1) ≤ α/2 (Lehmann 1975, §2.6)."""
+    d = np.sort(_pairwise_differences(a, b))
+    cdf = np.cumsum(_u_distribution(a.size, b.size))
+    k = int(np.searchsorted(cdf, alpha / 2 * (1 + 1e-12), side="right"))  # P(U <= k-1) <= alpha/2
+    estimate = float(np.median(d))
+    if k < 1:
+        return estimate, -math.inf, math.inf
+    return estimate, float(d[k - 1]), float(d[d.size - k])
+
+
+def compare(
+    a_values: Iterable[float], b_values: Iterable[float], test: str, margin: float | None = None, alpha: float = ALPHA
+) -> Comparison:
+    """Compare arm a with arm b by ``test`` (`TESTS`); ``margin`` (``welch_log``: a ratio > 1)
+    adds the equivalence p-values. Any ±inf value (a diverged run) switches to ``rank``."""
+    if test not in TESTS:
+        raise ValueError(f"unknown test {test!r}; valid choices: {', '.join(TESTS)}")
+    a, b = _clean(a_values), _clean(b_values)
+    if a.size < 2 or b.size < 2:
+        raise ValueError(f"a comparison needs at least 2 values per arm, got {a.size} and {b.size}")
+    ratio = test == "welch_log"
+    if ratio:
+        a, b = _log(a), _log(b)
+        margin = None if margin is None else math.log(margin)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        test = "rank"
+    if test == "rank":
+        estimate, lo, hi = hodges_lehmann(a, b, alpha)
+        u = sps.mannwhitneyu(a, b, method=_mwu_method(a, b)).statistic
+        effect = float(u) / (a.size * b.size)
+    else:
+        estimate, se, df = _welch_parts(a, b)
+        half = float(sps.t.ppf(1 - alpha / 2, df)) * se
+        lo, hi = estimate - half, estimate + half
+        pooled = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+        correction = 1 - 3 / (4 * (a.size + b.size) - 9)
+        effect = estimate / pooled * correction if pooled > 0 else math.copysign(math.inf, estimate)
+    fa, fb = a[np.isfinite(a)], b[np.isfinite(b)]
+    detectable = math.nan
+    if fa.size >= 2 and fb.size >= 2:
+        _, se_f, df_f = _welch_parts(fa, fb)
+        detectable = (float(sps.t.ppf(1 - alpha / 2, df_f)) + float(sps.t.ppf(POWER, df_f))) * se_f
+    p = min(1.0, 2 * min(_p_greater(a, b, test, 0.0), _p_greater(b, a, test, 0.0)))
+    p_eq = p_diff = math.nan
+    if margin is not None:
+        p_eq = max(_p_greater(a, b, test, -margin), _p_greater(b, a, test, -margin))
+        p_diff = min(1.0, 2 * min(_p_greater(a, b, test, margin), _p_greater(b, a, test, margin)))
+    if ratio:
+        estimate, lo, hi, detectable = math.exp(estimate), math.exp(lo), math.exp(hi), math.exp(detectable)
+    return Comparison(test, estimate, lo, hi, p, effect, detectable, p_eq, p_diff, ratio)
+
+
+def _log(v: np.ndarray) -> np.ndarray:
+    """Logarithms of positive values; ±inf (a diverged run's worst value) stays ±inf."""
+    finite = v[np.isfinite(v)]
+    if (finite <= 0).any():
+        raise ValueError("welch_log compares positive values; use welch or rank")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(np.isneginf(v), -np.inf, np.log(np.where(np.isneginf(v), 1.0, v)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (NaN entries are left out of the family and stay NaN)."""
+    idx = [i for i, p in enumerate(p_values) if not math.isnan(p)]
+    order = sorted(idx, key=lambda i: p_values[i])
+    m = len(order)
+    out = [math.nan] * len(p_values)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+def directional_verdict(estimate: float, null: float, claimed_greater: bool, p_adjusted: float, alpha: float) -> str:
+    """`SUPPORTED` / `OPPOSITE` when the (adjusted) p-value is below α, by the side the estimate
+    lies on (``null``: 0 for a difference, 1 for a ratio); `INCONCLUSIVE` otherwise."""
+    if math.isnan(p_adjusted) or p_adjusted >= alpha:
+        return INCONCLUSIVE
+    return SUPPORTED if (estimate > null) == claimed_greater else OPPOSITE
+
+
+def equivalence_verdict(p_eq_adjusted: float, p_diff_adjusted: float, alpha: float) -> str:
+    if p_eq_adjusted < alpha:
+        return EQUIVALENT
+    if p_diff_adjusted < alpha:
+        return DIFFERENT
+    return INCONCLUSIVE

@@ -6,9 +6,10 @@
 - `rmsnorm_speed`: Zhang & Sennrich 2019: LN / RMSNorm / partial RMSNorm, tokens per second
   and quality at equal steps.
 - `ln_axes`: LayerNorm per token (``ln``) against per sentence (``ln_sample``) and instance
-  norm over time (``in``).
+  norm over time (``in``), in the encoder (LN decoder: the decoder must stay causal).
 
-Bars are medians over seeds with min–max error bars; curves medians with the min–max shaded.
+Bars are medians over seeds with min–max error bars; curves medians with the min–max shaded. The
+claims are in ``normbench/rules/<preset>.yaml``.
 """
 
 from __future__ import annotations
@@ -16,19 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from normbench.analysis.claims import HIGHER_IS_BETTER, LOWER_IS_BETTER, Claim, Scale, claim_less, per_seed
+from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run
-from normbench.analysis.stats import Spread, median_over_steps, verdict_true
+from normbench.analysis.stats import median_over_steps
 
 VAL_LOSS = "val/loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
 TOKENS_PER_S = "perf/tokens_per_s"
-CPU_SCALE = Scale(
-    False,
-    "transformer_tiny (2+2 layers, d 128) on 20,000 Multi30k pairs for a few epochs, against the IWSLT14 "
-    "Transformer (6+6 layers, d 512, 160k pairs) trained to convergence",
-)
 
 
 def _name(node: Any) -> str | None:
@@ -54,6 +50,13 @@ def bleu_key(runs: Sequence[Run]) -> str:
     return BLEU_KEYS[0]
 
 
+@measure("bleu")
+def bleu(run: Run) -> float:
+    """The run's final BLEU: ``test/bleu`` when it reports it, else ``val/bleu``."""
+    return run.final(bleu_key([run]))
+
+
+@measure("throughput")
 def throughput(run: Run) -> float:
     """Median over epochs of the run's training tokens per second."""
     return median_over_steps(run.series(TOKENS_PER_S)[1])
@@ -66,17 +69,6 @@ def _groups(runs: Sequence[Run], norms: Sequence[str], by: Callable[[Run], str])
     return {n: g for n, g in out.items() if g}
 
 
-def comparable(
-    claim: str, paper: str, figure: str, a: tuple[str, Spread], b: tuple[str, Spread], scale: Scale
-) -> Claim:
-    """The claim "a and b are about equal": `HOLDS` when the seeds' min–max ranges overlap,
-    otherwise (one is reliably above the other) not reproduced / contradicted by scale."""
-    (na, sa), (nb, sb) = a, b
-    overlap = sa.n > 0 and sb.n > 0 and sa.lo <= sb.hi and sb.lo <= sa.hi
-    measured = f"{na}: {sa.fmt()} vs {nb}: {sb.fmt()} (n={sa.n}, {sb.n})"
-    return Claim(claim, paper, measured, verdict_true(overlap, scale.adequate), figure)
-
-
 def _norm_figure(
     runs: Sequence[Run], groups: dict[str, list[Run]], name: str, title: str, with_speed: bool
 ) -> FigureResult:
@@ -84,7 +76,7 @@ def _norm_figure(
     n_cols = 3 if with_speed else 2
     fig, axes = new_figure(1, n_cols, title)
     res = FigureResult(name, fig)
-    colors = {n: NORM_COLORS.get(n, "tab:gray") for n in groups}
+    colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}  # "rms (eager)": rms's
     for norm, group in groups.items():
         series = [r.series(VAL_LOSS) for r in group if len(r.series(VAL_LOSS)[0])]
         if series:
@@ -100,110 +92,28 @@ def _norm_figure(
     return res
 
 
-def powernorm_mt(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
+def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, ("ln", "bn", "pn"), encoder_norm)
-    res = _norm_figure(
-        runs, groups, "powernorm_mt", "Shen et al. 2020, Table: encoder norm in the Transformer (decoder LN)", False
-    )
-    bkey = bleu_key(runs)
-    bleu = {n: per_seed(g, lambda r: r.final(bkey), HIGHER_IS_BETTER) for n, g in groups.items()}
-    if "ln" in bleu and "pn" in bleu:
-        res.claims.append(
-            claim_less(
-                f"PN's BLEU is above LN's ({bkey})",
-                "PN 35.9 vs LN 35.5 on IWSLT14 (+0.4)",
-                res.name,
-                ("LN", bleu["ln"]),
-                ("PN", bleu["pn"]),
-                scale,
-            )
-        )
-    for other in ("ln", "pn"):
-        if "bn" in bleu and other in bleu:
-            res.claims.append(
-                claim_less(
-                    f"BN's BLEU is below {other.upper()}'s ({bkey})",
-                    "BN in the Transformer is well below LN and PN",
-                    res.name,
-                    ("BN", bleu["bn"]),
-                    (other.upper(), bleu[other]),
-                    scale,
-                )
-            )
-    return [res]
+    title = "Shen et al. 2020, Table: encoder norm in the Transformer (decoder LN)"
+    return [_norm_figure(runs, groups, "powernorm_mt", title, False)]
 
 
 def compiled(run: Run) -> bool:
     return bool(run.get("hardware.compile", False))
 
 
-def rmsnorm_speed(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
+def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm: quality at equal steps, and whole-model training tokens/s
-    eager and compiled (torch's fused F.layer_norm vs fused F.rms_norm in eager mode; inductor's
-    code compiled). The speed claim is judged in each mode present; the layer-level numbers are
-    `scripts/bench_norms.py`'s."""
-    groups = _groups(runs, ("ln", "rms", "prms"), run_norm)
-    modes = sorted({compiled(r) for r in runs})
-    by_mode = {m: _groups([r for r in runs if compiled(r) == m], ("ln", "rms", "prms"), run_norm) for m in modes}
-    res = _norm_figure(
-        runs, groups, "rmsnorm_speed", "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer", True
-    )
-    bkey = bleu_key(runs)
-    for mode, mode_groups in by_mode.items():
-        speed = {n: per_seed(g, throughput, HIGHER_IS_BETTER) for n, g in mode_groups.items()}
-        for other in ("rms", "prms"):
-            if "ln" in speed and other in speed:
-                res.claims.append(
-                    claim_less(
-                        f"{other} trains faster than ln (whole-model training tokens/s, "
-                        f"{'compiled' if mode else 'eager'})",
-                        "RMSNorm cuts running time by 7%–64% over LayerNorm across models",
-                        res.name,
-                        ("ln", speed["ln"]),
-                        (other, speed[other]),
-                        scale,
-                        f"ratio of medians {speed[other].median / speed['ln'].median:.3f}; median over epochs per run",
-                    )
-                )
-    for other in ("rms", "prms"):
-        if "ln" in groups and other in groups:
-            res.claims.append(
-                comparable(
-                    f"{other} matches ln's quality at equal steps ({bkey})",
-                    "comparable BLEU to LayerNorm",
-                    res.name,
-                    ("ln", per_seed(groups["ln"], lambda r: r.final(bkey), HIGHER_IS_BETTER)),
-                    (other, per_seed(groups[other], lambda r: r.final(bkey), HIGHER_IS_BETTER)),
-                    scale,
-                )
-            )
-    return [res]
+    eager and compiled (torch's fused F.layer_norm vs F.rms_norm in eager mode; inductor's code
+    compiled). The layer-level numbers are `scripts/bench_norms.py`'s."""
+    mode = {False: "eager", True: "compiled"}
+    names = [f"{n} ({m})" for m in mode.values() for n in ("ln", "rms", "prms")]
+    groups = _groups(runs, names, lambda r: f"{run_norm(r)} ({mode[compiled(r)]})")
+    title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager and compiled runs apart)"
+    return [_norm_figure(runs, groups, "rmsnorm_speed", title, True)]
 
 
-def ln_axes(runs: Sequence[Run], scale: Scale) -> list[FigureResult]:
-    groups = _groups(runs, ("ln", "ln_sample", "in"), run_norm)
-    res = _norm_figure(runs, groups, "ln_axes", "Which axes LayerNorm normalizes over in a Transformer", False)
-    bkey = bleu_key(runs)
-    for other in ("ln_sample", "in"):
-        if "ln" in groups and other in groups:
-            res.claims.append(
-                claim_less(
-                    f"Per-token LN (the Transformer's choice) gives lower final validation loss than {other}",
-                    "per-token LayerNorm is what Transformers use (Vaswani et al. 2017; Ba et al. 2016)",
-                    res.name,
-                    ("ln", per_seed(groups["ln"], lambda r: r.final(VAL_LOSS), LOWER_IS_BETTER)),
-                    (other, per_seed(groups[other], lambda r: r.final(VAL_LOSS), LOWER_IS_BETTER)),
-                    scale,
-                )
-            )
-            res.claims.append(
-                claim_less(
-                    f"Per-token LN gives higher BLEU than {other} ({bkey})",
-                    "per-token LayerNorm is what Transformers use",
-                    res.name,
-                    (other, per_seed(groups[other], lambda r: r.final(bkey), HIGHER_IS_BETTER)),
-                    ("ln", per_seed(groups["ln"], lambda r: r.final(bkey), HIGHER_IS_BETTER)),
-                    scale,
-                )
-            )
-    return [res]
+def ln_axes(runs: Sequence[Run]) -> list[FigureResult]:
+    groups = _groups(runs, ("ln", "ln_sample", "in"), encoder_norm)
+    title = "Which axes LayerNorm normalizes over in a Transformer encoder (decoder LN)"
+    return [_norm_figure(runs, groups, "ln_axes", title, False)]
