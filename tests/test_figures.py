@@ -503,3 +503,23 @@ def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_p
         [*script, "ln_axes", "--runs", str(tmp_path / "absent")], capture_output=True, text=True, check=False
     )
     assert missing.returncode == 2 and "absent" in missing.stderr
+
+
+def test_runs_made_under_other_rules_or_of_another_preset_are_refused(santurkar_runs: Path, tmp_path: Path) -> None:
+    """A rule changed after the runs, or runs of another preset: one line, exit 2, nothing written."""
+    from normbench.rules import rules_hash
+
+    script = [sys.executable, "-m", "normbench.analysis.figures_cli"]
+    jobs = sorted(p for p in santurkar_runs.iterdir() if p.is_dir())
+    for preset, digest, match in (
+        ("santurkar_vgg_cpu", "0123456789abcdef", "a rule changed after the run"),
+        ("ln_axes_cpu", rules_hash("ln_axes_cpu"), "not of 'santurkar_vgg_cpu'"),
+    ):
+        for job in jobs:
+            summary = json.loads((job / "summary.json").read_text())
+            (job / "summary.json").write_text(json.dumps({**summary, "rules": {"preset": preset, "hash": digest}}))
+        out = tmp_path / f"out-{preset}"
+        done = subprocess.run([*script, "santurkar_vgg_cpu", "--runs", str(santurkar_runs), "--out", str(out)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        assert done.returncode == 2 and match in done.stderr and done.stderr.strip().count("\n") == 0
+        assert not out.exists()
