@@ -1,0 +1,87 @@
+"""``normbench-dashboard``: a paper preset's figures (or the leaderboard's table) as a W&B report.
+
+    normbench-dashboard --entity E --project P --preset santurkar_vgg          # writes dashboards/santurkar_vgg.json
+    normbench-dashboard --entity E --project P --preset all --preset all_cpu   # every preset, both scales
+    normbench-dashboard --entity E --project P --preset santurkar_vgg --create # and saves the report to W&B
+
+By default it writes the specification only (``<out>/<preset>.json``: the sections, their run
+filters and groupings, the panels and their keys; see `normbench.analysis.dashboard`), and needs
+no network. ``--create`` builds the report with wandb-workspaces and saves it to W&B
+(``pip install "normbench[dashboard]"``, ``wandb login``), printing its URL.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from normbench.analysis.dashboard import all_presets, build_dashboard
+from normbench.analysis.dashboard_report import columns, create, filter_expression
+from normbench.errors import ConfigError
+from normbench.output import atomic_write_text
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="normbench-dashboard", description=__doc__.splitlines()[0])
+    parser.add_argument("--entity", required=True, help="the W&B entity (user or team) that holds the runs")
+    parser.add_argument("--project", required=True, help="the W&B project the sweep logged to")
+    parser.add_argument(
+        "--preset",
+        action="append",
+        required=True,
+        help="a paper preset (santurkar_vgg, ..., or its _cpu variant), leaderboard[_cpu], all or all_cpu; repeatable",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("dashboards"), help="where the JSON goes (default %(default)s)"
+    )
+    parser.add_argument("--create", action="store_true", help="also save the report to W&B (needs network and login)")
+    return parser.parse_args(argv)
+
+
+def expand(presets: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    for p in presets:
+        out += all_presets(cpu=p == "all_cpu") if p in ("all", "all_cpu") else [p]
+    return list(dict.fromkeys(out))
+
+
+def specification(preset: str, entity: str, project: str) -> dict:
+    """The dashboard as JSON-ready data, with each section's W&B run filter and table columns."""
+    dash = build_dashboard(preset)
+    data = {"entity": entity, "project": project, **dash.to_json()}
+    for section, node in zip(dash.sections, data["sections"]):
+        node["wandb_filter"] = filter_expression(dash.job_type, section.select)
+        node["wandb_groupby"] = [f"config.{k}" for k in section.group_by]
+        node["wandb_columns"] = columns(section)
+    return data
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        for preset in expand(args.preset):
+            data = specification(preset, args.entity, args.project)
+            path = args.out / f"{preset}.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+            panels = sum(len(s["panels"]) for s in data["sections"])
+            print(f"{preset}: {len(data['sections'])} sections, {panels} panels -> {path}")
+            if args.create:
+                print(f"{preset}: created {create(build_dashboard(preset), args.entity, args.project)}")
+    except ConfigError as e:
+        print(f"normbench-dashboard: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  (--create: not logged in, no network, no permission)
+        if not args.create:
+            raise
+        reason = " ".join(str(e).split()[:40]) or type(e).__name__
+        print(f"normbench-dashboard: W&B refused the report ({type(e).__name__}: {reason})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
