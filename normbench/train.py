@@ -139,6 +139,9 @@ def setup(cfg: DictConfig, run_dir: Path, ddp: distributed.DistState, t_start: f
     model, step_model = build_models(cfg, task, ddp, device)
     steps_per_epoch = task.steps_per_epoch()
     total_steps = cfg.max_steps or cfg.epochs * steps_per_epoch
+    for module in model.modules():  # schedules given as fractions of the run (pn, brn): in steps
+        if hasattr(module, "plan_schedule"):
+            module.plan_schedule(total_steps)
     optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay)
     schedule = partial(lr_factor, cfg=cfg.schedule, total_steps=total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)

@@ -1,5 +1,11 @@
 """The norm leaderboard: per model and data set, one row per norm, from a sweep's runs.
 
+A row is a norm as it ran: on translation a norm that mixes time steps (the behavioural probe
+`normbench.norms.probes.mixes_positions`) runs in the encoder only, with an LN decoder, as
+PowerNorm's authors compare BN, LN and PN, and its row reads ``pn (enc) / ln (dec)``; causal norms
+run in both stacks and their row is the name. Both kinds are ranked in one table. Each row says
+what the norm normalizes over in the cell's layout (the norm class's own declaration).
+
 What each row says, over the seeds of that norm (``n`` = finished runs with a finite value):
 
 - the final metric (``val/acc`` for images; ``test/bleu``, else ``val/bleu``, for translation) as
@@ -21,9 +27,10 @@ the best one's is ``tied``; the others are ``below``.
 A norm that cannot run in a cell is ``n/a`` with the reason, never dropped. The reason is a
 config-level rule (`refusal`: a decoder norm that mixes time steps; batch statistics at one sample
 per device, as `normbench.validate` refuses), else the error of the runs' summaries (a job refused
-by config validation writes ``{"status": "failed", "error": ...}``). Every cell lists every norm
-met anywhere in the runs read: a norm not run in a cell is ``n/a`` when a rule refuses it there
-and ``not run`` otherwise.
+by config validation writes ``{"status": "failed", "error": ...}``). Every cell lists every
+registered norm (and any other met in the runs): a norm not run in a cell is ``n/a`` when a rule
+refuses it there and ``not run`` otherwise (on translation, a norm that mixes time steps is listed
+as the encoder-only row it can run as).
 """
 
 from __future__ import annotations
@@ -38,6 +45,18 @@ from typing import Any
 
 import numpy as np
 
+from normbench.analysis.leaderboard_labels import (
+    ENCODER_ONLY_DECODER,
+    IMAGES,
+    TRANSLATION,
+    label,
+    norm_name,
+    norm_of,
+    over_of,
+    registered_norms,
+    stack_norms,
+    swept_norm,
+)
 from normbench.analysis.runs import Run
 from normbench.errors import ConfigError
 
@@ -45,7 +64,6 @@ CONFIDENCE = 0.95
 TAIL = 0.1
 """The end of training: the last 10 % of a run's steps."""
 
-IMAGES, TRANSLATION = "images", "translation"
 METRICS = {IMAGES: ("val/acc",), TRANSLATION: ("test/bleu", "val/bleu")}
 THROUGHPUT = {IMAGES: "perf/samples_per_s", TRANSLATION: "perf/tokens_per_s"}
 REFERENCE = {IMAGES: "bn", TRANSLATION: "ln"}
@@ -100,60 +118,39 @@ def headline_key(keys: Collection[str], headline: Headline) -> str | None:
 # Reading runs
 
 
-def _norm_name(node: Any) -> str | None:
-    if isinstance(node, Mapping):
-        return node.get("name")
-    return node if isinstance(node, str) and node else None
-
-
 def task_of(run: Run) -> str:
     """``translation`` when the data set has a source language, else ``images``."""
     return TRANSLATION if run.get("dataset.src_lang") is not None else IMAGES
 
 
 def cell_of(run: Run) -> tuple[str, str]:
-    """(model, data set); the data set named with its folder when that differs from its name
-    (``iwslt14 (de-en-subset)``: the loader is IWSLT14's, the data a subset of Multi30k)."""
-    name, root = str(run.get("dataset.name")), run.get("dataset.root")
-    folder = PurePath(str(root)).name if root else ""
-    return str(run.get("model.name")), f"{name} ({folder})" if folder and folder != name else name
-
-
-def norm_of(run: Run) -> str:
-    """The run's norm; ``<encoder>/<decoder>`` when a Transformer's stacks use different norms
-    (``model.encoder_norm`` / ``model.decoder_norm``, e.g. PowerNorm's ``pn/ln``)."""
-    norm = str(_norm_name(run.get("norm")))
-    enc = _norm_name(run.get("model.encoder_norm")) or norm
-    dec = _norm_name(run.get("model.decoder_norm")) or norm
-    return enc if enc == dec else f"{enc}/{dec}"
+    """(model, data set): the model with its depth when that differs from its name (``resnet20
+    (depth 8)``); the data set with its folder when that differs from its name (``iwslt14
+    (de-en-subset)``: the loader is IWSLT14's, the data a subset of Multi30k)."""
+    name, root, depth = str(run.get("dataset.name")), run.get("dataset.root"), run.get("model.depth")
+    folder, model = PurePath(str(root)).name if root else "", str(run.get("model.name"))
+    model = f"{model} (depth {depth})" if depth and model.rstrip("0123456789") + str(depth) != model else model
+    return model, f"{name} ({folder})" if folder and folder != name else name
 
 
 # ---------------------------------------------------------------------------------------------
 # Config-level rules
 
 
-def _probes() -> tuple[Any, Any]:
-    """The behavioural norm probes (``mixes_positions``, ``uses_batch_statistics``)."""
-    try:
-        from normbench.norms.probes import mixes_positions, uses_batch_statistics
-    except ImportError:  # before the probes moved into normbench.norms
-        from normbench.models.transformer import mixes_positions
-        from normbench.validate import uses_batch_statistics
-    return mixes_positions, uses_batch_statistics
-
-
 @functools.cache
 def _mixes_positions(norm_json: str) -> bool:
     from normbench.norms import norm_factory
+    from normbench.norms.probes import mixes_positions
 
-    return bool(_probes()[0](norm_factory(json.loads(norm_json)), training=True))
+    return bool(mixes_positions(norm_factory(json.loads(norm_json)), training=True))
 
 
 @functools.cache
 def _batch_statistics(norm_json: str) -> bool:
     from normbench.norms import norm_factory
+    from normbench.norms.probes import uses_batch_statistics
 
-    return bool(_probes()[1](norm_factory(json.loads(norm_json)), 8, "NCHW"))
+    return bool(uses_batch_statistics(norm_factory(json.loads(norm_json)), 8, "NCHW"))
 
 
 def _norm_json(node: Any) -> str:
@@ -175,14 +172,15 @@ def refusal(config: Mapping[str, Any]) -> str | None:
             decoder = probe.get("model.decoder_norm") or norm
             if _mixes_positions(_norm_json(decoder)):
                 return (
-                    f"decoder norm {_norm_name(decoder)} mixes time steps in training: the decoder would see "
-                    f"future target tokens (model.decoder_norm=ln keeps it causal)"
+                    f"decoder norm {norm_name(decoder)} mixes time steps in training: the decoder would see "
+                    f"future target tokens (it runs in the encoder with model.decoder_norm=ln: the row "
+                    f"{label(str(norm_name(decoder)), ENCODER_ONLY_DECODER)})"
                 )
             return None
         world = int(probe.get("hardware.resolved.world_size", 1) or 1)
         batch = int(probe.get("batch_size", 2) or 2) // max(world, 1)
         if batch == 1 and _batch_statistics(_norm_json(norm)):
-            return f"norm={_norm_name(norm)} normalizes with batch statistics but the batch holds one sample per device"
+            return f"norm={norm_name(norm)} normalizes with batch statistics but the batch holds one sample per device"
     except (KeyError, ValueError, TypeError):  # a norm this checkout does not register: no rule applies
         return None
     return None
@@ -261,6 +259,10 @@ class Row:
     reason: str = ""
     headlines: dict[str, float] = field(default_factory=dict)
     runs: int = 0
+    swept: str = ""
+    """The norm the row compares (the encoder's in an encoder-only row; `swept_norm`)."""
+    over: str = ""
+    """What the norm normalizes over in this cell's layout (`over_of`)."""
 
 
 def _mean(values: Iterable[float]) -> float:
@@ -270,7 +272,8 @@ def _mean(values: Iterable[float]) -> float:
 
 
 def _row(model: str, dataset: str, norm: str, task: str, metric: str, runs: list[Run], tail: float) -> Row:
-    row = Row(model, dataset, norm, task, metric, runs=len(runs))
+    encoder, decoder = stack_norms(runs[0])
+    row = Row(model, dataset, norm, task, metric, runs=len(runs), swept=encoder, over=over_of(task, encoder, decoder))
     row.diverged = sum(r.status == "diverged" for r in runs)
     finished = [r for r in runs if r.status == "finished"]
     row.failed = len(runs) - len(finished) - row.diverged
@@ -300,10 +303,17 @@ def _row(model: str, dataset: str, norm: str, task: str, metric: str, runs: list
 
 
 def _missing_row(model: str, dataset: str, norm: str, task: str, metric: str, like: Run) -> Row:
-    """A norm met elsewhere in the runs but not run in this cell: n/a when a rule refuses it."""
-    config = {**like.config, "norm": {"name": norm}}
+    """A norm met elsewhere in the runs but not run in this cell: n/a when a rule refuses it. On
+    translation a norm the decoder rule refuses is the row it can run as: encoder only, LN decoder."""
+    config, decoder = {**like.config, "norm": {"name": norm}}, norm
+    if task == TRANSLATION:
+        config["model"] = {**(like.get("model") or {}), "encoder_norm": None, "decoder_norm": None}
+        if refusal(config) is not None:
+            decoder = config["model"]["decoder_norm"] = ENCODER_ONLY_DECODER
     reason = refusal(config)
-    return Row(model, dataset, norm, task, metric, verdict=NA if reason else NOT_RUN, reason=reason or "")
+    row = Row(model, dataset, label(norm, decoder), task, metric, verdict=NA if reason else NOT_RUN, swept=norm)
+    row.reason, row.over = reason or "", over_of(task, norm, decoder)
+    return row
 
 
 def rank(rows: list[Row]) -> None:
@@ -322,7 +332,7 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
     (n/a and not-run rows last)."""
     if not runs:
         raise ConfigError("no runs to build a leaderboard from")
-    all_norms = list(dict.fromkeys(norm_of(r) for r in runs))
+    all_norms = list(dict.fromkeys([*(swept_norm(r) for r in runs), *registered_norms()]))
     cells: dict[tuple[str, str], list[Run]] = {}
     for r in runs:
         cells.setdefault(cell_of(r), []).append(r)
@@ -333,12 +343,10 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
         by_norm: dict[str, list[Run]] = {}
         for r in members:
             by_norm.setdefault(norm_of(r), []).append(r)
-        rows = [
-            _row(model, dataset, n, task, metric, by_norm[n], tail)
-            if n in by_norm
-            else _missing_row(model, dataset, n, task, metric, members[0])
-            for n in all_norms
-        ]
+        rows = [_row(model, dataset, n, task, metric, group, tail) for n, group in by_norm.items()]
+        # a norm whose only runs here are refused (a time-mixing decoder) also gets the row it can run as
+        ran = {swept_norm(g[0]) for g in by_norm.values() if task == IMAGES or refusal(g[0].config) is None}
+        rows += [_missing_row(model, dataset, n, task, metric, members[0]) for n in all_norms if n not in ran]
         rank(rows)
         ref = next((r for r in rows if r.norm == REFERENCE[task] and math.isfinite(r.throughput)), None)
         for r in rows:

@@ -31,6 +31,7 @@ from normbench.analysis.leaderboard import (
     headline_key,
     leaderboard,
 )
+from normbench.analysis.leaderboard_setup import what_ran
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run, load_local_run, load_wandb_runs
 from normbench.errors import ConfigError
@@ -38,8 +39,9 @@ from normbench.errors import ConfigError
 PROG = "normbench-leaderboard"
 STEM = "leaderboard"
 CSV_COLUMNS = (
-    "model", "dataset", "task", "norm", "verdict", "metric", "n", "seeds", "mean", "ci_lo", "ci_hi", "train_loss",
-    "throughput_key", "throughput", "reference", "relative_throughput", "diverged", "failed", "runs", "reason",
+    "model", "dataset", "task", "norm", "normalizes_over", "verdict", "metric", "n", "seeds", "mean", "ci_lo",
+    "ci_hi", "train_loss", "throughput_key", "throughput", "reference", "relative_throughput", "diverged", "failed",
+    "runs", "reason",
     *(h.column for h in HEADLINES),
 )  # fmt: skip
 
@@ -116,8 +118,9 @@ def csv_rows(rows: Sequence[Row]) -> list[dict[str, Any]]:
     out = []
     for r in rows:
         d: dict[str, Any] = {
-            "model": r.model, "dataset": r.dataset, "task": r.task, "norm": r.norm, "verdict": r.verdict,
-            "metric": r.metric, "n": r.score.n, "seeds": " ".join(map(str, r.seeds)), "mean": r.score.mean,
+            "model": r.model, "dataset": r.dataset, "task": r.task, "norm": r.norm, "normalizes_over": r.over,
+            "verdict": r.verdict, "metric": r.metric, "n": r.score.n, "seeds": " ".join(map(str, r.seeds)),
+            "mean": r.score.mean,
             "ci_lo": r.score.lo, "ci_hi": r.score.hi, "train_loss": r.train_loss,
             "throughput_key": THROUGHPUT[r.task], "throughput": r.throughput, "reference": REFERENCE[r.task],
             "relative_throughput": r.relative_throughput, "diverged": r.diverged, "failed": r.failed,
@@ -168,6 +171,12 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
         "(the reason says why); **not run**: the sweep did not run it here.",
         "",
         "Diagnostic columns: " + "; ".join(f"`{h.column}` = {h.meaning}" for h in HEADLINES) + ".",
+        "",
+        "Translation: a norm whose statistics mix time steps runs in the encoder only, with an LN "
+        "decoder (`pn (enc) / ln (dec)`, PowerNorm's own comparison); the causal ones run in both stacks. "
+        "**normalizes over**: the axes of one normalization in the cell's layout, as each norm declares it.",
+        "",
+        *what_ran(runs),
     ]
     cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
     for model, dataset in cells:
@@ -176,14 +185,14 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
         unit = "samples/s" if task == IMAGES else "tokens/s"
         shown = [h for h in HEADLINES if any(h.column in r.headlines for r in cell)]
         header = [
-            "norm", f"{metric} (95 % CI)", "n", "verdict", "train loss", unit, f"× {REFERENCE[task]}",
-            "diverged", *(h.column for h in shown), "note",
+            "norm", "normalizes over", f"{metric} (95 % CI)", "n", "verdict", "train loss", unit,
+            f"× {REFERENCE[task]}", "diverged", *(h.column for h in shown), "note",
         ]  # fmt: skip
         lines += ["", f"## {model} on {dataset}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         for r in cell:
             counted = r.runs and r.verdict != NA
             values = [
-                r.norm, _score(r), str(r.score.n) if counted else "", r.verdict, _f(r.train_loss),
+                r.norm, r.over, _score(r), str(r.score.n) if counted else "", r.verdict, _f(r.train_loss),
                 _f(r.throughput, 5), _f(r.relative_throughput, 3), str(r.diverged) if counted else "",
                 *(_f(r.headlines.get(h.column, math.nan)) for h in shown), _note(r),
             ]  # fmt: skip
@@ -208,7 +217,7 @@ def figure(rows: Sequence[Row]) -> Any:
         for r in cell:
             x = r.relative_throughput if relative else r.throughput
             y = r.score.mean * scale
-            color = NORM_COLORS.get(r.norm, "tab:gray")
+            color = NORM_COLORS.get(r.swept or r.norm, "tab:gray")
             if r.score.n > 1:
                 err = [[y - r.score.lo * scale], [r.score.hi * scale - y]]
                 ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3)

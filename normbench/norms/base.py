@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 from torch import Tensor, nn
 
@@ -10,8 +12,20 @@ class Norm(nn.Module):
     """Base of the normbench norms: ``Norm(num_features, *, layout, eps, affine)``.
 
     Holds one (γ, β) pair per channel when ``affine`` (β is left out when ``bias=False``),
-    initialised to (1, 0) by `reset_parameters`. Subclasses implement ``forward(x, mask=None)``.
+    initialised to (1, 0) by `reset_parameters`. Subclasses implement ``forward(x, mask=None)``
+    and declare ``NORMALIZES_OVER``: what one normalization's statistics are taken over, per
+    layout (``NCHW``: images, ``NTC``: sequences), in a few words (`normalizes_over`).
     """
+
+    NORMALIZES_OVER: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def normalizes_over(cls, layout: str) -> str:
+        """What the norm's statistics are taken over in ``layout``, e.g. ``"C, per pixel"``."""
+        try:
+            return cls.NORMALIZES_OVER[layout]
+        except KeyError:
+            raise NotImplementedError(f"{cls.__name__} does not declare what it normalizes over in {layout}") from None
 
     def __init__(
         self,

@@ -16,6 +16,7 @@ from torch import Tensor
 from normbench.errors import ConfigError
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
+from normbench.norms import schedule
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
 
@@ -76,6 +77,8 @@ class BatchNorm(Norm):
     the same mean and variance still in the autograd graph (call ``retain_grad()`` on them before
     ``backward`` to read ∂L/∂σ²_B).
     """
+
+    NORMALIZES_OVER = {"NCHW": "N×H×W, per channel", "NTC": "N×T real tokens, per channel"}
 
     def __init__(
         self,
@@ -177,17 +180,27 @@ class BatchNorm(Norm):
         return f"{super().extra_repr()}, momentum={self.momentum}, eval_stats={self.eval_stats}{extra}"
 
 
+RAMP_FRACTIONS = {"warmup": 0.05, "r_max": 0.40, "d_max": 0.25}
+"""Batch Renorm's default schedule as fractions of the run: Ioffe 2017's 5k warm-up, r_max at 40k
+and d_max at 25k steps read as fractions of a 100k-step run."""
+
+
 @dataclass
 class BatchRenormConfig(BatchNormConfig):
     momentum: float = 0.01
     r_max: float = 3.0
     d_max: float = 5.0
-    warmup_steps: int = 5000
-    """Plain BatchNorm (r_max = 1, d_max = 0) for this many training steps."""
-    r_max_steps: int = 40000
+    warmup_steps: int | None = None
+    """Plain BatchNorm (r_max = 1, d_max = 0) for this many training steps (when set,
+    ``warmup_fraction`` is not used)."""
+    r_max_steps: int | None = None
     """r_max grows linearly from 1 after the warm-up to its final value at this step."""
-    d_max_steps: int = 25000
+    d_max_steps: int | None = None
     """d_max grows linearly from 0 after the warm-up to its final value at this step."""
+    warmup_fraction: float | None = RAMP_FRACTIONS["warmup"]
+    """``warmup_steps`` as a fraction of the run's training steps (planned by the runner)."""
+    r_max_fraction: float | None = RAMP_FRACTIONS["r_max"]
+    d_max_fraction: float | None = RAMP_FRACTIONS["d_max"]
 
 
 @register_norm("brn", BatchRenormConfig)
@@ -201,8 +214,15 @@ class BatchRenorm(BatchNorm):
     estimates are EMAs of μ_B and of the unbiased σ²_B, exactly as in ``bn`` (the paper keeps an
     EMA of σ_B; the variance EMA makes ``brn`` with r_max = 1, d_max = 0 equal to ``bn``, also in
     evaluation). Schedule of the paper's experiments: plain BatchNorm for 5000 steps, then r_max
-    grows linearly to 3 at step 40k and d_max to 5 at step 25k.
+    grows linearly to 3 at step 40k and d_max to 5 at step 25k; here each of the three points is a
+    step count or a fraction of the run's steps (default 5 %, 40 %, 25 %), planned by
+    `plan_schedule` (`normbench.norms.schedule`; until then the warm-up does not end).
     """
+
+    NORMALIZES_OVER = {
+        "NCHW": "N×H×W, per channel (r, d: towards the running statistics)",
+        "NTC": "N×T real tokens, per channel (r, d: towards the running statistics)",
+    }
 
     def __init__(
         self,
@@ -210,22 +230,43 @@ class BatchRenorm(BatchNorm):
         *,
         r_max: float = 3.0,
         d_max: float = 5.0,
-        warmup_steps: int = 5000,
-        r_max_steps: int = 40000,
-        d_max_steps: int = 25000,
+        warmup_steps: int | None = None,
+        r_max_steps: int | None = None,
+        d_max_steps: int | None = None,
+        warmup_fraction: float | None = RAMP_FRACTIONS["warmup"],
+        r_max_fraction: float | None = RAMP_FRACTIONS["r_max"],
+        d_max_fraction: float | None = RAMP_FRACTIONS["d_max"],
         momentum: float = 0.01,
         **kw,
     ) -> None:
         if r_max < 1 or d_max < 0:
             raise ConfigError(f"norm.r_max={r_max} must be >= 1 and norm.d_max={d_max} >= 0")
+        given = {
+            "warmup": (warmup_steps, warmup_fraction),
+            "r_max": (r_max_steps, r_max_fraction),
+            "d_max": (d_max_steps, d_max_fraction),
+        }
+        # the fractions that plan_schedule turns into steps (None where the step count was given)
+        self.fractions = {p: schedule.checked(c, f, f"{p}_steps", f"{p}_fraction") for p, (c, f) in given.items()}
         super().__init__(num_features, momentum=momentum, **kw)
         self.r_max, self.d_max = r_max, d_max
         self.warmup_steps, self.r_max_steps, self.d_max_steps = warmup_steps, r_max_steps, d_max_steps
 
+    def plan_schedule(self, total_steps: int) -> None:
+        """The warm-up and ramp ends for a run of ``total_steps`` training steps (given counts stay)."""
+        for point, fraction in self.fractions.items():
+            if fraction is not None:
+                setattr(self, f"{point}_steps", schedule.steps_of(fraction, total_steps))
+
+    def planned_steps(self) -> dict[str, int | None]:
+        """The planned schedule in steps (None before `plan_schedule`)."""
+        return {f"{p}_steps": getattr(self, f"{p}_steps") for p in self.fractions}
+
     def limits(self, step: Tensor) -> tuple[Tensor, Tensor]:
         """(r_max, d_max) at training step ``step`` (1-based, a tensor: read on the device)."""
-        r_ramp = BF.linear_ramp(step, self.warmup_steps, self.r_max_steps)
-        d_ramp = BF.linear_ramp(step, self.warmup_steps, self.d_max_steps)
+        at = {k: schedule.UNPLANNED if v is None else v for k, v in self.planned_steps().items()}
+        r_ramp = BF.linear_ramp(step, at["warmup_steps"], at["r_max_steps"])
+        d_ramp = BF.linear_ramp(step, at["warmup_steps"], at["d_max_steps"])
         return 1 + (self.r_max - 1) * r_ramp, self.d_max * d_ramp
 
     def renorm(self) -> BF.Renorm:
@@ -234,4 +275,5 @@ class BatchRenorm(BatchNorm):
         return BF.Renorm(self.running_mean.clone(), self.running_var.clone(), r_max.to(dtype), d_max.to(dtype))
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, r_max={self.r_max}, d_max={self.d_max}"
+        steps = ", ".join(f"{k}={v}" for k, v in self.planned_steps().items())
+        return f"{super().extra_repr()}, r_max={self.r_max}, d_max={self.d_max}, {steps}"

@@ -28,6 +28,8 @@ class GroupNormConfig(NormConfig):
 class GroupNorm(Norm):
     """GroupNorm (Wu & He 2018): per sample, over C/G channels × all positions of each group."""
 
+    NORMALIZES_OVER = {"NCHW": "C/G×H×W, per sample and group", "NTC": "C/G×T real tokens, per sentence and group"}
+
     def __init__(self, num_features: int, *, groups: int = 8, **kw) -> None:
         if groups <= 0 or num_features % groups:
             raise ConfigError(
@@ -51,6 +53,8 @@ class InstanceNorm(Norm):
     """InstanceNorm (Ulyanov et al. 2016): per sample and channel, over H×W (or over the real
     tokens of T)."""
 
+    NORMALIZES_OVER = {"NCHW": "H×W, per sample and channel", "NTC": "T real tokens, per sentence and channel"}
+
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         if mask is not None:
@@ -63,6 +67,8 @@ class SampleLayerNorm(Norm):
     """LayerNorm over every non-batch axis of each sample (C×H×W, or T×C for sequences), as
     in Ba et al. 2016 for conv nets; equal to GroupNorm with one group. On sequences with a
     mask: over the T×C real positions of each sentence. γ, β per channel."""
+
+    NORMALIZES_OVER = {"NCHW": "C×H×W, per sample", "NTC": "T×C real tokens, per sentence"}
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)

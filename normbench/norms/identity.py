@@ -13,6 +13,8 @@ from normbench.norms.registry import NormConfig, register_norm
 class NoNorm(Norm):
     """Identity; holds no parameters whatever ``affine`` says."""
 
+    NORMALIZES_OVER = {"NCHW": "nothing", "NTC": "nothing"}
+
     def __init__(self, num_features: int, **kw) -> None:
         kw["affine"] = False
         super().__init__(num_features, **kw)

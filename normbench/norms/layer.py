@@ -21,6 +21,8 @@ class LayerNorm(Norm):
     """LayerNorm over C at each position (each pixel, each token):
     (x − mean_C x) / sqrt(var_C x + eps) · γ + β, var biased, eps inside the square root."""
 
+    NORMALIZES_OVER = {"NCHW": "C, per pixel", "NTC": "C, per token"}
+
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
         return NF.per_position_layer_norm(x, self.layout, self.weight, self.bias, self.eps)
@@ -36,6 +38,8 @@ class RMSNorm(Norm):
     """RMSNorm over C at each position: x / sqrt(mean_C(x²) + eps) · γ, no re-centring and no β.
 
     eps is inside the square root (the convention of ``torch.nn.functional.rms_norm``)."""
+
+    NORMALIZES_OVER = {"NCHW": "C (RMS, no centring), per pixel", "NTC": "C (RMS, no centring), per token"}
 
     def __init__(self, num_features: int, **kw) -> None:
         super().__init__(num_features, bias=False, **kw)
@@ -58,6 +62,8 @@ class PartialRMSNorm(Norm):
     x / sqrt(mean_{c<k}(x_c²) + eps) · γ, no β. eps is inside the square root (as ``rms``; the
     authors' code adds eps to the RMS instead), so ``p = 1`` is exactly ``rms``.
     """
+
+    NORMALIZES_OVER = {"NCHW": "first ⌈p·C⌉ of C (RMS), per pixel", "NTC": "first ⌈p·C⌉ of C (RMS), per token"}
 
     def __init__(self, num_features: int, *, p: float = 0.0625, **kw) -> None:
         if not 0 < p <= 1:

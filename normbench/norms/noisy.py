@@ -89,6 +89,11 @@ class NoisyBatchNorm(SanturkarNoise, BatchNorm):
     s·BN(x) + m with (m, s) drawn per activation (see the module docstring). Evaluation: plain
     BatchNorm, no noise. Running statistics as ``bn`` (they see no noise)."""
 
+    NORMALIZES_OVER = {
+        "NCHW": "N×H×W, per channel, then noise (training)",
+        "NTC": "N×T real tokens, per channel, then noise (training)",
+    }
+
     def post_affine(self, y: Tensor, w: Tensor | None) -> Tensor:
         return self.add_noise(y, w)
 
@@ -98,6 +103,8 @@ class NoiseOnly(SanturkarNoise, Norm):
     """The noise of ``bn_noisy`` with no BatchNorm before it (training only; identity in
     evaluation; no parameters). Santurkar et al. 2018 report that this noise alone stops a
     network from training, while BatchNorm + noise trains."""
+
+    NORMALIZES_OVER = {"NCHW": "nothing (noise only, in training)", "NTC": "nothing (noise only, in training)"}
 
     def __init__(self, num_features: int, **kw) -> None:
         kw["affine"] = False

@@ -11,15 +11,23 @@ from torch import Tensor
 from normbench.errors import ConfigError
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
+from normbench.norms import schedule
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
+
+WARMUP_FRACTION = 0.1
+"""The default warm-up: 10 % of the run (the authors' class default, 10,000 iterations, read as a
+fraction of a 100k-step run, the basis on which Batch Renorm's 5k/40k/25k are 5/40/25 %)."""
 
 
 @dataclass
 class PowerNormConfig(NormConfig):
     alpha_fwd: float = 0.9
     alpha_bkw: float = 0.9
-    warmup_iters: int = 10000
+    warmup_iters: int | None = None
+    """The warm-up in training steps; when set, ``warmup_fraction`` is not used."""
+    warmup_fraction: float | None = WARMUP_FRACTION
+    """The warm-up as a fraction of the run's training steps (planned by the runner)."""
     groups: int = 1
     """GroupScaling groups (the authors' class default is 1; 4 = the attention heads of their
     Transformer is what ``GroupScaling1D`` defaults to)."""
@@ -34,7 +42,8 @@ class PowerNorm(Norm):
     2. ψ²_B = per-channel mean of x̃² over the batch's real positions (N×H×W, or N×T real
        tokens). Training step t (``iters``, a buffer read on the device: no host sync): the
        forward uses ψ² = ψ²_B while t ≤ ``warmup_iters`` and the running ψ² (before this
-       step's update) afterwards;
+       step's update) afterwards; ``warmup_iters`` is given, or ``warmup_fraction`` of the run's
+       steps once `plan_schedule` has been called (`normbench.norms.schedule`);
        z = x̃ / sqrt(ψ² + eps); y = γ·z + β; eps inside the square root.
     3. Running ψ² (buffer ``running_psi2``): while t < ``warmup_iters`` it is first set to the
        cumulative mean ((t−1)·ψ² + ψ²_B)/t, and then, at every step, the EMA
@@ -49,28 +58,45 @@ class PowerNorm(Norm):
     With ``record_stats = True`` each training forward keeps ``last_stats = {"psi2": ψ²_B}``.
     """
 
+    NORMALIZES_OVER = {
+        "NCHW": "C/G per pixel, then N×H×W per channel (quadratic mean)",
+        "NTC": "C/G per token, then N×T real tokens per channel (quadratic mean)",
+    }
+
     def __init__(
         self,
         num_features: int,
         *,
         alpha_fwd: float = 0.9,
         alpha_bkw: float = 0.9,
-        warmup_iters: int = 10000,
+        warmup_iters: int | None = None,
+        warmup_fraction: float | None = WARMUP_FRACTION,
         groups: int = 1,
         **kw,
     ) -> None:
+        self.warmup_fraction = schedule.checked(warmup_iters, warmup_fraction, "warmup_iters", "warmup_fraction")
         if groups <= 0 or num_features % groups:
             raise ConfigError(
                 f"norm.groups={groups} does not divide num_features={num_features}; choose a divisor of {num_features}"
             )
         super().__init__(num_features, **kw)
         self.alpha_fwd, self.alpha_bkw = alpha_fwd, alpha_bkw
-        self.warmup_iters, self.groups = warmup_iters, groups
+        self.groups = groups
+        self.warmup_iters = warmup_iters  # given, or planned from warmup_fraction (None until then)
         self.register_buffer("running_psi2", torch.ones(num_features))
         self.register_buffer("ema_gz", torch.zeros(num_features))
         self.register_buffer("iters", torch.tensor(0, dtype=torch.long))
         self.record_stats = False
         self.last_stats: dict[str, Tensor] | None = None
+
+    def plan_schedule(self, total_steps: int) -> None:
+        """The warm-up for a run of ``total_steps`` training steps (a given count stays as it is)."""
+        if self.warmup_fraction is not None:
+            self.warmup_iters = schedule.steps_of(self.warmup_fraction, total_steps)
+
+    def planned_steps(self) -> dict[str, int | None]:
+        """The planned schedule: ``{"warmup_iters": steps}`` (None before `plan_schedule`)."""
+        return {"warmup_iters": self.warmup_iters}
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
@@ -81,13 +107,14 @@ class PowerNorm(Norm):
             y = NF.channel_affine(z, self.weight, self.bias, self.layout)
             return NF.apply_mask(y, NF.token_weights(mask, y.dtype)).to(x.dtype)
         self.iters.add_(1)
+        warmup = schedule.UNPLANNED if self.warmup_iters is None else self.warmup_iters
         step = self.iters.to(self.running_psi2.dtype)  # a tensor: the warm-up is decided on the device
         xf = NF.upcast(x)  # bf16/fp16: statistics in fp32
         x3 = BF.acl(xf, self.layout)
         x4 = x3.reshape(x3.shape[0], self.groups, -1, x3.shape[2])  # (A, G, C/G, L)
         w4 = None if mask is None else mask.reshape(-1, 1, 1, 1).to(xf.dtype)
         y, psi2_batch = BF.power_norm_train(
-            x4, w4, self.weight, self.bias, self.running_psi2.clone(), self.iters > self.warmup_iters,
+            x4, w4, self.weight, self.bias, self.running_psi2.clone(), self.iters > warmup,
             self.ema_gz, self.eps, self.alpha_bkw,
         )  # fmt: skip
         if self.record_stats:
@@ -95,7 +122,7 @@ class PowerNorm(Norm):
         with torch.no_grad():
             psi2_batch = psi2_batch.to(self.running_psi2.dtype)
             cumulative = self.running_psi2 * ((step - 1) / step) + psi2_batch / step
-            updated = torch.where(self.iters < self.warmup_iters, cumulative, self.running_psi2)
+            updated = torch.where(self.iters < warmup, cumulative, self.running_psi2)
             updated = updated.lerp(psi2_batch, 1 - self.alpha_fwd)
             if mask is not None:  # an all-padding batch changes nothing
                 updated = torch.where(mask.any(), updated, self.running_psi2)
@@ -103,4 +130,5 @@ class PowerNorm(Norm):
         return y.reshape(x.shape).to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, groups={self.groups}, warmup_iters={self.warmup_iters}"
+        fraction = "" if self.warmup_fraction is None else f" ({self.warmup_fraction:g} of the run)"
+        return f"{super().extra_repr()}, groups={self.groups}, warmup_iters={self.warmup_iters}{fraction}"

@@ -1,6 +1,8 @@
 """The norm leaderboard on synthetic run folders whose answer is known by hand: means and
 t-intervals, ties, n/a cells (a refused job's error, the decoder and batch-size rules), diverged
-runs counted; the CLI's files and one-line errors; reading W&B fetches only the keys it uses."""
+runs counted, time-mixing norms ranked as encoder-only rows (``pn (enc) / ln (dec)``), every
+registered norm listed with what it normalizes over; the CLI's files, its "What ran" section and
+one-line errors; reading W&B fetches only the keys it uses."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from normbench.analysis import leaderboard as lb
 from normbench.analysis.leaderboard_report import load_runs, load_wandb, main
 from normbench.analysis.runs import Run
 from normbench.errors import ConfigError
+from normbench.norms import list_norms
 
 T_975_DF2 = math.sqrt(2 * 0.95**2 / (1 - 0.95**2))
 """t_{0.975} with 2 degrees of freedom in closed form: its CDF is 1/2 + t / (2·sqrt(2 + t²))."""
@@ -39,17 +42,25 @@ def write_job(
     error: str | None = None,
     batch_size: int = 128,
     steps: int = 100,
+    decoder: str | None = None,
 ) -> Path:
     """A job folder as the runner leaves it; ``status=failed`` with ``error``: as a job refused by
-    config validation leaves it (Hydra's files and a summary, no metrics)."""
+    config validation leaves it (Hydra's files and a summary, no metrics). ``decoder``: the
+    Transformer's ``model.decoder_norm`` (the swept ``norm`` then runs in the encoder only)."""
     d = root / name
     (d / ".hydra").mkdir(parents=True)
+    stacks = {"encoder_norm": None, "decoder_norm": decoder and {"name": decoder}} if translation else {}
     config = {
-        "model": {"name": model, **({"decoder_norm": None} if translation else {})},
+        "model": {"name": model, **stacks},
         "dataset": {"name": dataset, **({"src_lang": "de"} if translation else {})},
         "norm": {"name": norm},
         "seed": seed,
         "batch_size": batch_size,
+        "epochs": 1,
+        "optimizer": {"name": "sgd", "momentum": 0.9},
+        "lr": 0.1,
+        "weight_decay": 1e-4,
+        "schedule": {"name": "step", "milestones": [0.5, 0.75], "gamma": 0.1, "warmup_steps": 0},
     }
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"norm={norm}", f"seed={seed}"]))
     if error is not None:
@@ -74,7 +85,8 @@ def write_job(
 def sweep(tmp_path: Path) -> Path:
     """resnet20/cifar10: bn 0.80/0.82/0.84 (+ a diverged seed), ln 0.76/0.78/0.80, gn 0.70/0.71/0.72,
     none one seed (0.50), brn refused (error); transformer_tiny: ln BLEU 20/22/24, rms 18/19/20,
-    bn ran (finished) but mixes time steps in the decoder."""
+    pn in the encoder with an LN decoder 24/24.5/25, bn ran (finished) in both stacks, where it
+    mixes time steps in the decoder."""
     root = tmp_path / "sweep"
     job = iter(range(100))
     for seed, acc in enumerate((0.80, 0.82, 0.84)):
@@ -95,6 +107,8 @@ def sweep(tmp_path: Path) -> Path:
         write_job(root, str(next(job)), norm="ln", seed=seed, score=bleu, speed=[1000.0], **mt)
     for seed, bleu in enumerate((18.0, 19.0, 20.0)):
         write_job(root, str(next(job)), norm="rms", seed=seed, score=bleu, speed=[1200.0], **mt)
+    for seed, bleu in enumerate((24.0, 24.5, 25.0)):
+        write_job(root, str(next(job)), norm="pn", seed=seed, score=bleu, speed=[800.0], decoder="ln", **mt)
     write_job(root, str(next(job)), norm="bn", seed=0, score=25.0, speed=[900.0], **mt)
     return root
 
@@ -134,18 +148,28 @@ def test_cells_scores_ties_and_counts(sweep: Path) -> None:
     # end of training: steps >= 90 of 100 -> (2 + 4) / 2 per bn run; gn: its last value (renamed key)
     assert bn.headlines["loss_range"] == pytest.approx(3.0)
     assert r["resnet20", "gn"].headlines["loss_range"] == pytest.approx(3.0)
-    # the transformer cell: BLEU from test/bleu, tokens/s relative to ln, bn refused by the decoder rule
+    # the transformer cell: BLEU from test/bleu, tokens/s relative to ln; pn in the encoder ranked with
+    # the causal norms; bn in the decoder refused by the decoder rule
+    pn = r["transformer_tiny", "pn (enc) / ln (dec)"]
+    assert (pn.metric, pn.score.mean, pn.verdict, pn.swept) == ("test/bleu", pytest.approx(24.5), lb.BEST, "pn")
+    assert pn.relative_throughput == pytest.approx(0.8) and pn.runs == 3
     ln = r["transformer_tiny", "ln"]
-    assert (ln.metric, ln.score.mean, ln.verdict) == ("test/bleu", pytest.approx(22.0), lb.BEST)
-    assert r["transformer_tiny", "rms"].verdict == lb.TIED  # [16.5, 21.5] vs [17.0, 27.0]
+    assert (ln.score.mean, ln.verdict) == (pytest.approx(22.0), lb.TIED)  # [17.0, 27.0] vs [23.3, 25.7]
+    assert r["transformer_tiny", "rms"].verdict == lb.BELOW  # [16.5, 21.5]
     assert r["transformer_tiny", "rms"].relative_throughput == pytest.approx(1.2)
     mt_bn = r["transformer_tiny", "bn"]
     assert mt_bn.verdict == lb.NA and "future target tokens" in mt_bn.reason  # its BLEU 25 is not ranked
-    assert r["transformer_tiny", "gn"].verdict == lb.NA and "mixes time steps" in r["transformer_tiny", "gn"].reason
-    assert r["transformer_tiny", "none"].verdict == lb.NOT_RUN
-    # every norm of the sweep in every cell, ranked rows first
+    assert "bn (enc) / ln (dec)" in mt_bn.reason
+    for norm in ("bn", "gn", "brn", "in", "ln_sample", "bn_noisy"):  # time-mixing: the row they can run as
+        enc = r["transformer_tiny", f"{norm} (enc) / ln (dec)"]
+        assert (enc.verdict, enc.reason, enc.swept) == (lb.NOT_RUN, "", norm)
+        assert ("transformer_tiny", norm) not in r or norm == "bn"
+    assert r["transformer_tiny", "none"].verdict == lb.NOT_RUN and r["transformer_tiny", "prms"].verdict == lb.NOT_RUN
+    # every registered norm in every cell (each once on images), ranked rows first
     assert [x.norm for x in rows if x.model == "resnet20"][:2] == ["bn", "ln"]
-    assert len(rows) == 2 * len({x.norm for x in rows})
+    assert sorted(x.swept for x in rows if x.model == "resnet20") == sorted(list_norms())
+    assert {x.swept for x in rows if x.model == "transformer_tiny"} == set(list_norms())
+    assert r["resnet20", "pn"].verdict == lb.NOT_RUN and r["resnet20", "prms"].verdict == lb.NOT_RUN
 
 
 def test_rules_keys_and_cell_names() -> None:
@@ -160,7 +184,13 @@ def test_rules_keys_and_cell_names() -> None:
     subset = {"model": {"name": "m"}, "dataset": {"name": "iwslt14", "root": "${oc.env:D,x}/de-en-subset"}}
     assert lb.cell_of(Run("a", subset, [])) == ("m", "iwslt14 (de-en-subset)")
     powernorm = {"norm": {"name": "ln"}, "model": {"encoder_norm": "pn", "decoder_norm": {"name": "ln"}}}
-    assert lb.norm_of(Run("p", powernorm, [])) == "pn/ln"
+    assert lb.norm_of(Run("p", powernorm, [])) == "pn (enc) / ln (dec)"
+    assert lb.swept_norm(Run("p", powernorm, [])) == "pn"
+    swept = {"norm": {"name": "gn"}, "model": {"encoder_norm": None, "decoder_norm": "ln"}}
+    assert lb.norm_of(Run("g", swept, [])) == "gn (enc) / ln (dec)"
+    resnet8 = {"model": {"name": "resnet20", "depth": 8}, "dataset": {"name": "cifar10"}}
+    assert lb.cell_of(Run("r", resnet8, []))[0] == "resnet20 (depth 8)"
+    assert lb.cell_of(Run("r", {**resnet8, "model": {"name": "resnet20", "depth": 20}}, []))[0] == "resnet20"
     assert lb.refusal({**powernorm, "dataset": {"name": "iwslt14", "src_lang": "de"}}) is None  # LN decoder
     assert lb.cell_of(Run("b", {"model": {"name": "m"}, "dataset": {"name": "cifar10", "root": "/d/cifar10"}}, [])) == (
         "m",
@@ -180,8 +210,17 @@ def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path) -> None
     assert table["resnet20", "brn"]["reason"].startswith("layer x: brn refused")
     text = (out / "leaderboard.md").read_text()
     assert "## resnet20 on cifar10" in text and "## transformer_tiny on synthetic_translation" in text
-    assert "| bn | 82.00 % [" in text and "| none | 50.00 % (one seed: no interval) | 1 | tied |" in text
-    assert "future target tokens" in text
+    assert "| bn | N×H×W, per channel | 82.00 % [" in text
+    assert "| none | nothing | 50.00 % (one seed: no interval) | 1 | tied |" in text
+    pn_over = "enc: C/G per token, then N×T real tokens per channel (quadratic mean); dec: C, per token"
+    enc = f"| pn (enc) / ln (dec) | {pn_over} |"
+    assert enc in text and "future target tokens" in text
+    assert table["transformer_tiny", "pn (enc) / ln (dec)"]["verdict"] == "best"
+    assert table["resnet20", "in"]["normalizes_over"] == "H×W, per sample and channel"
+    # what ran: from the runs' configs, the step schedule with the steps where the lr fell
+    assert "## What ran" in text
+    assert "step: lr × 0.1 at 50 %, 75 % of the steps (steps 50, 75)" in text and "1 epoch = 100 steps" in text
+    assert "pn (enc) / ln (dec) × seeds 0, 1, 2" in text and "pn (enc) / ln (dec): warmup_iters 10" in text
 
 
 @pytest.mark.parametrize(
@@ -240,7 +279,7 @@ def test_wandb_runs_fetch_only_the_keys_used() -> None:
     assert api.calls == [("me/normbench", {"group": "sweep-x"})]
     assert sorted(k[1] for k in fake.scanned) == ["grad_variance/total", "perf/samples_per_s"]
     assert len(runs) == 1 and not board.scanned
-    (row,) = lb.leaderboard(runs)
+    (row,) = [r for r in lb.leaderboard(runs) if r.runs]
     assert row.throughput == pytest.approx(110.0) and row.headlines["grad_var"] == pytest.approx(7.0)
     with pytest.raises(ConfigError, match="no W&B training runs"):
         load_wandb("me/normbench", "empty", api=FakeApi([]))

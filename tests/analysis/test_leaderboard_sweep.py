@@ -1,6 +1,7 @@
-"""The leaderboard end to end: a 2-norm x 1-seed x 6-step sweep through ``python -m normbench -m``
+"""The leaderboard end to end: a 3-norm x 1-seed x 6-step sweep through ``python -m normbench -m``
 on the synthetic quickstart data, then ``normbench-leaderboard`` over its sweep folder; every
-number in the table is checked against the job folders' own files."""
+number in the table is checked against the job folders' own files, every registered norm has a
+row, and "What ran" gives PowerNorm's warm-up as the runner planned it (10 % of 6 steps: 1)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from normbench.norms import list_norms
+from normbench.norms.registry import NORMS
 from tests.conftest import REPO, cli_env, run_cli
 
 PROBE = "{every_n_steps:100,start_step:5,num_points:2}"
@@ -28,7 +31,7 @@ SWEEP = (
     f"+diagnostics.landscape={PROBE}",
     f"+diagnostics.beta_smoothness={PROBE}",
     "+diagnostics.grad_variance={every_n_steps:100,start_step:5,num_batches:2}",
-    "norm=bn,gn",
+    "norm=bn,gn,pn",
 )
 
 
@@ -54,12 +57,15 @@ def test_sweep_then_leaderboard(tmp_path: Path) -> None:
     assert lb.returncode == 0, lb.stderr[-3000:]
     with open(out / "leaderboard.csv") as f:
         rows = {row["norm"]: row for row in csv.DictReader(f)}
-    assert set(rows) == {"bn", "gn"}
+    assert set(rows) == set(list_norms())  # every registered norm: those not swept are "not run"
+    assert {n for n, row in rows.items() if row["verdict"] != "not run"} == {"bn", "gn", "pn"}
+    assert all(row["normalizes_over"] == NORMS.get(n).normalizes_over("NCHW") for n, row in rows.items())
     by_norm = {}
     for d in (p for p in sweep.iterdir() if p.name.isdigit()):
         assert json.loads((d / "summary.json").read_text())["status"] == "finished"
-        by_norm["bn" if "norm=bn" in (d / ".hydra" / "overrides.yaml").read_text() else "gn"] = d
-    assert set(by_norm) == {"bn", "gn"}
+        overrides = (d / ".hydra" / "overrides.yaml").read_text()
+        by_norm[next(n for n in ("bn", "gn", "pn") if f"norm={n}" in overrides)] = d
+    assert set(by_norm) == {"bn", "gn", "pn"}
     speed = {n: last_logged(d, "perf/samples_per_s") for n, d in by_norm.items()}  # one epoch: its median
     for norm, job in by_norm.items():
         row, summary = rows[norm], json.loads((job / "summary.json").read_text())
@@ -75,5 +81,8 @@ def test_sweep_then_leaderboard(tmp_path: Path) -> None:
         last_logged(by_norm["bn"], "bn_stats/first_layer/var_dist")
     )
     assert rows["gn"]["bn_var_dist"] == ""  # GN keeps no running statistics
-    assert {rows["bn"]["verdict"], rows["gn"]["verdict"]} == {"best", "tied"}  # one seed: no interval, no rank
+    assert {rows[n]["verdict"] for n in by_norm} <= {"best", "tied"}  # one seed: no interval, no rank
+    text = (out / "leaderboard.md").read_text()
+    assert "| resnet20 on synthetic_images | batch 32 |" in text and "| 6 steps |" in text
+    assert "| pn: warmup_iters 1 |" in text
     assert (out / "leaderboard.png").stat().st_size > 0 and "## resnet20 on synthetic_images" in lb.stdout

@@ -1,7 +1,10 @@
 """The leaderboard presets: they compose with every arm, sweep every registered norm (full scale)
-or registered ones (CPU) over at least three seeds, read their data from ``$NORMBENCH_DATA``
-whatever the working directory, and the Transformer command in the preset's comment runs exactly
-the norms that keep a decoder causal (the others are n/a by the leaderboard's rule)."""
+or registered ones (CPU, 5 seeds) and read their data from ``$NORMBENCH_DATA`` whatever the working
+directory; the Transformer commands in the preset's comment run the causal norms in both stacks and
+the time-mixing ones (the probe `mixes_positions`) in the encoder only, with an LN decoder, and the
+full preset so runs every registered norm on translation; the CPU arms' diagnostics fall in the last
+tenth of training, and PowerNorm's and Batch Renorm's schedules are the fractions of the run that
+the arms' comments give."""
 
 from __future__ import annotations
 
@@ -12,23 +15,33 @@ import pytest
 from omegaconf import OmegaConf
 
 from normbench.analysis.leaderboard import refusal
+from normbench.norms import list_norms, norm_factory
+from normbench.norms.probes import mixes_positions
 from tests.conf.test_compose import CONF, compose_cfg
 from tests.conf.test_presets import compose_with_sweep
 
 ARM = "experiment/arms/leaderboard@_global_"
 ARMS = {
-    "leaderboard": {"resnet20": "cifar10", "vgg16": "cifar10", "transformer": "iwslt14.tokenized.de-en"},
-    "leaderboard_cpu": {"resnet20_cpu": "cifar10-subset", "transformer_cpu": "de-en-subset"},
+    "leaderboard": {
+        "resnet20": "cifar10",
+        "vgg16": "cifar10",
+        "transformer": "iwslt14.tokenized.de-en",
+        "transformer_enc": "iwslt14.tokenized.de-en",
+    },
+    "leaderboard_cpu": {
+        "resnet8_cpu": "cifar10-subset",
+        "transformer_cpu": "de-en-subset",
+        "transformer_enc_cpu": "de-en-subset",
+    },
 }
+MIXING = sorted(n for n in list_norms() if mixes_positions(norm_factory(n), training=True))
 
 
 @pytest.mark.parametrize("preset", sorted(ARMS))
-def test_sweep_covers_registered_norms_and_three_seeds(preset: str) -> None:
-    from normbench.norms import list_norms
-
+def test_sweep_covers_registered_norms_and_enough_seeds(preset: str) -> None:
     cfg, params = compose_with_sweep(preset)
     assert cfg.logger.group is None  # the W&B group is the sweep invocation; the job type the preset
-    assert len(params["seed"]) >= 3
+    assert len(params["seed"]) >= (3 if preset == "leaderboard" else 5)
     assert set(params[ARM]) <= set(ARMS[preset])
     assert all((CONF / "experiment" / "arms" / "leaderboard" / f"{a}.yaml").is_file() for a in ARMS[preset])
     if preset == "leaderboard":
@@ -45,36 +58,67 @@ def test_arm_composes_and_reads_data_from_the_env(
     roots = []
     for cwd in (CONF.parent, tmp_path):
         monkeypatch.chdir(cwd)
-        cfg = compose_cfg([f"experiment={preset}", f"{ARM}={arm}", "norm=ln"])
+        cfg = compose_cfg([f"experiment={preset}", f"{ARM}={arm}", "norm=pn"])
         roots.append(OmegaConf.select(cfg, "dataset.root"))
     assert roots == [f"/data/somewhere/{ARMS[preset][arm]}"] * 2
-    assert cfg.diagnostics.landscape.every_n_steps > 0 and cfg.diagnostics.grad_variance.every_n_steps > 0
+    diagnostics = [cfg.diagnostics[k] for k in ("landscape", "grad_variance")]
+    assert all(d.every_n_steps > 0 or d.steps for d in diagnostics)
     if preset.endswith("_cpu"):
         assert cfg.hardware.num_threads == 1 and cfg.model.name in ("resnet20", "transformer_tiny")
+    if arm.startswith("transformer_enc"):  # the swept norm in the encoder, LN in the decoder
+        assert cfg.model.encoder_norm is None and cfg.model.decoder_norm.name == "ln" and cfg.norm.name == "pn"
+        assert refusal(OmegaConf.to_container(cfg, resolve=False)) is None
+    elif arm.startswith("transformer"):
+        assert cfg.model.decoder_norm is None and "future target tokens" in refusal(OmegaConf.to_container(cfg))
+
+
+def _commands(preset: str) -> dict[str, list[str]]:
+    """The comment's translation sweeps: arm -> the norms its command lists."""
+    text = (CONF / "experiment" / f"{preset}.yaml").read_text().replace("\\\n#", "")
+    found = re.findall(r"leaderboard@_global_=(transformer\w*)'\s+norm=([\w,]+) hydra\.sweep\.dir=", text)
+    return {arm: norms.split(",") for arm, norms in found}
 
 
 @pytest.mark.parametrize("preset", sorted(ARMS))
-def test_transformer_command_runs_exactly_the_causal_norms(preset: str) -> None:
-    """The comment's Transformer sweep lists every registered norm the decoder rule accepts."""
-    from normbench.norms import list_norms
-
-    text = (CONF / "experiment" / f"{preset}.yaml").read_text()
-    (norms,) = re.findall(r"norm=([\w,]+) hydra\.sweep\.dir=\S+/translation", text)
-    arm = next(a for a in ARMS[preset] if a.startswith("transformer"))
-    cfg = OmegaConf.to_container(compose_cfg([f"experiment={preset}", f"{ARM}={arm}"]), resolve=False)
-    causal = [n for n in list_norms() if refusal({**cfg, "norm": {"name": n}}) is None]
-    if preset == "leaderboard":
-        assert sorted(norms.split(",")) == sorted(causal)
-    else:
-        assert set(norms.split(",")) <= set(causal)
+def test_translation_commands_run_causal_norms_everywhere_and_the_others_in_the_encoder(preset: str) -> None:
+    commands = _commands(preset)
+    suffix = "_cpu" if preset.endswith("_cpu") else ""
+    assert set(commands) == {f"transformer{suffix}", f"transformer_enc{suffix}"}
+    causal, encoder = commands[f"transformer{suffix}"], commands[f"transformer_enc{suffix}"]
+    assert not set(causal) & set(MIXING) and set(encoder) <= set(MIXING)
+    for arm, norms in commands.items():  # every job of both sweeps passes the decoder rule
+        cfg = OmegaConf.to_container(compose_cfg([f"experiment={preset}", f"{ARM}={arm}"]), resolve=False)
+        assert all(refusal({**cfg, "norm": {"name": n}}) is None for n in norms), arm
+    if preset == "leaderboard":  # every registered norm runs on translation
+        assert sorted(causal + encoder) == sorted(list_norms())
 
 
-def test_cpu_probes_fall_in_the_last_tenth_of_training() -> None:
-    """ResNet20 on the 10,000-image subset: 78 steps an epoch; the last probe and variance call
-    are in the last 10 % of the steps, where the leaderboard reads its end-of-training values."""
+def _steps(cfg: OmegaConf) -> int:
+    """ResNet8's training steps: whole batches of the training images (the loader drops the last)."""
+    return int(cfg.epochs) * (int(cfg.dataset.train_limit) // int(cfg.batch_size))
+
+
+def test_cpu_diagnostics_fall_in_the_last_tenth_of_training() -> None:
+    """ResNet8 on 5,000 images: 39 steps an epoch; the probes and the variance call are in the last
+    10 % of the steps, where the leaderboard reads its end-of-training values."""
     cfg = compose_cfg(["experiment=leaderboard_cpu"])
-    total = cfg.epochs * (10_000 // cfg.batch_size)
+    total = _steps(cfg)
+    assert total == 312
     for name in ("landscape", "beta_smoothness", "grad_variance"):
         d = cfg.diagnostics[name]
-        last = d.start_step + (total - 1 - d.start_step) // d.every_n_steps * d.every_n_steps
-        assert 0.9 * total <= last < total, (name, last, total)
+        assert d.every_n_steps == 0 and all(0.9 * total <= s < total for s in d.steps), (name, list(d.steps))
+
+
+@pytest.mark.parametrize(
+    ("norm", "planned"),
+    [("pn", {"warmup_iters": 31}), ("brn", {"warmup_steps": 16, "r_max_steps": 125, "d_max_steps": 78})],
+)
+def test_cpu_norm_schedules_are_fractions_of_the_run(norm: str, planned: dict[str, int]) -> None:
+    """As the ResNet8 arm's comment says: PN leaves its warm-up at step 31 of 312 (the first
+    leaderboard_cpu's PN never left its 10,000-step one); BRN's ramps at 5 %, 40 %, 25 %."""
+    cfg = compose_cfg(["experiment=leaderboard_cpu", f"norm={norm}"])
+    layer = norm_factory(cfg.norm)(16, "NCHW")
+    layer.plan_schedule(_steps(cfg))
+    assert layer.planned_steps() == planned
+    text = (CONF / "experiment" / "arms" / "leaderboard" / "resnet8_cpu.yaml").read_text()
+    assert all(f" {v}" in text for v in planned.values())

@@ -182,3 +182,18 @@ def test_unknown_norm_lists_valid_names() -> None:
 def test_groupnorm_rejects_non_divisor() -> None:
     with pytest.raises(ConfigError, match="norm.groups=3 does not divide num_features=8"):
         build_norm("gn", 8, "NCHW", groups=3)
+
+
+@pytest.mark.parametrize("name", list_norms())
+def test_every_norm_declares_what_it_normalizes_over(name: str) -> None:
+    """Each registered norm's class says, per layout, what its statistics are taken over (the
+    leaderboard's "normalizes over" column); its own declaration, not one inherited by accident."""
+    from normbench.norms.registry import LAYOUTS, NORMS
+
+    cls = NORMS.get(name)
+    assert "NORMALIZES_OVER" in vars(cls), f"{cls.__name__} declares no NORMALIZES_OVER of its own"
+    for layout in LAYOUTS:
+        over = make(name, layout).normalizes_over(layout)
+        assert isinstance(over, str) and over.strip() and over == cls.normalizes_over(layout)
+    with pytest.raises(NotImplementedError, match="does not declare what it normalizes over in NHWC"):
+        cls.normalizes_over("NHWC")

@@ -1,0 +1,76 @@
+"""The leaderboard's row labels and what each norm normalizes over.
+
+A row is a norm as it ran: ``ln`` when both stacks of a Transformer (or the whole image model) use
+it, ``pn (enc) / ln (dec)`` when a norm runs in the encoder only, with an LN decoder (the norms
+whose statistics mix time steps, which a decoder must not use). "Normalizes over" comes from the
+norm classes' own declarations (`normbench.norms.base.Norm.normalizes_over`), per layout.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+from normbench.analysis.runs import Run
+
+IMAGES, TRANSLATION = "images", "translation"
+ENCODER_ONLY_DECODER = "ln"
+"""The decoder's norm when the compared norm mixes time steps and runs in the encoder only."""
+
+
+def norm_name(node: Any) -> str | None:
+    """The norm's name in a config node: a norm config (``{"name": ...}``) or a bare name."""
+    if isinstance(node, Mapping):
+        return node.get("name")
+    return node if isinstance(node, str) and node else None
+
+
+def stack_norms(run: Run) -> tuple[str, str]:
+    """(encoder's norm, decoder's norm): ``model.encoder_norm`` / ``model.decoder_norm``, each
+    defaulting to the run's ``norm`` (both are the run's norm on images)."""
+    norm = str(norm_name(run.get("norm")))
+    return norm_name(run.get("model.encoder_norm")) or norm, norm_name(run.get("model.decoder_norm")) or norm
+
+
+def label(encoder: str, decoder: str) -> str:
+    """A row's norm: the name when both stacks share it, else ``pn (enc) / ln (dec)``."""
+    return encoder if encoder == decoder else f"{encoder} (enc) / {decoder} (dec)"
+
+
+def norm_of(run: Run) -> str:
+    """The run's row label: ``ln``, or ``pn (enc) / ln (dec)`` for PN in the encoder, LN in the decoder."""
+    return label(*stack_norms(run))
+
+
+def swept_norm(run: Run) -> str:
+    """The norm the run compares: the encoder's (the run's ``norm`` on images)."""
+    return stack_norms(run)[0]
+
+
+def registered_norms() -> list[str]:
+    """Every norm this checkout registers (each gets a row in every cell, ``not run`` or not)."""
+    from normbench.norms import list_norms
+
+    return list_norms()
+
+
+@functools.cache
+def normalizes_over(norm: str, layout: str) -> str:
+    """What registered norm ``norm`` normalizes over in ``layout`` (its class's declaration,
+    `normbench.norms.base.Norm.normalizes_over`); "" for a norm this checkout does not know."""
+    from normbench.norms.registry import NORMS
+
+    try:
+        return str(NORMS.get(norm).normalizes_over(layout))
+    except (KeyError, ValueError, AttributeError, NotImplementedError):
+        return ""
+
+
+def over_of(task: str, encoder: str, decoder: str) -> str:
+    """A row's "normalizes over": per layout of the task; both stacks' when they differ."""
+    if task == IMAGES:
+        return normalizes_over(encoder, "NCHW")
+    if encoder == decoder:
+        return normalizes_over(encoder, "NTC")
+    return f"enc: {normalizes_over(encoder, 'NTC')}; dec: {normalizes_over(decoder, 'NTC')}"

@@ -1,0 +1,151 @@
+"""The leaderboard's "What ran" section, written from the runs' own configs (never by hand): per
+model and data set the batch, optimizer, learning-rate schedule (a step schedule's drops with the
+steps where they fell), length, the norms with their seeds, and the step schedules of the norms
+that have one (PowerNorm's warm-up, Batch Renorm's ramps) as the runner planned them for that
+length (`normbench.norms.schedule`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from normbench.analysis.leaderboard import TRANSLATION, cell_of, norm_of, task_of
+from normbench.analysis.runs import Run
+
+
+def _g(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _values(runs: Sequence[Run], describe: Callable[[Run], str]) -> str:
+    """The distinct descriptions of ``runs`` in order, joined (one when the cell is uniform)."""
+    return " / ".join(dict.fromkeys(describe(r) for r in runs))
+
+
+def steps_of_run(run: Run) -> int:
+    """The run's planned training steps: ``max_steps`` when set, else the steps it reached."""
+    return int(run.get("max_steps") or 0) or run.final_step
+
+
+def optimizer_text(run: Run) -> str:
+    opt = run.get("optimizer") or {}
+    name = str(opt.get("name", ""))
+    if not name:
+        return ""
+    text = f"{name.upper() if name == 'sgd' else name.capitalize()} lr {_g(run.get('lr'))}"
+    if name == "sgd":
+        text += f", momentum {_g(opt.get('momentum', 0))}" + (" (Nesterov)" if opt.get("nesterov") else "")
+    else:
+        text += f", betas ({', '.join(_g(b) for b in opt.get('betas', ()))})"
+    return text + f", weight decay {_g(run.get('weight_decay'))}"
+
+
+def schedule_text(run: Run) -> str:
+    """The lr schedule as `normbench.optim.lr_factor` runs it, with the steps of a step schedule's
+    drops (the first 0-based step at or past each milestone fraction)."""
+    sched, total = run.get("schedule") or {}, steps_of_run(run)
+    name, warmup = str(sched.get("name", "")), int(sched.get("warmup_steps", 0) or 0)
+    if name == "step":
+        milestones = [float(m) for m in sched.get("milestones", ())]
+        where = ", ".join(f"{m * 100:g} %" for m in milestones)
+        at = ", ".join(str(math.ceil(m * total)) for m in milestones)
+        text = f"step: lr × {_g(sched.get('gamma'))} at {where} of the steps (steps {at})"
+    elif name == "cosine":
+        text = f"cosine to {_g(sched.get('min_lr_ratio', 0.0))} × lr"
+    elif name == "inverse_sqrt":
+        text = "inverse square root"
+    else:
+        text = name
+    return text + (f", {warmup} warm-up steps" if warmup else "")
+
+
+def length_text(run: Run) -> str:
+    total, epochs = steps_of_run(run), run.get("epochs")
+    if run.get("max_steps") or not epochs:
+        return f"{total} steps"
+    return f"{epochs} epoch{'s' if epochs != 1 else ''} = {total} steps"
+
+
+def data_text(run: Run) -> str:
+    """The batch and what limits the data (the model and data set name the cell)."""
+    if task_of(run) == TRANSLATION:
+        parts = [f"{run.get('dataset.max_tokens')} tokens a batch"] if run.get("dataset.max_tokens") else []
+    else:
+        parts = [f"batch {run.get('batch_size')}"]
+    if run.get("dataset.train_limit"):
+        parts.append(f"the first {run.get('dataset.train_limit')} training images")
+    if run.get("dataset.augment") is False:
+        parts.append("no augmentation")
+    return ", ".join(parts)
+
+
+def _swept_config(run: Run) -> Any:
+    encoder = run.get("model.encoder_norm")
+    return encoder if isinstance(encoder, Mapping) else run.get("norm")
+
+
+def planned_norm_schedule(config: Any, total_steps: int) -> dict[str, int | None]:
+    """The step schedule a norm with `plan_schedule` runs for ``total_steps`` steps (a fresh
+    instance of the norm, planned as the runner plans it); {} for a norm without one."""
+    from normbench.norms import norm_factory
+    from normbench.norms.registry import NORMS
+
+    node = dict(config) if isinstance(config, Mapping) else {"name": config}
+    try:
+        if not hasattr(NORMS.get(str(node.get("name"))), "plan_schedule"):
+            return {}
+        norm = norm_factory(node)(64, "NCHW")
+    except Exception:  # a norm or key this checkout does not know: nothing to report
+        return {}
+    norm.plan_schedule(total_steps)
+    return dict(norm.planned_steps())
+
+
+def norms_text(runs: Sequence[Run]) -> str:
+    """Row labels grouped by their seeds: ``bn, gn × seeds 0, 1, 2``."""
+    seeds: dict[str, set[int]] = {}
+    for r in runs:
+        seeds.setdefault(norm_of(r), set()).add(r.seed)
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for norm, s in seeds.items():
+        groups.setdefault(tuple(sorted(s)), []).append(norm)
+    return "; ".join(f"{', '.join(n)} × seeds {', '.join(map(str, s))}" for s, n in groups.items())
+
+
+def norm_schedules_text(runs: Sequence[Run]) -> str:
+    """The planned schedules of the norms that have one, e.g. ``pn: warmup_iters 23``."""
+    out = {}
+    for r in runs:
+        planned = planned_norm_schedule(_swept_config(r), steps_of_run(r))
+        if planned:
+            out[norm_of(r)] = ", ".join(f"{k} {v}" for k, v in planned.items())
+    return "; ".join(f"{n}: {t}" for n, t in out.items()) or "none"
+
+
+def what_ran(runs: Sequence[Run]) -> list[str]:
+    """The "What ran" section of ``leaderboard.md``: one table row per model and data set."""
+    cells: dict[tuple[str, str], list[Run]] = {}
+    for r in runs:
+        if r.config:
+            cells.setdefault(cell_of(r), []).append(r)
+    lines = [
+        "## What ran",
+        "",
+        "| cell | data | optimizer | lr schedule | length | norms × seeds | norm step schedules (as planned) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for (model, dataset), members in cells.items():
+        finished = [r for r in members if r.status == "finished"] or members  # lengths as planned, not as cut short
+        values = [
+            f"{model} on {dataset}",
+            _values(finished, data_text),
+            _values(finished, optimizer_text),
+            _values(finished, schedule_text),
+            _values(finished, length_text),
+            norms_text(members),
+            norm_schedules_text(finished),
+        ]
+        lines.append("| " + " | ".join(v.replace("|", "/") for v in values) + " |")
+    return lines
