@@ -9,10 +9,11 @@ the *unbiased* batch variance (as torch's BatchNorm keeps it), so the batch side
 s²_B = n/(n − 1)·σ²_B, with σ²_B the biased variance the norm normalizes with and n the number
 of values per channel the statistics were taken over (N·H·W, or the real tokens of a masked
 sequence batch): ``last_stats["count"]`` where the norm records it, else counted from the
-layer's input (and its mask). A layer whose batch has n < 2 (its running estimates are not
-updated) is left out of that step's mean. For PowerNorm the same for ψ²_B against the running
-ψ² (an EMA of ψ²_B itself: no correction). With ``grad_norms``, also (1/d)·‖∂L/∂σ²_B‖₂ of the
-biased σ²_B the norm uses (and for each other live statistic) — their Figure 3.
+layer's input (and its mask). A step that left a running estimate as it was (the variance's at
+n < 2, the mean's at n = 0) is left out of that statistic's epoch mean. For PowerNorm the same
+for ψ²_B against the running ψ² (an EMA of ψ²_B itself: no correction). With ``grad_norms``,
+also (1/d)·‖∂L/∂σ²_B‖₂ of the biased σ²_B the norm uses (and for each other live statistic) —
+their Figure 3.
 
 Cheap: nothing is recomputed. The norms record their batch statistics inside the training
 forward (``record_stats = True`` makes them keep ``last_stats``, detached; ``record_live_stats =
@@ -190,7 +191,7 @@ class BNStatsHook(DiagnosticHook):
         if not self.pairs:
             return
         stats = [self._batch(i, s) for i, s in self.pairs]
-        counts = {i: self._values_per_channel(i) for i, s in self.pairs if s in UNBIASED}
+        counts = {i: self._values_per_channel(i) for i, s in self.pairs if s in UNBIASED or s == "mean"}
         if any(b is None for b in stats) or any(n is None for n in counts.values()):
             return  # a layer the step's forward did not reach: the step is not recorded
         device = self._prev.device
@@ -202,9 +203,8 @@ class BNStatsHook(DiagnosticHook):
         diff = torch.cat([b.reshape(-1).to(device) for b in batch]) - prev.double()
         sq = torch.zeros(len(self.pairs), dtype=torch.float64, device=device)
         dists = sq.index_add_(0, self._segment, diff * diff).sqrt_() / self._channels  # (1/d)·‖·‖₂ per pair
-        always = torch.ones((), dtype=torch.bool, device=device)
-        valid = torch.stack([counts[i].to(device) > 1 if i in counts else always for i, _ in self.pairs])
-        dists = torch.where(valid, dists, 0.0)  # n < 2: no running update to compare with
+        valid = torch.stack([self._updated(counts.get(i), s, device) for i, s in self.pairs])
+        dists = torch.where(valid, dists, 0.0)  # no running update to compare with
         if self._sum is None or self._count is None:
             self._sum, self._count = dists, valid.double()
         else:
@@ -214,6 +214,14 @@ class BNStatsHook(DiagnosticHook):
             module.last_stats = None  # stale statistics are never read twice
         self._input_counts = {}
         self._prev = None
+
+    @staticmethod
+    def _updated(count: Tensor | None, stat: str, device: torch.device) -> Tensor:
+        """Whether the step updated the running estimate of ``stat``: the variance needs n ≥ 2
+        values per channel (an unbiased variance), the mean one; unknown n: assumed updated."""
+        if count is None:
+            return torch.ones((), dtype=torch.bool, device=device)
+        return count.to(device) > (1 if stat in UNBIASED else 0)
 
     def _capture_grads(self, name: str):
         def forward_hook(module: nn.Module, args: Any, output: Any) -> None:

@@ -184,9 +184,9 @@ def test_batch_variance_equal_to_the_running_one_in_the_unbiased_sense_is_at_dis
     assert out["first_layer/mean_dist"] == pytest.approx(0.0, abs=1e-15)
 
 
-def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_mean() -> None:
-    """n < 2: the norm does not update its running statistics and there is no unbiased variance; the
-    epoch mean is over the other steps (and finite)."""
+def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_variance_not_the_mean() -> None:
+    """One real token: the norm updates its running mean but not its running variance (no unbiased
+    variance at n = 1), so that step counts in the mean distance and not in the variance distance."""
     mean, var = [1.0, -2.0, 0.5], [2.0, 0.5, 1.0]
     norm = build_norm("bn", C, layout="NTC").double()
     hook = hook_for(norm)
@@ -199,7 +199,10 @@ def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_mean() -> No
     out = hook.epoch_end()
     unbiased = torch.tensor(var, dtype=torch.float64) * 8 / 7  # only step 0, from the initial (0, 1)
     assert out["model/var_dist"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
-    assert out["model/mean_dist"] == pytest.approx(float(torch.tensor(mean).double().norm() / C), rel=1e-12)
+    mu = torch.tensor(mean, dtype=torch.float64)
+    step0 = mu.norm() / C  # from the initial running mean 0
+    step1 = (x[0, 0].double() - MOMENTUM * mu).norm() / C  # the one token against the updated running mean
+    assert out["model/mean_dist"] == pytest.approx(float((step0 + step1) / 2), rel=1e-12)
 
 
 class LiveBatchNorm(Norm):
