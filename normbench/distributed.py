@@ -25,6 +25,7 @@ What changes against one process:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -165,16 +166,38 @@ def main_first(state: DistState) -> Iterator[None]:
 
 def shard(batch: Any, rank: int, world_size: int) -> Any:
     """Rank ``rank``'s contiguous slice (along dim 0) of every tensor in a batch of tensors,
-    tuples, lists and dicts; concatenating the ranks' slices gives the batch back."""
+    tuples, lists, dicts and dataclasses (a `TranslationBatch`); concatenating the ranks' slices
+    gives the batch back. A dataclass's fields that hold no tensors (``pad``) are kept as they are."""
     if isinstance(batch, Tensor):
         return batch.tensor_split(world_size)[rank]
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(
+            batch,
+            **{
+                f.name: shard(getattr(batch, f.name), rank, world_size)
+                for f in dataclasses.fields(batch)
+                if f.init and _holds_tensors(getattr(batch, f.name))
+            },
+        )
     if isinstance(batch, tuple):
         return tuple(shard(b, rank, world_size) for b in batch)
     if isinstance(batch, list):
         return [shard(b, rank, world_size) for b in batch]
     if isinstance(batch, dict):
         return {k: shard(v, rank, world_size) for k, v in batch.items()}
-    raise TypeError(f"cannot shard a batch of type {type(batch).__name__}; use tensors, tuples, lists or dicts")
+    raise TypeError(
+        f"cannot shard a batch of type {type(batch).__name__}; use tensors, tuples, lists, dicts or dataclasses"
+    )
+
+
+def _holds_tensors(value: Any) -> bool:
+    if isinstance(value, Tensor):
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(_holds_tensors(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tensors(v) for v in value.values())
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
 
 
 class ShardedTask:

@@ -2,7 +2,8 @@
 
 The model provides ``encode(src) -> (memory, src_mask)``, ``decode(tokens, memory, src_mask,
 cache) -> logits`` (one new step per call with a cache), ``new_cache()`` and ``bos_id`` /
-``eos_id`` / ``pad_id``. Call under ``torch.no_grad()`` with the model in eval mode.
+``eos_id`` / ``pad_id``. Call under ``torch.no_grad()`` with the model in eval mode; a model
+wrapped for DDP or compiled is searched through its bare module (`normbench.models.unwrap`).
 
 Beam search follows fairseq's ``SequenceGenerator``: at each step the 2·K best continuations of
 the K live hypotheses are ranked; an EOS among the top K finishes a hypothesis with score
@@ -17,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from normbench.models.unwrap import unwrap
+
 
 def max_decode_len(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -> int:
     """fairseq's limit: a × (longest source in the batch) + b tokens (EOS excluded)."""
@@ -27,6 +30,7 @@ def max_decode_len(src: Tensor, pad_id: int, max_len_a: float, max_len_b: int) -
 def greedy_search(model: nn.Module, src: Tensor, max_len: int) -> list[list[int]]:
     """The argmax token (PAD and BOS excluded) at each step until EOS (or ``max_len`` tokens);
     EOS not included."""
+    model = unwrap(model)
     memory, src_mask = model.encode(src)
     cache = model.new_cache()
     b = src.shape[0]
@@ -58,6 +62,7 @@ def beam_search(model: nn.Module, src: Tensor, beam: int, max_len: int, lenpen: 
     """The best hypothesis per sentence (token ids, EOS not included)."""
     if beam < 1:
         raise ValueError(f"beam={beam} must be at least 1")
+    model = unwrap(model)
     device = src.device
     b, k = src.shape[0], beam
     memory, src_mask = model.encode(src)

@@ -34,6 +34,7 @@ from normbench.data.synthetic_translation import write_synthetic_translation
 from normbench.data.translation import TranslationData, prepare
 from normbench.errors import ConfigError, DatasetMissingError
 from normbench.models.decoding import beam_search, greedy_search, max_decode_len
+from normbench.models.unwrap import unwrap
 from normbench.output import info
 from normbench.tasks.base import StepOutput
 from normbench.tasks.batching import TokenBatches, TranslationBatch, token_buckets
@@ -120,7 +121,7 @@ class TranslationTask:
 
     def translate(self, model: nn.Module, src: Sequence[Sequence[int]], beam: int | None = None) -> list[str]:
         """Decode source id lists (EOS appended here) into pre-tokenized text, BPE removed."""
-        model = getattr(model, "_orig_mod", model)
+        model = unwrap(model)  # the bare model under DDP and compile: its encode, decode, max_positions
         beam = self.beam if beam is None else beam
         v = self.vocab
         rows = [[*s, v.eos] for s in src]
@@ -132,7 +133,7 @@ class TranslationTask:
                 batch[j, : len(rows[i])] = torch.as_tensor(rows[i])
             batch = batch.to(self.device)
             max_len = max_decode_len(batch, v.pad, self.max_len_a, self.max_len_b)
-            max_len = min(max_len, getattr(model, "max_positions", max_len + 1) - 1)  # BOS takes a position
+            max_len = min(max_len, model.max_positions - 1)  # BOS takes a position
             if beam == 1:
                 hyps = greedy_search(model, batch, max_len)
             else:
