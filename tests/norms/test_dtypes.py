@@ -57,3 +57,27 @@ def test_a_module_cast_to_bfloat16_runs_in_training_and_evaluation(name: str, la
     for training in (True, False):
         y = m.train(training)(x, mask)
         assert torch.isfinite(y.float()).all()
+
+
+@pytest.mark.parametrize("name", list_norms())
+def test_masked_statistics_stay_float32_under_autocast_far_from_zero(name: str) -> None:
+    """Masked sequences of mean 100 and std 2 (where a mean taken in bf16 is off by a few
+    tenths): eager training under bf16 autocast gives the float32 output and gradient, up to the
+    bf16 rounding of the output itself. The masked batch statistics (BatchNorm's exact shift,
+    Batch Renorm, PowerNorm) are computed in float32 whatever autocast says."""
+    g = torch.Generator().manual_seed(0)
+    x = (100 + 2 * torch.randn(4, 5, 16, generator=g)).bfloat16().float()  # exactly representable in bf16
+    mask = torch.arange(5)[None] < torch.tensor([5, 3, 2, 4])[:, None]
+    dy = torch.randn(x.shape, generator=g)
+    outs = []
+    for autocast in (True, False):
+        torch.manual_seed(0)  # the same noise draws for the noisy norms
+        m = build_norm(name, 16, "NTC", **KW.get(name, {}))
+        xi = x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            y = m(xi, mask)
+        (y.float() * dy).sum().backward()
+        outs.append((y.float(), xi.grad.float()))
+    (y16, g16), (y32, g32) = outs
+    torch.testing.assert_close(y16, y32, atol=0.02, rtol=0.01)
+    torch.testing.assert_close(g16, g32, atol=0.02, rtol=0.02)
