@@ -308,7 +308,10 @@ def compare(
         lo, hi = estimate - half, estimate + half
         pooled = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
         correction = 1 - 3 / (4 * (a.size + b.size) - 9)
-        effect = estimate / pooled * correction if pooled > 0 else math.copysign(math.inf, estimate)
+        if pooled > 0:
+            effect = estimate / pooled * correction
+        else:  # no spread in either arm: any difference is infinitely many standard deviations
+            effect = 0.0 if estimate == 0 else math.copysign(math.inf, estimate)
     fa, fb = a[np.isfinite(a)], b[np.isfinite(b)]
     detectable = math.nan
     if fa.size >= 2 and fb.size >= 2:

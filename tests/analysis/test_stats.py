@@ -144,3 +144,11 @@ def test_bad_input_is_refused() -> None:
         compare([1], [3, 4], "welch")
     with pytest.raises(ValueError, match="positive"):
         compare([1, -2], [3, 4], "welch_log")
+
+
+def test_arms_without_spread() -> None:
+    same = compare([0.4] * 5, [0.4] * 5, "welch")
+    assert (same.estimate, same.lo, same.hi, same.p, same.effect_size) == (0.0, 0.0, 0.0, 1.0, 0.0)
+    apart = compare([0.5] * 5, [0.4] * 5, "welch")
+    assert apart.p == 0.0 and apart.effect_size == math.inf
+    assert directional_verdict(apart.estimate, 0.0, True, apart.p, 0.05) == SUPPORTED
