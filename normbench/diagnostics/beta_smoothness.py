@@ -4,7 +4,7 @@ max over the probe's points θ_s of ‖∇L(θ) − ∇L(θ_s)‖₂ / ‖θ −
 `normbench.diagnostics.probe`), with θ_η = θ − η·∇L(θ) (``direction=gradient``, the paper) or
 θ_m = θ + m·Δθ, Δθ the optimizer's next step (``direction=update``; ‖θ − θ_m‖ = m·‖Δθ‖): the
 largest gradient Lipschitz ratio seen along the step. ``hessian`` gives the local curvature at
-θ to set beside it.
+θ to set beside it. In float32 whatever the training precision (the probe's ``needs_fp32``).
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ residual is relative to each |λ|: near a minimum, where λ_min is a small negat
 λ_min takes many more products than λ_max. Optionally Hutchinson's estimate of tr H (the mean
 of zᵀH·z over Rademacher z; Hutchinson 1989).
 
+The loss is evaluated in float32 whatever the training precision (``needs_fp32``: autocast is
+off while the hook runs): under bf16 autocast the products' asymmetry is ~1e-3 (2e-7 in
+float32) and the run would never report ``converged``.
+
 Random numbers (the start vector, the asymmetry's vector, the probes) come from a CPU generator seeded afresh at each
 call (``seed + step``): the training's RNG streams are untouched.
 """
@@ -280,7 +284,10 @@ def _math_attention() -> contextlib.AbstractContextManager:
 @register_diagnostic("hessian", HessianConfig)
 class HessianHook(DiagnosticHook):
     """Logs ``lambda_max``, ``lambda_min``, ``residual_max``, ``residual_min``, ``asymmetry``,
-    ``products``, ``converged`` (0/1) and, with ``trace_probes``, ``trace`` and ``trace_stderr``."""
+    ``products``, ``converged`` (0/1) and, with ``trace_probes``, ``trace`` and ``trace_stderr``.
+    In float32 whatever the training precision."""
+
+    needs_fp32 = True
 
     def __call__(self, ctx: DiagContext) -> dict[str, float]:
         cfg: HessianConfig = self.cfg  # type: ignore[assignment]

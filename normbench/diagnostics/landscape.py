@@ -5,7 +5,8 @@ L(θ_s) on the step's batch along the probe's direction (see `normbench.diagnost
 ``max_lr_multiple``·lr (log-spaced; the paper, plain SGD); ``direction=update``, θ_m = θ + m·Δθ
 for the same multiples m of the optimizer's next step Δθ (momentum, Adam). Logged: the smallest
 and largest of these losses and the range (max − min) — the shaded band of their Figure 4a —
-and the loss at θ itself. Train mode, as the step: BatchNorm uses the batch's statistics.
+and the loss at θ itself. Train mode, as the step: BatchNorm uses the batch's statistics. In
+float32 whatever the training precision (the probe's ``needs_fp32``).
 """
 
 from __future__ import annotations

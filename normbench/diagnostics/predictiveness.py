@@ -3,7 +3,8 @@
 ‖∇L(θ) − ∇L(θ_s)‖₂ on the step's batch, for the probe's points θ_s (see
 `normbench.diagnostics.probe`): θ_η = θ − η·∇L(θ) (``direction=gradient``, the paper) or
 θ_m = θ + m·Δθ with Δθ the optimizer's next step (``direction=update``). Small values mean the
-gradient at θ predicts the gradient a step away. Logged: min, max and mean over the scales.
+gradient at θ predicts the gradient a step away. Logged: min, max and mean over the scales. In
+float32 whatever the training precision (the probe's ``needs_fp32``).
 """
 
 from __future__ import annotations

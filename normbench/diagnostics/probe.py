@@ -28,6 +28,10 @@ Two directions (``direction``):
 direction, and leaves the parameters as it found them. Every evaluation goes through the
 context's closure, which puts the norms' buffers and the RNG streams back first
 (`DiagContext.reset`), so stateful norms do not change the function between evaluations.
+
+The probes run in float32 whatever the training precision (``needs_fp32``: the loss is
+evaluated with autocast off): differences of losses and gradients a step apart are what they
+measure, and bf16 rounding is of their size.
 """
 
 from __future__ import annotations
@@ -265,6 +269,7 @@ class StepProbeHook(DiagnosticHook):
 
     with_grads = True
     order = -1  # the probe hooks run before the others
+    needs_fp32 = True  # losses and gradients along the step in float32, whatever the training precision
 
     def __init__(self, cfg: StepProbeConfig) -> None:
         super().__init__(cfg)

@@ -15,10 +15,17 @@ runner, for each hook:
   optimizer step), for diagnostics that read what the step's own forward recorded (``bn_stats``);
 - ``epoch_end() -> dict`` after every epoch, for per-epoch aggregates;
 - ``state_dict()`` / ``load_state_dict(d)`` for accumulators a checkpoint must keep.
+
+A hook whose class sets ``needs_fp32 = True`` (second-order diagnostics and the probes that
+evaluate losses and gradients along a step: ``hessian``, ``landscape``, ``predictiveness``,
+``beta_smoothness``) evaluates the loss in float32 whatever the training precision: while it
+runs, `DiagContext.loss_on` calls `DiagContext.fp32_loss_fn` with autocast switched off. In
+bf16 a Hessian-vector product is asymmetric at 1e-3 and Lanczos never converges.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,7 +47,8 @@ class DiagContext:
     """The uncompiled model (the compiled one shares its parameters and buffers)."""
     batch: Any
     loss_fn: Callable[[nn.Module, Any], torch.Tensor]
-    """``loss_fn(model, batch)``: the training loss of this step, as the step computes it."""
+    """``loss_fn(model, batch)``: the training loss of this step, as the step computes it
+    (under the run's autocast)."""
     optimizer: torch.optim.Optimizer
     step: int
     epoch: int
@@ -54,6 +62,12 @@ class DiagContext:
     model_state: ModelState | None = None
     """The model's buffers, extra state and modes as the training step will find them
     (captured when the context is made, unless given)."""
+    fp32_loss_fn: Callable[[nn.Module, Any], torch.Tensor] | None = None
+    """The same loss without autocast, for hooks with ``needs_fp32``. None: the task's loss,
+    ``task.forward_loss(model, batch).loss`` (what the runner's ``loss_fn`` computes under the
+    run's autocast), when the task has one, else ``loss_fn``; called with autocast off."""
+    full_precision: bool = False
+    """Set by `run_hooks` while a hook with ``needs_fp32`` runs: `loss_on` is in float32."""
 
     def __post_init__(self) -> None:
         if self.model_state is None:
@@ -76,9 +90,22 @@ class DiagContext:
 
         Every evaluation a diagnostic makes goes through here (or `closure`), so that two
         evaluations at the same θ on the same batch give bit-identical losses and gradients.
+        With ``full_precision``, `fp32_loss_fn` with autocast off.
         """
         self.reset()
-        return self.loss_fn(self.model, batch)
+        if not self.full_precision:
+            return self.loss_fn(self.model, batch)
+        with autocast_off(self.model):
+            return self.float32_loss()(self.model, batch)
+
+    def float32_loss(self) -> Callable[[nn.Module, Any], torch.Tensor]:
+        """`fp32_loss_fn`, or its default (see there)."""
+        if self.fp32_loss_fn is not None:
+            return self.fp32_loss_fn
+        forward_loss = getattr(self.task, "forward_loss", None)
+        if forward_loss is None:
+            return self.loss_fn
+        return lambda model, batch: forward_loss(model, batch).loss
 
     def closure(self) -> Callable[[], torch.Tensor]:
         """The step's loss at the model's current parameters, with the step's own state and RNG draws.
@@ -87,6 +114,15 @@ class DiagContext:
         step does, a stateful norm the state the step does, and L(θ_t) is the step's own loss.
         """
         return lambda: self.loss_on(self.batch)
+
+
+def autocast_off(model: nn.Module) -> contextlib.ExitStack:
+    """Autocast switched off on every device type that holds ``model``'s parameters and buffers."""
+    stack = contextlib.ExitStack()
+    types = {t.device.type for t in (*model.parameters(), *model.buffers())} or {"cpu"}
+    for device_type in sorted(types):
+        stack.enter_context(torch.autocast(device_type, enabled=False))
+    return stack
 
 
 class Hook(Protocol):
@@ -143,6 +179,8 @@ class DiagnosticHook:
     name = "diagnostic"  # the registered name, set by `register_diagnostic`
     order = 0
     """Hooks due at one step run in increasing ``order`` (then config order)."""
+    needs_fp32 = False
+    """Evaluate the loss in float32, autocast off, whatever the training precision (`DiagContext.loss_on`)."""
 
     def __init__(self, cfg: CadenceConfig) -> None:
         self.cfg = cfg
@@ -242,11 +280,13 @@ def run_hooks(
     the python/numpy/torch/CUDA RNG streams is undone bit for bit before the next hook and the
     training step. The state is captured once for all ``hooks``. A hook that raises propagates,
     unless ``on_error(hook, error)`` is given: then it is called and the other hooks still run.
+    A hook with ``needs_fp32`` runs with ``ctx.full_precision`` set (its losses in float32).
     """
     metrics: dict[str, Any] = {}
     state = TrainingState.capture(ctx.model, ctx.optimizer)
     try:
         for hook in hooks:
+            ctx.full_precision = bool(getattr(hook, "needs_fp32", False))
             try:
                 out = hook(ctx)
             except Exception as e:
@@ -255,6 +295,7 @@ def run_hooks(
                 on_error(hook, e)
                 out = {}
             finally:
+                ctx.full_precision = False
                 state.restore()
             metrics.update({f"{hook.name}/{k}": v for k, v in out.items()})
     finally:
