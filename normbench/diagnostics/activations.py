@@ -7,7 +7,8 @@ gets a padding mask): ``<layer>/pre_mean``, ``pre_std``, ``post_mean``, ``post_s
 std), the quantiles ``pre_q05`` … ``pre_q95`` / ``post_q05`` … (5, 25, 50, 75, 95 %: the
 distribution over training that Santurkar et al. draw in Fig. 1c and Fig. 2, kept in
 ``metrics.jsonl``) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.Histogram`:
-W&B shows them as histograms; ``metrics.jsonl`` leaves them out).
+W&B shows them as histograms; ``metrics.jsonl`` leaves them out), counted by a deterministic
+kernel (`histogram`), so the diagnostic also runs under ``hardware.deterministic=true`` on CUDA.
 """
 
 from __future__ import annotations
@@ -47,6 +48,22 @@ def quantiles(x: Tensor) -> dict[str, float]:
     return {f"q{round(100 * q):02d}": v for q, v in zip(QUANTILES, values)}
 
 
+def histogram(x: Tensor, bins: int, lo: float, hi: float) -> Tensor:
+    """``torch.histc(x, bins, lo, hi)``, bin for bin, from a deterministic kernel (histc's CUDA
+    kernel is not: under ``hardware.deterministic=true`` it raises). As histc: ``bins`` equal
+    bins over [lo, hi] of x's dtype, the bin of v is ⌊(v − lo)·bins / (hi − lo)⌋ computed in
+    that dtype, v = hi falls in the last bin, values outside [lo, hi] (and NaN) are left out;
+    counts in x's (floating) dtype. Integer counts through ``bincount`` (deterministic without weights)."""
+    flat = x.detach().reshape(-1)
+    if not flat.is_floating_point():
+        flat = flat.float()
+    lo_t, hi_t = (torch.tensor(v, dtype=flat.dtype, device=flat.device) for v in (lo, hi))
+    inside = (flat >= lo_t) & (flat <= hi_t)
+    index = ((flat - lo_t) * bins / (hi_t - lo_t)).nan_to_num(0.0).clamp(0, bins - 1).long()
+    index = torch.where(inside, index, bins)  # one extra bin for the values left out
+    return torch.bincount(index, minlength=bins + 1)[:bins].to(flat.dtype)
+
+
 def summarize(x: Tensor, bins: int) -> tuple[Tensor, Tensor, Histogram]:
     """(mean, population std, histogram over [min, max] with ``bins`` equal bins) of all elements."""
     flat = x.detach().float().reshape(-1)
@@ -54,7 +71,7 @@ def summarize(x: Tensor, bins: int) -> tuple[Tensor, Tensor, Histogram]:
     lo, hi = (float(v) for v in torch.stack([flat.min(), flat.max()]).tolist())
     if hi == lo:  # all values equal: one bin's worth of width around them
         lo, hi = lo - 0.5, hi + 0.5
-    counts = torch.histc(flat, bins=bins, min=lo, max=hi)
+    counts = histogram(flat, bins, lo, hi)
     edges = torch.linspace(lo, hi, bins + 1)
     return mean, std, Histogram(counts.tolist(), edges.tolist())
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from normbench.diagnostics import build_diagnostics, run_hooks
-from normbench.diagnostics.activations import real_values, summarize
+from normbench.diagnostics.activations import histogram, real_values, summarize
 from normbench.sinks import Histogram, LocalSink
 from tests.diagnostics.common import TinyNet, context
 
@@ -69,3 +70,52 @@ def test_quantiles_of_a_large_tensor_come_from_an_even_subsample() -> None:
     got = quantiles(x)
     for q in (5, 25, 50, 75, 95):
         assert got[f"q{q:02d}"] == pytest.approx(q / 100 * x.numel(), rel=1e-3)
+
+
+def histc_cases() -> list[tuple[torch.Tensor, int, float, float]]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(10_000, generator=g) * 3
+    lo, hi = -1.3, 2.7
+    edges = torch.linspace(lo, hi, 9)  # the float32 bin edges themselves, and their neighbours
+    on_edges = torch.cat([edges, edges.nextafter(torch.tensor(-math.inf)), edges.nextafter(torch.tensor(math.inf))])
+    return [
+        (x, 64, float(x.min()), float(x.max())),  # summarize's range: [min, max]
+        (x, 7, -1.0, 1.0),  # values outside the range are left out
+        (on_edges, 8, float(edges[0]), float(edges[-1])),
+        (torch.arange(11.0), 10, 0.0, 10.0),  # integers on every edge; the last one in the last bin
+        (torch.full((5,), 2.0), 3, 1.5, 2.5),
+        (torch.tensor([1e30, -1e30, 0.0, 1e-30]), 1, -1.0, 1.0),
+    ]
+
+
+@pytest.mark.parametrize("case", range(len(histc_cases())))
+def test_deterministic_histogram_equals_histc(case: int) -> None:
+    x, bins, lo, hi = histc_cases()[case]
+    got = histogram(x, bins, lo, hi)
+    assert got.dtype == torch.float32 and torch.equal(got, torch.histc(x, bins=bins, min=lo, max=hi))
+
+
+def test_summarize_needs_no_histc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.histc`` has no deterministic CUDA kernel (under ``hardware.deterministic=true`` it
+    raises, and the activations diagnostic was switched off): the histogram does not use it."""
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("histc_cuda does not have a deterministic implementation")
+
+    x = torch.randn(1000)
+    want = torch.histc(x, bins=16, min=float(x.min()), max=float(x.max()))
+    monkeypatch.setattr(torch, "histc", refuse)
+    _, _, hist = summarize(x, 16)
+    assert hist.counts == want.tolist()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (histc's CUDA kernel is not deterministic)")
+def test_summarize_on_cuda_under_deterministic_algorithms() -> None:
+    x = torch.randn(100_000, device="cuda")
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        _, _, hist = summarize(x, 64)
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert hist.counts == torch.histc(x, bins=64, min=float(x.min()), max=float(x.max())).tolist()
