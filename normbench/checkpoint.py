@@ -118,8 +118,22 @@ def restore_rng(state: Mapping[str, Any]) -> None:
     keys = npy["keys"].numpy().astype(np.uint32)
     np.random.set_state((npy["name"], keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"]))
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    restore_cuda_rng(state["cuda"])
+
+
+def restore_cuda_rng(states: list[torch.Tensor]) -> None:
+    """The saved CUDA RNG state of each device that is visible now (by index). A checkpoint
+    written with more devices than are visible here (a resume on fewer GPUs, or on the CPU)
+    keeps only those, with a warning: the dropped devices' streams are not resumed."""
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if len(states) > visible:
+        warn(
+            f"the checkpoint holds CUDA RNG states of {len(states)} devices and {visible} "
+            f"{'is' if visible == 1 else 'are'} visible here: the states of devices {visible}.."
+            f"{len(states) - 1} are dropped, so their random draws do not continue the saved run's"
+        )
+    for index, cuda_state in enumerate(states[:visible]):
+        torch.cuda.set_rng_state(cuda_state, index)
 
 
 # ---------------------------------------------------------------------------------------------
