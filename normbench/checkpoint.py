@@ -42,7 +42,6 @@ from normbench.checkpoint_files import (
     CHECKPOINT_DIR,
     atomic_torch_save,
     checksum_path,
-    has_verified_checkpoint,
     list_checkpoints,
     reject,
     remove_stale_tmp,
@@ -61,9 +60,7 @@ __all__ = [
     "checksum_path",
     "config_difference",
     "find_latest",
-    "has_verified_checkpoint",
     "list_checkpoints",
-    "load_latest",
     "restore",
     "restore_rng",
     "sha256_file",
@@ -76,6 +73,9 @@ FORMAT_VERSION = 1
 VOLATILE_KEYS = ("resume", "logger", "checkpoint")
 """Top-level config keys that may change between a run and its resume (how it is logged and
 saved); every other key must match the checkpoint's."""
+RECORD_ONLY_KEYS = ("hardware.resolved",)
+"""Keys that checkpoints of earlier versions hold but the config no longer has (what ran is in
+the logged config and the summary)."""
 
 
 @dataclass
@@ -87,6 +87,13 @@ class CheckpointConfig:
     keep: int = 2
     """How many complete checkpoints to keep (at least 2: the previous survives a crash while
     the next is written)."""
+
+    def __post_init__(self) -> None:
+        if self.every_n_steps < 0:
+            raise ConfigError(
+                f"checkpoint.every_n_steps={self.every_n_steps} is not allowed; "
+                "checkpoint.every_n_steps must be >= 0 (0: epoch ends only)"
+            )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,21 +176,14 @@ def find_latest(
     return None, None, rejected
 
 
-def load_latest(run_dir: Path, map_location: str | torch.device = "cpu") -> tuple[dict[str, Any], Path] | None:
-    """The newest checkpoint that verifies and loads, with its path; each newer one that does not
-    is named in a warning."""
-    state, path, rejected = find_latest(run_dir, map_location)
-    for bad, reason in rejected:
-        warn(f"checkpoint {bad} is unusable ({reason}); using the previous one")
-    return (state, path) if state is not None and path is not None else None
-
-
 def config_difference(saved: Mapping[str, Any], current: Mapping[str, Any], prefix: str = "") -> str | None:
     """The first key whose value differs, as ``key=<saved> there, <current> here``; else None."""
     for key in sorted(set(saved) | set(current)):
         if not prefix and key in VOLATILE_KEYS:
             continue
         name = f"{prefix}{key}"
+        if name in RECORD_ONLY_KEYS:
+            continue
         if key not in saved:
             return f"{name} is new here (={current[key]!r})"
         if key not in current:
@@ -201,12 +201,12 @@ def config_difference(saved: Mapping[str, Any], current: Mapping[str, Any], pref
 class Checkpointer:
     """Writes and finds a run's checkpoints; ``due(step)`` says when one is due mid-epoch."""
 
-    def __init__(self, run_dir: Path, cfg: Mapping[str, Any]) -> None:
+    def __init__(self, run_dir: Path, cfg: CheckpointConfig) -> None:
         self.run_dir = Path(run_dir)
         self.folder = self.run_dir / CHECKPOINT_DIR
-        self.enabled = bool(cfg.get("enabled", True))
-        self.every_n_steps = int(cfg.get("every_n_steps", 0) or 0)
-        self.keep = max(int(cfg.get("keep", 2)), 2)
+        self.enabled = cfg.enabled
+        self.every_n_steps = cfg.every_n_steps
+        self.keep = max(cfg.keep, 2)
         self._verified: set[str] = set()
         """Names of checkpoints whose checksum this process wrote or checked."""
         self.stop_signal: int | None = None

@@ -83,13 +83,12 @@ def refused_job(run_dir: Path, message: str) -> None:
 
 def interrupted(e: BaseException, run_dir: Path) -> None:
     """``normbench: interrupted by SIGTERM; …`` and exit 128 + the signal (130 for Ctrl-C)."""
-    signum = e.signum if isinstance(e, RunInterrupted) else signal.SIGINT
-    checkpoint = e.checkpoint if isinstance(e, RunInterrupted) else None
-    hint = f"; continue from {checkpoint} with resume=true hydra.run.dir={run_dir}" if checkpoint else ""
-    print(f"normbench: interrupted by {signal_name(signum)}{hint}", file=sys.stderr, flush=True)
+    stop = e if isinstance(e, RunInterrupted) else RunInterrupted(signal.SIGINT)
+    hint = f"; continue from {stop.checkpoint} with resume=true hydra.run.dir={run_dir}" if stop.checkpoint else ""
+    print(f"normbench: interrupted by {signal_name(stop.signum)}{hint}", file=sys.stderr, flush=True)
     for sig in (signal.SIGINT, signal.SIGTERM):  # the process is on its way out: no traceback from atexit
         signal.signal(sig, signal.SIG_IGN)
-    sys.exit(128 + signum)
+    sys.exit(stop.exit_code)
 
 
 def full_error() -> bool:
@@ -127,7 +126,7 @@ def cli() -> Any:
     directory's lock and snapshot are taken by ``conf/config.yaml``'s ``hydra.callbacks``
     (`normbench.rundir.RunDirCallback`) before Hydra makes the directory."""
     from normbench import rundir
-    from normbench.validate import check_overrides
+    from normbench.overrides import check_overrides
 
     try:
         check_launcher(sys.argv[1:])

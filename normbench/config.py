@@ -1,8 +1,17 @@
-"""Typed config schemas, stored in Hydra's ConfigStore.
+"""Typed config schemas, stored in Hydra's ConfigStore, and the boundary where a composed config
+becomes them.
 
 The top-level `RunConfig` types the run-level keys; each group's entries carry their own
 schema through their registry (``conf/<group>/<name>.yaml`` lists
-``/schema/<group>@_here_: <name>`` in its defaults). Unknown keys and wrong types fail when Hydra composes the config.
+``/schema/<group>@_here_: <name>`` in its defaults). Unknown keys and wrong types fail when Hydra
+composes the config; a value the type allows but the run cannot use fails in the dataclass that
+owns it (``__post_init__``).
+
+`parse` is the boundary: the composed ``DictConfig`` in, the typed `RunConfig` out (each group as
+its registered dataclass, the diagnostics typed, the probe direction chosen). Nothing below the
+runner sees a ``DictConfig`` or the whole config: each room takes its own dataclass. `as_recorded`
+is the config as composed (plain python, the probe direction written in), which checkpoints and
+the logged config store.
 
 `register_configs` also registers the resolvers the config files use: ``${normbench.checkout:…}``
 (data roots independent of the current directory, `normbench.data_roots`) and
@@ -17,10 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 from normbench.checkpoint import CheckpointConfig
+from normbench.diagnostics import diagnostics_config
+from normbench.diagnostics.probe import choose_probe_directions
 from normbench.divergence import DivergenceConfig
+from normbench.errors import ConfigError
 from normbench.hardware import HardwareConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
 from normbench.output import warn
@@ -48,6 +60,15 @@ class LoggerConfig:
     """Log each checkpoint file as a W&B ``model`` artifact (``model-<run id>``, aliases ``latest``, ``step-<N>``)."""
     init_timeout_s: float = 60.0
     """How long ``wandb.init`` may try to reach the server before the run falls back to offline."""
+
+    def __post_init__(self) -> None:
+        require(self.log_every_n_steps > 0, "logger.log_every_n_steps", self.log_every_n_steps, "a positive integer")
+
+
+def require(cond: bool, key: str, value: Any, allowed: str) -> None:
+    """`ConfigError` ``<key>=<value> is not allowed; <key> must be <allowed>`` unless ``cond``."""
+    if not cond:
+        raise ConfigError(f"{key}={value} is not allowed; {key} must be {allowed}")
 
 
 @dataclass
@@ -79,6 +100,52 @@ class RunConfig:
     """The final metric the task function returns, for sweepers that optimize (Optuna); None:
     the task's (`DEFAULT_METRICS`: ``val/acc`` for image classification, ``val/bleu`` for translation)."""
 
+    def __post_init__(self) -> None:
+        require(self.lr > 0, "lr", self.lr, "> 0")
+        require(math.isfinite(self.lr), "lr", self.lr, "finite")
+        require(self.batch_size > 0, "batch_size", self.batch_size, "a positive integer")
+        require(self.eval_batch_size > 0, "eval_batch_size", self.eval_batch_size, "a positive integer")
+        require(self.weight_decay >= 0, "weight_decay", self.weight_decay, ">= 0")
+        require(math.isfinite(self.weight_decay), "weight_decay", self.weight_decay, "finite")
+        if self.max_steps is None:
+            require(self.epochs > 0, "epochs", self.epochs, "a positive integer (or set max_steps)")
+        else:
+            require(self.max_steps > 0, "max_steps", self.max_steps, "a positive integer (or null)")
+        require(self.eval_every_epochs > 0, "eval_every_epochs", self.eval_every_epochs, "a positive integer")
+
+
+def parse(cfg: DictConfig) -> RunConfig:
+    """The composed config as typed objects: `RunConfig` with each group's registered dataclass,
+    the diagnostics typed (`diagnostics_config`) and their probe direction chosen
+    (`choose_probe_directions`). A bad value is a one-line `ConfigError`."""
+    from normbench.models import MODELS
+    from normbench.norms import NORMS
+    from normbench.registry import check_keys
+    from normbench.tasks import DATASETS
+
+    for section, registry in (("norm", NORMS), ("model", MODELS), ("dataset", DATASETS)):
+        name = cfg[section].name
+        if name not in registry:
+            valid = ", ".join(registry.names())
+            raise ConfigError(f"{section}.name={name!r} is not registered; valid choices: {valid}")
+        check_keys(registry.entry(name), cfg[section], section)  # a key added some other way than the command line
+    config = OmegaConf.to_object(cfg)
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"parse takes the composed normbench config (typed by RunConfig), not {type(config).__name__}")
+    config.diagnostics = choose_probe_directions(diagnostics_config(config.diagnostics), config.optimizer)
+    return config
+
+
+def as_recorded(cfg: DictConfig, config: RunConfig) -> dict[str, Any]:
+    """The config as composed, in plain python (what checkpoints are checked against and the
+    logged config holds), with each probe diagnostic's chosen direction written in."""
+    record: dict[str, Any] = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+    for name, typed in config.diagnostics.items():
+        entry = (record.get("diagnostics") or {}).get(name)
+        if isinstance(entry, dict) and hasattr(typed, "direction"):
+            entry["direction"] = typed.direction
+    return record
+
 
 DEFAULT_METRICS = {"image": "val/acc", "sequence": "val/bleu"}
 """The metric to optimize by the kind of input the model takes (the task's kind)."""
@@ -88,7 +155,7 @@ def optimized_metric(cfg: Any) -> str:
     """``cfg.optimized_metric``, or the task's default."""
     from normbench.models import model_input_kind
 
-    return cfg.get("optimized_metric") or DEFAULT_METRICS[model_input_kind(cfg.model.name)]
+    return cfg.optimized_metric or DEFAULT_METRICS[model_input_kind(cfg.model.name)]
 
 
 def objective(cfg: Any, result: Mapping[str, Any]) -> float | None:

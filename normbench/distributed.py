@@ -37,8 +37,8 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from normbench.errors import ConfigError
+from normbench.hardware import HardwareConfig
 
-BACKENDS = ("auto", "gloo", "nccl")
 LAUNCH_HINT = (
     "launch one process per device: torchrun --nproc_per_node=N -m normbench hardware=ddp ..., "
     "or hydra/launcher=slurm hydra.launcher.tasks_per_node=N hardware=ddp"
@@ -83,7 +83,7 @@ def launch_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, int]
     return None
 
 
-def init(hw: Mapping[str, Any], device_type: str) -> DistState:
+def init(hw: HardwareConfig, device_type: str) -> DistState:
     """Join the process group when ``hw.distributed``; check that the launch and the config agree.
 
     A multi-process launch with a single-process ``hardware`` config (every rank would train
@@ -91,18 +91,16 @@ def init(hw: Mapping[str, Any], device_type: str) -> DistState:
     `ConfigError`.
     """
     launched = launch_env()
-    if not hw.get("distributed", False):
+    if not hw.distributed:
         if launched is not None and launched[1] > 1:
             raise ConfigError(
-                f"started as {launched[1]} processes (WORLD_SIZE={launched[1]}) but hardware={hw.get('name')} "
+                f"started as {launched[1]} processes (WORLD_SIZE={launched[1]}) but hardware={hw.name} "
                 "is single-process; pass hardware=ddp"
             )
         return DistState()
     if launched is None:
         raise ConfigError(f"hardware.distributed=true needs a launcher; {LAUNCH_HINT}")
-    backend = str(hw.get("backend", "auto"))
-    if backend not in BACKENDS:
-        raise ConfigError(f"unknown hardware.backend {backend!r}; valid choices: {', '.join(BACKENDS)}")
+    backend = hw.backend
     if backend == "auto":
         backend = "nccl" if device_type == "cuda" else "gloo"
     rank, world_size, local_rank = launched
@@ -263,9 +261,9 @@ def throughput_over_ranks(units: int, seconds: float, state: DistState, device: 
     return int(total.item()), float(slowest.item())
 
 
-def describe(state: DistState, batch_size: int, norm_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """What the logged config and summary say about the process layout and BN's batch."""
-    sync = bool(norm_cfg.get("sync", False))
+def describe(state: DistState, batch_size: int, sync: bool) -> dict[str, Any]:
+    """What the logged config and summary say about the process layout and BN's batch
+    (``sync``: the norm synchronizes its batch statistics over the processes)."""
     per_rank = batch_size // state.world_size
     return {
         "world_size": state.world_size,

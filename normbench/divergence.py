@@ -14,12 +14,21 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normbench.errors import ConfigError
+
 
 @dataclass
 class DivergenceConfig:
     loss_factor: float = 100.0
     """Stop when a step's training loss exceeds this multiple of the first step's loss
     (0: only a non-finite loss stops the run)."""
+
+    def __post_init__(self) -> None:
+        if not (self.loss_factor == 0 or self.loss_factor > 1):
+            raise ConfigError(
+                f"divergence.loss_factor={self.loss_factor} is not allowed; "
+                "divergence.loss_factor must be > 1 (or 0: non-finite loss only)"
+            )
 
 
 class DivergenceMonitor:

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,6 +21,7 @@ from normbench.errors import ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
+BACKENDS = ("auto", "gloo", "nccl")
 
 
 @dataclass
@@ -40,78 +40,72 @@ class HardwareConfig:
     """One process per device under torchrun / a multi-task SLURM job (`normbench.distributed`)."""
     backend: str = "auto"
     """``torch.distributed`` backend: ``auto`` (NCCL on CUDA, gloo on CPU), ``gloo``, ``nccl``."""
-    resolved: dict[str, Any] = field(default_factory=dict)
-    """Written by the runner (what ran: device, precision, versions, processes); input is ignored."""
+
+    def __post_init__(self) -> None:
+        kind, _, index = self.device.partition(":")
+        if self.device != "auto" and (kind not in DEVICES[1:] or (index and (kind != "cuda" or not index.isdigit()))):
+            raise ConfigError(f"unknown hardware.device {self.device!r}; valid choices: {', '.join(DEVICES)}, cuda:N")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"hardware.precision={self.precision!r} is not registered; valid choices: {', '.join(PRECISIONS)}"
+            )
+        if self.num_threads is not None and self.num_threads <= 0:
+            raise ConfigError(f"hardware.num_threads={self.num_threads} must be positive (or null for torch's default)")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown hardware.backend {self.backend!r}; valid choices: {', '.join(BACKENDS)}")
 
 
-def check(cfg: Mapping[str, Any]) -> None:
-    """Reject unknown names before anything is built or written."""
-    name = str(cfg.get("device", "auto"))
-    kind, _, index = name.partition(":")
-    if name != "auto" and (kind not in DEVICES[1:] or (index and (kind != "cuda" or not index.isdigit()))):
-        raise ConfigError(f"unknown hardware.device {name!r}; valid choices: {', '.join(DEVICES)}, cuda:N")
-    precision = str(cfg.get("precision", "fp32"))
-    if precision not in PRECISIONS:
-        raise ConfigError(f"unknown hardware.precision {precision!r}; valid choices: {', '.join(PRECISIONS)}")
-    threads = cfg.get("num_threads")
-    if threads is not None and int(threads) <= 0:
-        raise ConfigError(f"hardware.num_threads={threads} must be positive (or null for torch's default)")
-
-
-def device_type(cfg: Mapping[str, Any]) -> str:
+def device_type(cfg: HardwareConfig) -> str:
     """``cpu`` or ``cuda``: what `resolve_device` will pick, without choosing an index."""
-    name = str(cfg.get("device", "auto"))
-    if name == "auto":
+    if cfg.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
-    return name.split(":")[0]
+    return cfg.device.split(":")[0]
 
 
-def resolve_device(cfg: Mapping[str, Any], local_rank: int | None = None) -> torch.device:
+def resolve_device(cfg: HardwareConfig, local_rank: int | None = None) -> torch.device:
     """The training device; in a distributed run on CUDA, GPU ``local_rank`` of this node."""
-    check(cfg)
-    name = str(cfg.get("device", "auto"))
     kind = device_type(cfg)
     if kind == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"hardware.device={name!r} but CUDA is not available here; use hardware=cpu or hardware=auto")
-    if kind == "cuda" and local_rank is not None and ":" not in name:
+        raise ConfigError(
+            f"hardware.device={cfg.device!r} but CUDA is not available here; use hardware=cpu or hardware=auto"
+        )
+    if kind == "cuda" and local_rank is not None and ":" not in cfg.device:
         return torch.device("cuda", local_rank)
-    return torch.device(kind if name == "auto" else name)
+    return torch.device(kind if cfg.device == "auto" else cfg.device)
 
 
-def configure_backends(cfg: Mapping[str, Any]) -> None:
+def configure_backends(cfg: HardwareConfig) -> None:
     """Threads, cuDNN autotuning and deterministic algorithms, process-wide."""
-    if cfg.get("num_threads"):
-        torch.set_num_threads(int(cfg["num_threads"]))
-    torch.backends.cudnn.benchmark = bool(cfg.get("cudnn_benchmark", False))
-    deterministic = bool(cfg.get("deterministic", False))
-    if deterministic:
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    if cfg.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.backends.cudnn.benchmark = False
-    torch.use_deterministic_algorithms(deterministic)
-    torch.backends.cudnn.deterministic = deterministic
+    torch.use_deterministic_algorithms(cfg.deterministic)
+    torch.backends.cudnn.deterministic = cfg.deterministic
 
 
-def autocast(cfg: Mapping[str, Any], device: torch.device) -> contextlib.AbstractContextManager:
-    check(cfg)
-    if str(cfg.get("precision", "fp32")) == "bf16":
+def autocast(cfg: HardwareConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    if cfg.precision == "bf16":
         return torch.autocast(device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
 
-def prepare_model(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Module:
+def prepare_model(model: torch.nn.Module, cfg: HardwareConfig) -> torch.nn.Module:
     """NHWC weights when ``channels_last`` (in place; returns the same module)."""
-    if cfg.get("channels_last", False):
+    if cfg.channels_last:
         model.to(memory_format=torch.channels_last)
     return model
 
 
-def maybe_compile(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Module:
+def maybe_compile(model: torch.nn.Module, cfg: HardwareConfig) -> torch.nn.Module:
     """`torch.compile` of ``model`` when ``compile``; it shares the module's parameters and buffers.
 
     Random ops (dropout, the noise of ``bn_noisy``) keep torch's own generator under inductor
     (``fallback_random``), so a compiled run draws the same stream as an eager one and the
     diagnostics, which rewind that generator to the step, see the step's draws."""
-    if not cfg.get("compile", False):
+    if not cfg.compile:
         return model
     import torch._inductor.config
 
@@ -119,14 +113,13 @@ def maybe_compile(model: torch.nn.Module, cfg: Mapping[str, Any]) -> torch.nn.Mo
     return torch.compile(model)
 
 
-def describe(device: torch.device, cfg: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def describe(device: torch.device, cfg: HardwareConfig) -> dict[str, Any]:
     """Device, precision, layout options and versions, for the logged config and the summary."""
-    cfg = cfg or {}
     info: dict[str, Any] = {
         "device": str(device),
-        "precision": str(cfg.get("precision", "fp32")),
-        "channels_last": bool(cfg.get("channels_last", False)),
-        "compile": bool(cfg.get("compile", False)),
+        "precision": cfg.precision,
+        "channels_last": cfg.channels_last,
+        "compile": cfg.compile,
         "num_threads": torch.get_num_threads(),
         "torch": str(torch.__version__),
         "cuda": torch.version.cuda,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +26,9 @@ class OptimizerConfig:
     """No weight decay on the norms' γ/β and on biases (the timm / torchvision / nanoGPT
     convention); off by default, so results made without it stand."""
 
+    def __post_init__(self) -> None:
+        check_name("optimizer.name", self.name, OPTIMIZERS)
+
 
 @dataclass
 class ScheduleConfig:
@@ -38,6 +40,14 @@ class ScheduleConfig:
     gamma: float = 0.1
     min_lr_ratio: float = 0.0
     """``cosine``: the final lr as a fraction of ``lr``."""
+
+    def __post_init__(self) -> None:
+        check_name("schedule.name", self.name, SCHEDULES)
+
+
+def check_name(key: str, name: str, valid: tuple[str, ...]) -> None:
+    if name not in valid:
+        raise ConfigError(f"{key}={name!r} is not registered; valid choices: {', '.join(valid)}")
 
 
 def parameter_groups(model: nn.Module, weight_decay: float, no_decay_norm_and_bias: bool) -> list[dict[str, Any]]:
@@ -60,34 +70,27 @@ def parameter_groups(model: nn.Module, weight_decay: float, no_decay_norm_and_bi
     return groups
 
 
-def build_optimizer(model: nn.Module, cfg: Mapping[str, Any], lr: float, weight_decay: float) -> torch.optim.Optimizer:
-    name = cfg["name"]
-    params = parameter_groups(model, weight_decay, bool(cfg.get("no_decay_norm_and_bias", False)))
-    if name == "sgd":
-        return torch.optim.SGD(
-            params, lr=lr, momentum=cfg["momentum"], nesterov=cfg["nesterov"], weight_decay=weight_decay
-        )
-    if name in ("adam", "adamw"):
-        cls = torch.optim.Adam if name == "adam" else torch.optim.AdamW
-        return cls(params, lr=lr, betas=tuple(cfg["betas"]), eps=cfg["eps"], weight_decay=weight_decay)
-    raise ConfigError(f"unknown optimizer.name {name!r}; valid choices: {', '.join(OPTIMIZERS)}")
+def build_optimizer(model: nn.Module, cfg: OptimizerConfig, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    params = parameter_groups(model, weight_decay, cfg.no_decay_norm_and_bias)
+    if cfg.name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=cfg.momentum, nesterov=cfg.nesterov, weight_decay=weight_decay)
+    cls = torch.optim.Adam if cfg.name == "adam" else torch.optim.AdamW
+    return cls(params, lr=lr, betas=tuple(cfg.betas), eps=cfg.eps, weight_decay=weight_decay)
 
 
-def lr_factor(step: int, cfg: Mapping[str, Any], total_steps: int) -> float:
+def lr_factor(step: int, cfg: ScheduleConfig, total_steps: int) -> float:
     """Multiplier of the base lr at optimizer step ``step`` (0-based)."""
-    name, warmup = cfg["name"], int(cfg["warmup_steps"])
+    warmup = cfg.warmup_steps
     if warmup > 0 and step < warmup:
         return (step + 1) / warmup
-    if name == "constant":
+    if cfg.name == "constant":
         return 1.0
-    if name == "step":
-        passed = sum(step >= m * total_steps for m in cfg["milestones"])
-        return float(cfg["gamma"]) ** passed
-    if name == "cosine":
+    if cfg.name == "step":
+        passed = sum(step >= m * total_steps for m in cfg.milestones)
+        return cfg.gamma**passed
+    if cfg.name == "cosine":
         span = max(total_steps - warmup, 1)
         t = min(max(step - warmup, 0) / span, 1.0)
-        lo = float(cfg["min_lr_ratio"])
+        lo = cfg.min_lr_ratio
         return lo + (1 - lo) * 0.5 * (1 + math.cos(math.pi * t))
-    if name == "inverse_sqrt":
-        return math.sqrt(max(warmup, 1)) / math.sqrt(max(step + 1, warmup, 1))
-    raise ConfigError(f"unknown schedule.name {name!r}; valid choices: {', '.join(SCHEDULES)}")
+    return math.sqrt(max(warmup, 1)) / math.sqrt(max(step + 1, warmup, 1))  # inverse_sqrt

@@ -13,12 +13,14 @@ registered class that carries a ``name`` attribute (the diagnostic hooks) gets i
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from normbench.errors import ConfigError
 
@@ -34,11 +36,6 @@ class Entry(Generic[T]):
     name: str
     obj: T
     config: type | None
-
-    def defaults(self) -> DictConfig:
-        """The entry's config with its default values and its name (``<group>=<name>`` with no
-        further keys), typed by its dataclass."""
-        return schema(self.name, self.config) if self.config is not None else OmegaConf.create({"name": self.name})
 
 
 class Registry(Generic[T]):
@@ -73,6 +70,25 @@ class Registry(Generic[T]):
     def __contains__(self, name: object) -> bool:
         return name in self._entries
 
+    def typed(self, spec: Any) -> Any:
+        """``spec`` as its entry's config dataclass: a bare name (the registered defaults), a
+        mapping with ``name`` and any of its keys (for the Python API and tests; a key the schema
+        lacks, `check_keys`, or a wrong type is a one-line `ConfigError`), or the dataclass itself."""
+        if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+            return spec
+        values = {"name": spec} if isinstance(spec, str) else dict(spec)
+        name = values.get("name")
+        if not isinstance(name, str):
+            raise ConfigError(f"a {self.group} config needs a name, one of {', '.join(self.names())}; got {spec!r}")
+        entry = self.entry(name)
+        if entry.config is None:
+            raise TypeError(f"{self.group} {name!r} is registered without a config dataclass")
+        check_keys(entry, values, self.group)
+        try:
+            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(entry.config), values))
+        except OmegaConfBaseException as e:
+            raise ConfigError(f"{self.group} {name!r}: {str(e).splitlines()[0]}") from None
+
     def configs(self) -> dict[str, type]:
         return {e.name: e.config for e in self._entries.values() if e.config is not None}
 
@@ -88,12 +104,12 @@ def name_class(obj: T, name: str) -> T:
     return obj
 
 
-def schema(name: str, config: type) -> DictConfig:
-    """``config`` as a typed OmegaConf node with ``name`` (when it has that key) set to ``name``."""
-    node = OmegaConf.structured(config)
+def schema(name: str, config: type) -> Any:
+    """``config``'s defaults with ``name`` (when it has that key) set to ``name``: what Hydra's
+    ConfigStore stores as ``schema/<group>/<name>``."""
     if "name" in {f.name for f in dataclasses.fields(config)}:
-        node.name = name
-    return node
+        return config(name=name)
+    return config()
 
 
 def store_schemas(registry: Registry[Any]) -> None:
@@ -103,3 +119,16 @@ def store_schemas(registry: Registry[Any]) -> None:
     cs = ConfigStore.instance()
     for name, config in registry.configs().items():
         cs.store(group=f"schema/{registry.group}", name=name, node=schema(name, config))
+
+
+def check_keys(entry: Entry[Any], given: Iterable[Any], where: str, owner: str | None = None) -> None:
+    """The one check for keys a schema lacks: `ConfigError` ``<where>.<key> is not an option of
+    <owner>; did you mean …? <owner> takes: …`` (``owner``: ``<where>=<name>`` unless given)."""
+    valid = [f.name for f in dataclasses.fields(entry.config)] if entry.config is not None else ["name"]
+    unknown = [str(k) for k in given if k not in valid]
+    if unknown:
+        owner = owner or f"{where}={entry.name}"
+        close = difflib.get_close_matches(unknown[0], valid, n=1)
+        hint = f"; did you mean {where}.{close[0]}? " if close else "; "
+        takes = ", ".join(v for v in valid if v != "name") or "no keys"
+        raise ConfigError(f"{where}.{unknown[0]} is not an option of {owner}{hint}{owner} takes: {takes}")

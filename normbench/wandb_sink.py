@@ -134,9 +134,9 @@ def _schema_default(name: str) -> Any:
     return LoggerConfig.__dataclass_fields__[name].default
 
 
-def _user_set(cfg: Mapping[str, Any], name: str) -> Any:
+def _user_set(cfg: LoggerConfig, name: str) -> Any:
     """``logger.<name>`` when the user set it to something other than the schema's default."""
-    value = cfg.get(name)
+    value = getattr(cfg, name)
     return value if value and value != _schema_default(name) else None
 
 
@@ -149,9 +149,7 @@ class RunIdentity:
     hydra: dict[str, Any] | None
 
 
-def run_identity(
-    cfg: Mapping[str, Any], config: Mapping[str, Any], group: str | None, job: HydraJob | None
-) -> RunIdentity:
+def run_identity(cfg: LoggerConfig, config: Mapping[str, Any], group: str | None, job: HydraJob | None) -> RunIdentity:
     """Name, group, job type, tags and the Hydra part of the logged config (see the module doc)."""
     job = job or HydraJob()
 
@@ -177,7 +175,7 @@ def run_identity(
             "sweep_dir": job.sweep_dir,
             "job_num": job.job_num,
         }
-    user_tags = list(cfg.get("tags") or [])
+    user_tags = list(cfg.tags)
     return RunIdentity(
         name=_user_set(cfg, "run_name") or name,
         group=_user_set(cfg, "group") or group,
@@ -194,7 +192,7 @@ class WandbSink:
 
     def __init__(
         self,
-        cfg: Mapping[str, Any],
+        cfg: LoggerConfig,
         run_dir: Path,
         config: Mapping[str, Any],
         group: str | None,
@@ -202,13 +200,13 @@ class WandbSink:
     ) -> None:
         import wandb
 
-        mode = cfg.get("mode") or os.environ.get("WANDB_MODE") or "offline"
+        mode = cfg.mode or os.environ.get("WANDB_MODE") or "offline"
         self.wandb = wandb
         self.cfg = cfg
         ident = run_identity(cfg, config, group, current_hydra_job())
         kwargs = {
-            "project": cfg.get("project"),
-            "entity": cfg.get("entity"),
+            "project": cfg.project,
+            "entity": cfg.entity,
             "group": ident.group,
             "job_type": ident.job_type,
             "tags": ident.tags,
@@ -218,7 +216,7 @@ class WandbSink:
             "id": run_id or new_run_id(),
             "resume": "allow",
             # offline: W&B's start lines only (where the run is saved), no history or summary at the end
-            "settings": wandb.Settings(init_timeout=float(cfg.get("init_timeout_s") or 60.0), quiet=mode == "offline"),
+            "settings": wandb.Settings(init_timeout=cfg.init_timeout_s, quiet=mode == "offline"),
         }
         try:
             self.run = wandb.init(mode=mode, **kwargs)
@@ -266,7 +264,7 @@ class WandbSink:
         """The checkpoint file at ``path`` as a ``model`` artifact ``model-<run id>`` (aliases
         ``latest`` and ``step-<step>``), when ``logger.log_checkpoints`` is true; else nothing.
         The file is copied into W&B's staging area at once, so rotating it away later is safe."""
-        if not self.cfg.get("log_checkpoints") or path is None:
+        if not self.cfg.log_checkpoints or path is None:
             return
         artifact = self.wandb.Artifact(f"model-{self.run.id}", type="model", metadata={"step": int(step)})
         artifact.add_file(str(path))

@@ -16,12 +16,12 @@ import pytest
 import torch
 
 from normbench.checkpoint import (
+    CheckpointConfig,
     Checkpointer,
     capture_rng,
     checksum_path,
     config_difference,
     list_checkpoints,
-    load_latest,
     restore_rng,
 )
 from normbench.errors import ConfigError
@@ -49,17 +49,18 @@ def _draws() -> tuple:
 def test_rng_states_round_trip_through_a_weights_only_file(tmp_path) -> None:
     random.seed(1), np.random.seed(2), torch.manual_seed(3)
     np.random.randn()  # leaves a cached gaussian in numpy's state
-    ckpt = Checkpointer(tmp_path, {"every_n_steps": 1})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig(every_n_steps=1))
     ckpt.save(_state(5))
     expected = _draws()
-    state, path = load_latest(tmp_path)  # torch.load(weights_only=True) inside
+    state = Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)  # torch.load(weights_only=True) inside
+    path = list_checkpoints(tmp_path)[0][1]
     assert path.name == "step-00000005.pt"
     restore_rng(state["rng"])
     assert _draws() == expected
 
 
 def test_keeps_the_newest_checkpoints_only(tmp_path) -> None:
-    ckpt = Checkpointer(tmp_path, {"keep": 2})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig(keep=2))
     for step in (3, 6, 9):
         ckpt.save(_state(step))
     assert [s for s, _ in list_checkpoints(tmp_path)] == [9, 6]
@@ -67,12 +68,12 @@ def test_keeps_the_newest_checkpoints_only(tmp_path) -> None:
 
 
 def test_truncated_checkpoint_falls_back_to_the_previous_with_a_warning(tmp_path, capsys) -> None:
-    ckpt = Checkpointer(tmp_path, {})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig())
     ckpt.save(_state(3))
     newest = ckpt.save(_state(6))
     data = newest.read_bytes()
     newest.write_bytes(data[: len(data) // 2])
-    state, path = load_latest(tmp_path)
+    state = Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)
     assert state["step"] == 3 and torch.equal(state["weights"], torch.full((3,), 3.0))
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "normbench: warning:" in err[0] and "step-00000006.pt" in err[0]
@@ -80,7 +81,7 @@ def test_truncated_checkpoint_falls_back_to_the_previous_with_a_warning(tmp_path
 
 @fault("a crash while a checkpoint is written", "the previous checkpoint stays whole", "kept")
 def test_a_crash_while_writing_leaves_the_previous_checkpoint_whole(tmp_path, monkeypatch) -> None:
-    ckpt = Checkpointer(tmp_path, {})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig())
     ckpt.save(_state(3))
 
     def dying_save(obj, f, *a, **kw):
@@ -92,11 +93,11 @@ def test_a_crash_while_writing_leaves_the_previous_checkpoint_whole(tmp_path, mo
         ckpt.save(_state(6))
     monkeypatch.undo()
     assert [s for s, _ in list_checkpoints(tmp_path)] == [3]
-    assert load_latest(tmp_path)[0]["step"] == 3
+    assert Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)["step"] == 3
 
 
 def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path) -> None:
-    ckpt = Checkpointer(tmp_path, {})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig())
     ckpt.save(_state(4))
     other = {**CONFIG, "norm": {"name": "bn", "eps": 1e-3}}
     with pytest.raises(ConfigError, match=r"norm\.eps=1e-05 there, 0\.001 here"):
@@ -121,20 +122,20 @@ def _flip_weights(path: Path, step: int) -> None:
 
 
 def test_sidecar_holds_the_sha256_of_the_file(tmp_path) -> None:
-    path = Checkpointer(tmp_path, {}).save(_state(4))
+    path = Checkpointer(tmp_path, CheckpointConfig()).save(_state(4))
     digest, name = checksum_path(path).read_text().split()
     assert name == path.name and digest == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 @fault("flipped bits in the newest checkpoint", "a warning naming it; the previous verified one is used", "kept")
 def test_flipped_bits_fall_back_to_the_previous_verified_checkpoint(tmp_path, capsys) -> None:
-    ckpt = Checkpointer(tmp_path, {})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig())
     ckpt.save(_state(3))
     newest = ckpt.save(_state(6))
     _flip_weights(newest, 6)
     # the damage is silent to torch: the file loads, with other weights
     assert torch.load(newest, weights_only=True)["weights"].tolist() == [6.0, 6.0, 6.5]
-    state = Checkpointer(tmp_path, {}).resume_state(CONFIG)  # a new process resuming
+    state = Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)  # a new process resuming
     assert state["step"] == 3 and torch.equal(state["weights"], torch.full((3,), 3.0))
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("normbench: warning: checkpoint ") and newest.name in err[0]
@@ -144,7 +145,7 @@ def test_flipped_bits_fall_back_to_the_previous_verified_checkpoint(tmp_path, ca
 
 
 def test_resume_stops_when_no_checkpoint_verifies(tmp_path, capsys) -> None:
-    ckpt = Checkpointer(tmp_path, {})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig())
     paths = [ckpt.save(_state(3)), ckpt.save(_state(6))]
     _flip_weights(paths[0], 3)
     paths[1].write_bytes(paths[1].read_bytes()[:100])
@@ -159,23 +160,23 @@ def test_resume_stops_when_no_checkpoint_verifies(tmp_path, capsys) -> None:
 
 def test_resume_without_any_checkpoint_is_an_error(tmp_path) -> None:
     with pytest.raises(ConfigError, match="holds no checkpoint, so there is nothing to resume"):
-        Checkpointer(tmp_path, {}).resume_state(CONFIG)
+        Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)
     # a checkpoint without its checksum (died between the two renames) does not count either
-    Checkpointer(tmp_path, {}).save(_state(2))
+    Checkpointer(tmp_path, CheckpointConfig()).save(_state(2))
     checksum_path(list_checkpoints(tmp_path)[0][1]).unlink()
     with pytest.raises(ConfigError, match="has no checksum file step-00000002.pt.sha256"):
-        Checkpointer(tmp_path, {}).resume_state(CONFIG)
+        Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)
 
 
 @fault("stale .tmp and bad checkpoint files", "no keep slot taken; cleaned up, bad ones kept aside", "kept")
 def test_bad_and_stale_files_take_no_keep_slot_and_are_cleaned(tmp_path, capsys) -> None:
-    ckpt = Checkpointer(tmp_path, {"keep": 2})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig(keep=2))
     ckpt.save(_state(3))
     bad = ckpt.save(_state(6))
     _flip_weights(bad, 6)
     (ckpt.folder / ".step-00000009.pt.tmp").write_bytes(b"PK half a file")  # a write that died
     (ckpt.folder / ".step-00000006.pt.sha256.tmp").write_text("0" * 64)
-    later = Checkpointer(tmp_path, {"keep": 2})  # the next process
+    later = Checkpointer(tmp_path, CheckpointConfig(keep=2))  # the next process
     later.save(_state(9))
     assert [s for s, _ in list_checkpoints(tmp_path)] == [9, 3]  # the two newest verified ones
     assert sorted(p.name for p in ckpt.folder.iterdir() if p.is_file()) == [
@@ -223,11 +224,11 @@ def test_cli_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch, capsy
 def test_a_requested_stop_makes_the_next_step_a_checkpoint_and_stops_after_it(tmp_path) -> None:
     from normbench.errors import RunInterrupted
 
-    ckpt = Checkpointer(tmp_path, {"every_n_steps": 100})
+    ckpt = Checkpointer(tmp_path, CheckpointConfig(every_n_steps=100))
     assert not ckpt.due(7)
     ckpt.request_stop(signal.SIGTERM)
     assert ckpt.due(7)
     with pytest.raises(RunInterrupted) as e:
         ckpt.save(_state(7))
     assert (e.value.signum, e.value.step, e.value.exit_code) == (signal.SIGTERM, 7, 143)
-    assert Checkpointer(tmp_path, {}).resume_state(CONFIG)["step"] == 7  # complete and verified
+    assert Checkpointer(tmp_path, CheckpointConfig()).resume_state(CONFIG)["step"] == 7  # complete and verified

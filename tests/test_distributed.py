@@ -15,6 +15,7 @@ import torch
 
 from normbench import distributed
 from normbench.errors import ConfigError
+from normbench.hardware import HardwareConfig
 from normbench.norms.batch import BatchNormConfig
 from tests.conftest import REPO, cli_env, needs_slurm_extra
 
@@ -104,17 +105,17 @@ def test_shards_concatenate_back_to_the_global_batch() -> None:
 def test_launch_and_config_must_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SUBMITIT_EXECUTOR"):
         monkeypatch.delenv(key, raising=False)
-    assert distributed.init({"name": "cpu"}, "cpu") == distributed.DistState()
+    assert distributed.init(HardwareConfig(name="cpu"), "cpu") == distributed.DistState()
     with pytest.raises(ConfigError, match="needs a launcher; .*torchrun --nproc_per_node=N -m normbench hardware=ddp"):
-        distributed.init({"name": "ddp", "distributed": True}, "cpu")
+        distributed.init(HardwareConfig(name="ddp", distributed=True), "cpu")
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(
         ConfigError, match="started as 2 processes .* hardware=cpu is single-process; pass hardware=ddp"
     ):
-        distributed.init({"name": "cpu"}, "cpu")
+        distributed.init(HardwareConfig(name="cpu"), "cpu")
     with pytest.raises(ConfigError, match="unknown hardware.backend 'mpi'; valid choices: auto, gloo, nccl"):
-        distributed.init({"name": "ddp", "distributed": True, "backend": "mpi"}, "cpu")
+        HardwareConfig(name="ddp", distributed=True, backend="mpi")
     with pytest.raises(ConfigError, match="batch_size=33 .* not divisible by the 2 processes"):
         distributed.check_batch(33, distributed.DistState(0, 2, 0, "gloo"))
 

@@ -19,17 +19,18 @@ from torch import nn
 from normbench import hardware
 from normbench.cli import config_dir
 from normbench.errors import ConfigError
+from normbench.hardware import HardwareConfig
 from normbench.models.resnet import CifarResNet
 from normbench.norms import list_norms, norm_factory
-from normbench.norms.registry import NORMS
+from normbench.norms.registry import NORMS, NormConfig
 
 CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
 BF16_TOL = 2.0**-7  # two bf16 ulps at 1: the output's own rounding, with room for one more
 
 
-def default_norm(name: str) -> DictConfig:
+def default_norm(name: str) -> NormConfig:
     """The norm's config with its schema defaults (``norm=<name>`` with no further keys)."""
-    return NORMS.entry(name).defaults()
+    return NORMS.typed(name)
 
 
 def compose_cfg(overrides: list[str]) -> DictConfig:
@@ -62,38 +63,39 @@ TINY = [
         ("device", "cpu:1", "valid choices: auto, cpu, cuda, cuda:N"),
         ("precision", "fp16", "valid choices: fp32, bf16"),
         ("num_threads", 0, "must be positive"),
+        ("backend", "mpi", "valid choices: auto, gloo, nccl"),
     ],
 )
 def test_bad_hardware_values_raise_naming_the_key(key: str, value: object, needle: str) -> None:
     with pytest.raises(ConfigError, match=f"hardware.{key}") as e:
-        hardware.check({key: value})
+        HardwareConfig(**{key: value})
     assert needle in str(e.value) and str(value) in str(e.value)
 
 
 def test_auto_device_is_cuda_exactly_when_present() -> None:
     expected = "cuda" if torch.cuda.is_available() else "cpu"
-    assert hardware.resolve_device({"device": "auto"}).type == expected
-    assert hardware.resolve_device({"device": "cpu"}) == torch.device("cpu")
+    assert hardware.resolve_device(HardwareConfig(device="auto")).type == expected
+    assert hardware.resolve_device(HardwareConfig(device="cpu")) == torch.device("cpu")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CUDA-less error")
 def test_cuda_without_cuda_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="CUDA is not available"):
-        hardware.resolve_device({"device": "cuda"})
+        hardware.resolve_device(HardwareConfig(device="cuda"))
 
 
 def test_backends_threads_and_determinism_are_applied_and_undone() -> None:
     threads = torch.get_num_threads()
     try:
-        hardware.configure_backends({"num_threads": 1, "deterministic": True, "cudnn_benchmark": True})
+        hardware.configure_backends(HardwareConfig(num_threads=1, deterministic=True, cudnn_benchmark=True))
         assert torch.get_num_threads() == 1
         assert torch.are_deterministic_algorithms_enabled()
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
-        hardware.configure_backends({"cudnn_benchmark": True})
+        hardware.configure_backends(HardwareConfig(cudnn_benchmark=True))
         assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark
     finally:
         torch.set_num_threads(threads)
-        hardware.configure_backends({})
+        hardware.configure_backends(HardwareConfig())
 
 
 # ---- bf16 autocast: every norm keeps float32 statistics -------------------------------------
@@ -166,7 +168,7 @@ def test_channels_last_matches_contiguous(name: str) -> None:
     ill-conditioned 1/RMS of partial RMSNorm over one channel; a layout bug moves them by O(1)."""
     torch.manual_seed(0)
     model = CifarResNet(8, norm_factory(default_norm(name))).double()
-    nhwc = hardware.prepare_model(copy.deepcopy(model), {"channels_last": True})
+    nhwc = hardware.prepare_model(copy.deepcopy(model), HardwareConfig(channels_last=True))
     assert nhwc.conv1.weight.is_contiguous(memory_format=torch.channels_last)
     x = torch.randn(4, 3, 16, 16, dtype=torch.float64)
     expected = _outputs_and_grads(model, x)
@@ -192,7 +194,7 @@ def _compiled_matches_eager(name: str) -> None:
     torch.manual_seed(0)
     eager = TinyConvNet(name)
     twin = copy.deepcopy(eager)
-    compiled = hardware.maybe_compile(twin, {"compile": True})
+    compiled = hardware.maybe_compile(twin, HardwareConfig(compile=True))
     assert compiled is not twin
     x = torch.randn(4, 3, 8, 8)
     got = _outputs_and_grads(compiled, x)  # maybe_compile keeps eager's RNG stream (noisy norms)

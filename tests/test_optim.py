@@ -8,9 +8,7 @@ import torch
 from torch import nn
 
 from normbench.norms import build_norm, list_norms
-from normbench.optim import build_optimizer
-
-CFG = {"name": "sgd", "momentum": 0.0, "nesterov": False, "betas": [0.9, 0.999], "eps": 1e-8}
+from normbench.optim import OptimizerConfig, build_optimizer
 
 
 def net(norm: str) -> nn.Module:
@@ -28,7 +26,7 @@ def test_decay_reaches_exactly_the_parameters_it_should(norm: str, exempt: bool)
     model = net(norm)
     model(torch.randn(2, 3, 5, 5))  # materialize the lazy layer
     before = {k: p.detach().clone() for k, p in model.named_parameters()}
-    opt = build_optimizer(model, {**CFG, "no_decay_norm_and_bias": exempt}, lr=1.0, weight_decay=0.1)
+    opt = build_optimizer(model, OptimizerConfig(momentum=0.0, no_decay_norm_and_bias=exempt), lr=1.0, weight_decay=0.1)
     for p in model.parameters():
         p.grad = torch.zeros_like(p)  # the step is the decay alone: p ← p·(1 − lr·wd)
     opt.step()

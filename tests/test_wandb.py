@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from omegaconf import OmegaConf
 
 from normbench.config import LoggerConfig
 from normbench.sinks import Histogram
@@ -155,7 +154,7 @@ def test_run_identity_defaults_and_the_users_settings_win() -> None:
         job_num=3,
         swept=["norm", "seed"],
     )
-    schema = OmegaConf.structured(LoggerConfig)
+    schema = LoggerConfig()
     ident = run_identity(schema, config, None, job)
     assert (ident.name, ident.group, ident.job_type) == ("norm=gn,seed=1", "sweep-2026-01-02_03-04-05", "quickstart")
     assert ident.tags == ["experiment:quickstart", "norm:gn", "model:resnet20", "dataset:cifar10", "hardware:cuda"]
@@ -164,7 +163,7 @@ def test_run_identity_defaults_and_the_users_settings_win() -> None:
     assert (single.name, single.group, single.job_type) == ("quickstart-gn-resnet20", None, "quickstart")
     bare = run_identity(schema, config, None, None)  # outside Hydra
     assert (bare.name, bare.job_type, bare.hydra) == ("gn-resnet20", "train", None)
-    user = OmegaConf.merge(schema, {"run_name": "mine", "group": "g", "job_type": "ablation", "tags": ["t"]})
+    user = LoggerConfig(run_name="mine", group="g", job_type="ablation", tags=["t"])
     ident = run_identity(user, config, "sweep-x", job)
     assert (ident.name, ident.group, ident.job_type, ident.tags) == ("mine", "g", "ablation", ["t"])
 
@@ -257,7 +256,7 @@ def test_multirun_names_runs_by_the_swept_override_in_one_group(tmp_path) -> Non
 def test_checkpoint_is_a_model_artifact_only_when_asked(tmp_path, on: bool) -> None:
     ckpt = tmp_path / "step-00000005.pt"
     ckpt.write_bytes(b"not really a checkpoint")
-    sink = WandbSink({"project": "normbench", "log_checkpoints": on}, tmp_path, {"seed": 0}, None)
+    sink = WandbSink(LoggerConfig(project="normbench", log_checkpoints=on), tmp_path, {"seed": 0}, None)
     sink.log(5, 0, {"train/batch_loss": 1.0})
     sink.log_checkpoint(ckpt, 5)
     sink.finish({"status": "finished"})

@@ -21,8 +21,8 @@ Two directions (``direction``):
   probes the neighbourhood the training actually moves through. Under plain SGD without weight
   decay Δθ = −lr·g and both directions coincide.
 - ``auto`` (the default) resolves to ``gradient`` for plain SGD (``optimizer.name=sgd`` with
-  ``momentum=0``) and to ``update`` otherwise; the runner writes the resolved value into the
-  run's config (`resolve_probe_directions`).
+  ``momentum=0``) and to ``update`` otherwise, when the config is parsed
+  (`choose_probe_directions`); the logged config records the choice.
 
 `gradient_step_probe` is pure: it takes a loss closure, the parameters it reads and the
 direction, and leaves the parameters as it found them. Every evaluation goes through the
@@ -36,16 +36,16 @@ measure, and bf16 rounding is of their size.
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from omegaconf import OmegaConf, open_dict
 from torch import Tensor
 
-from normbench.diagnostics.registry import DIAGNOSTICS, CadenceConfig, DiagContext, DiagnosticHook
+from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook
 from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import grads_or_zeros, sq_dist, sq_norm
 from normbench.errors import ConfigError
@@ -128,28 +128,17 @@ def optimizer_direction(optimizer: torch.optim.Optimizer) -> str:
     return "gradient" if plain else "update"
 
 
-def resolve_probe_directions(cfg: MutableMapping[str, Any]) -> None:
-    """Replace ``direction: auto`` of every probe diagnostic in ``cfg.diagnostics`` by its value.
-
-    ``gradient`` when ``cfg.optimizer`` is plain SGD (``name=sgd``, ``momentum=0``), ``update``
-    otherwise; in place, so the run's logged config says which one ran. Other entries are left
-    as they are; unknown diagnostic names are `validate_config`'s to report.
-    """
-    diagnostics = cfg.get("diagnostics") or {}
-    optimizer = cfg.get("optimizer") or {}
-    choice = auto_direction(str(optimizer.get("name", "sgd")), float(optimizer.get("momentum", 0.0) or 0.0))
-    for name in list(diagnostics):
-        schema = DIAGNOSTICS.entry(name).config if name in DIAGNOSTICS else None
-        sub = diagnostics[name]
-        if schema is None or not issubclass(schema, StepProbeConfig) or not isinstance(sub, Mapping):
-            continue
-        if sub.get("direction", "auto") != "auto":
-            continue
-        if OmegaConf.is_config(sub):
-            with open_dict(sub):
-                sub["direction"] = choice
-        else:
-            sub["direction"] = choice  # type: ignore[index]
+def choose_probe_directions(diagnostics: Mapping[str, CadenceConfig], optimizer: Any) -> dict[str, CadenceConfig]:
+    """The typed diagnostics with ``direction: auto`` of every probe replaced by its choice:
+    ``gradient`` when ``optimizer`` (an `OptimizerConfig`) is plain SGD (``name=sgd``,
+    ``momentum=0``), ``update`` otherwise. A new dict; the entries given are left as they are."""
+    choice = auto_direction(optimizer.name, optimizer.momentum)
+    return {
+        name: dataclasses.replace(sub, direction=choice)
+        if isinstance(sub, StepProbeConfig) and sub.direction == "auto"
+        else sub
+        for name, sub in diagnostics.items()
+    }
 
 
 @dataclass

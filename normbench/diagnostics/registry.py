@@ -38,7 +38,7 @@ from torch import nn
 
 from normbench.diagnostics.state import ModelState, RngState, TrainingState
 from normbench.errors import ConfigError
-from normbench.registry import Registry
+from normbench.registry import Registry, check_keys
 
 
 @dataclass
@@ -249,10 +249,7 @@ def diagnostics_config(cfg: Mapping[str, Any] | None) -> dict[str, CadenceConfig
             sub = dataclasses.asdict(sub)
         if not isinstance(sub, dict):
             raise ConfigError(f"diagnostics.{name} must be a mapping of settings, got {sub!r}")
-        valid = [f.name for f in dataclasses.fields(schema)]
-        unknown = sorted(set(sub) - set(valid))
-        if unknown:
-            raise ConfigError(f"unknown key diagnostics.{name}.{unknown[0]}; valid keys: {', '.join(valid)}")
+        check_keys(entry, sorted(sub), f"diagnostics.{name}", owner=f"diagnostics.{name}")
         try:
             merged = OmegaConf.merge(OmegaConf.structured(schema), sub)
         except OmegaConfBaseException as e:

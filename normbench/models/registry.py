@@ -1,7 +1,7 @@
 """The model registry: `register_model`, `build_model`, `list_models`.
 
 A model builder is ``builder(cfg, norm_layer, **task_kwargs) -> nn.Module`` where ``cfg`` is the
-model's config (``conf/model/<name>.yaml``), ``norm_layer`` the norm factory
+model's config dataclass (``conf/model/<name>.yaml``), ``norm_layer`` the norm factory
 (``norm_layer(num_features, layout)``) and ``task_kwargs`` what the data set says about the
 task (``num_classes``, vocabulary sizes, ...). Each builder declares the input kind it takes
 (``image`` or ``sequence``) so that a model/data set mismatch fails before training.
@@ -46,7 +46,8 @@ def model_input_kind(name: str) -> str:
     return INPUT_KINDS[name]
 
 
-def build_model(cfg: Mapping[str, Any], norm_layer: NormLayer, **task_kwargs: Any) -> nn.Module:
-    """Build the model named ``cfg['name']`` with ``norm_layer`` threaded to every norm."""
-    builder = MODELS.get(cfg["name"])
-    return builder(cfg, norm_layer, **task_kwargs)
+def build_model(cfg: ModelConfig | Mapping[str, Any], norm_layer: NormLayer, **task_kwargs: Any) -> nn.Module:
+    """Build model ``cfg`` (its config dataclass, or a name and keys: `Registry.typed`) with
+    ``norm_layer`` threaded to every norm."""
+    typed = MODELS.typed(cfg)
+    return MODELS.get(typed.name)(typed, norm_layer, **task_kwargs)

@@ -10,7 +10,6 @@ second pixel, zero-padded channels, no parameters) or option ``B`` (1×1 conv + 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,11 +131,7 @@ class ResNetConfig(ModelConfig):
 
 
 @register_model("resnet20", ResNetConfig, input_kind="image")
-def resnet20(cfg: Mapping[str, Any], norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
+def resnet20(cfg: ResNetConfig, norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
     return CifarResNet(
-        cfg.get("depth", 20),
-        norm_layer,
-        num_classes=num_classes,
-        shortcut=cfg.get("shortcut", "A"),
-        zero_init_residual=cfg.get("zero_init_residual", False),
+        cfg.depth, norm_layer, num_classes=num_classes, shortcut=cfg.shortcut, zero_init_residual=cfg.zero_init_residual
     )

@@ -24,10 +24,8 @@ over T) lets the decoder see future target tokens; building such a decoder warns
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import warnings
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -331,11 +329,6 @@ def stack_norm(spec: Any, run_norm: NormLayer) -> NormLayer:
     return norm_factory(norm_config(spec))
 
 
-def _config(cls: type[TransformerConfig], cfg: Mapping[str, Any]) -> TransformerConfig:
-    fields = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in dict(cfg).items() if k in fields})
-
-
 def warn_if_decoder_sees_the_future(decoder_norm: NormLayer) -> None:
     for mode in ("training", "evaluation"):
         try:
@@ -351,8 +344,7 @@ def warn_if_decoder_sees_the_future(decoder_norm: NormLayer) -> None:
 
 
 def _build(
-    cls: type[TransformerConfig],
-    cfg: Mapping[str, Any],
+    c: TransformerConfig,
     norm_layer: NormLayer,
     *,
     vocab_size: int,
@@ -363,17 +355,16 @@ def _build(
 ) -> Transformer:
     """The sizes come from the translation task (``task.model_kwargs()``); without them this
     raises ``TypeError``, which config validation reads as "built later, with the data"."""
-    c = _config(cls, cfg)
     encoder_norm, decoder_norm = stack_norm(c.encoder_norm, norm_layer), stack_norm(c.decoder_norm, norm_layer)
     warn_if_decoder_sees_the_future(decoder_norm)
     return Transformer(c, encoder_norm, decoder_norm, vocab_size, pad_id, bos_id, eos_id)
 
 
 @register_model("transformer_iwslt", TransformerConfig, input_kind="sequence")
-def transformer_iwslt(cfg: Mapping[str, Any], norm_layer: NormLayer, **task: Any) -> nn.Module:
-    return _build(TransformerConfig, cfg, norm_layer, **task)
+def transformer_iwslt(cfg: TransformerConfig, norm_layer: NormLayer, **task: Any) -> nn.Module:
+    return _build(cfg, norm_layer, **task)
 
 
 @register_model("transformer_tiny", TransformerTinyConfig, input_kind="sequence")
-def transformer_tiny(cfg: Mapping[str, Any], norm_layer: NormLayer, **task: Any) -> nn.Module:
-    return _build(TransformerTinyConfig, cfg, norm_layer, **task)
+def transformer_tiny(cfg: TransformerTinyConfig, norm_layer: NormLayer, **task: Any) -> nn.Module:
+    return _build(cfg, norm_layer, **task)

@@ -11,7 +11,6 @@ Initialization (``init``): ``glorot`` (Xavier-uniform, what Santurkar et al. use
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,10 +79,10 @@ class VGGConfig(ModelConfig):
 
 
 @register_model("vgg11", VGGConfig, input_kind="image")
-def vgg11(cfg: Mapping[str, Any], norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
-    return VGG(STAGES["vgg11"], norm_layer, num_classes, cfg.get("init", "glorot"))
+def vgg11(cfg: VGGConfig, norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
+    return VGG(STAGES["vgg11"], norm_layer, num_classes, cfg.init)
 
 
 @register_model("vgg16", VGGConfig, input_kind="image")
-def vgg16(cfg: Mapping[str, Any], norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
-    return VGG(STAGES["vgg16"], norm_layer, num_classes, cfg.get("init", "glorot"))
+def vgg16(cfg: VGGConfig, norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
+    return VGG(STAGES["vgg16"], norm_layer, num_classes, cfg.init)

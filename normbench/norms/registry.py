@@ -8,13 +8,13 @@ Models never name a norm type: they receive a factory ``norm_layer(num_features,
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf import MISSING
 from torch import nn
 
 from normbench.errors import ConfigError
@@ -56,29 +56,17 @@ def build_norm(name: str, num_features: int, layout: str = "NCHW", **kw: Any) ->
     return cls(num_features, layout=layout, **kw)
 
 
-def norm_config(spec: Mapping[str, Any] | str) -> DictConfig:
-    """A norm's full config from ``spec`` — a bare name (its registered defaults) or a mapping with
-    ``name`` and any of its keys — checked against its schema: an unknown name, an unknown key or a
-    wrong type is a one-line `ConfigError` naming the valid choices."""
-    if isinstance(spec, str):
-        spec = {"name": spec}
-    spec = OmegaConf.to_container(spec, resolve=True) if OmegaConf.is_config(spec) else dict(spec)
-    if not isinstance(spec.get("name"), str):
-        raise ConfigError(f"a norm config needs a name, one of {', '.join(list_norms())}; got {spec!r}")
-    entry = NORMS.entry(spec["name"])
-    node = entry.defaults()
-    unknown = sorted(set(spec) - set(node))
-    if unknown:
-        raise ConfigError(f"unknown key {unknown[0]!r} for norm {entry.name!r}; valid keys: {', '.join(node)}")
-    try:
-        return OmegaConf.merge(node, spec)
-    except OmegaConfBaseException as e:
-        raise ConfigError(f"norm {entry.name!r}: {str(e).splitlines()[0]}") from None
+def norm_config(spec: NormConfig | Mapping[str, Any] | str) -> NormConfig:
+    """A norm's typed config from ``spec``: a bare name (its registered defaults), a mapping with
+    ``name`` and any of its keys, or the config itself (`normbench.registry.Registry.typed`: an
+    unknown name, an unknown key or a wrong type is a one-line `ConfigError`)."""
+    return NORMS.typed(spec)
 
 
-def norm_factory(cfg: Mapping[str, Any] | str) -> NormLayer:
-    """A factory ``f(num_features, layout)`` from a norm config (``cfg.norm``) or a bare name."""
+def norm_factory(cfg: NormConfig | Mapping[str, Any] | str) -> NormLayer:
+    """A factory ``f(num_features, layout)`` from a norm config (``config.norm``) or a bare name."""
     if isinstance(cfg, str):
         return functools.partial(build_norm, cfg)
-    kw = {k: v for k, v in dict(cfg).items() if k != "name"}
-    return functools.partial(build_norm, cfg["name"], **kw)
+    typed = norm_config(cfg)
+    kw = {f.name: getattr(typed, f.name) for f in dataclasses.fields(typed) if f.name != "name"}
+    return functools.partial(build_norm, typed.name, **kw)

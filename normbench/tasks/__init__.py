@@ -4,7 +4,7 @@ Importing this package registers every data set: ``build_task`` and ``list_datas
 them all.
 """
 
-from normbench.data.registry import DATASETS, build_task, list_datasets
+from normbench.data.registry import DATASETS, build_task, dataset_input_kind, list_datasets
 from normbench.tasks import classification, translation  # noqa: F401  (registration of every data set)
 
-__all__ = ["DATASETS", "build_task", "list_datasets"]
+__all__ = ["DATASETS", "build_task", "dataset_input_kind", "list_datasets"]

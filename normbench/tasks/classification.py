@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,9 +144,10 @@ class SyntheticImagesConfig(DatasetConfig):
 def _task(
     train: tuple[torch.Tensor, torch.Tensor, list[str]],
     test: tuple[torch.Tensor, torch.Tensor, list[str]],
-    cfg: Mapping[str, Any],
-    run_cfg: Mapping[str, Any],
+    augment: bool,
     device: torch.device,
+    batch_size: int,
+    eval_batch_size: int,
 ) -> ImageClassificationTask:
     return ImageClassificationTask(
         train_images=train[0],
@@ -154,41 +155,46 @@ def _task(
         test_images=test[0],
         test_labels=test[1],
         num_classes=len(train[2]),
-        batch_size=int(run_cfg["batch_size"]),
-        eval_batch_size=int(run_cfg.get("eval_batch_size", 500)),
-        augment=bool(cfg.get("augment", True)),
+        batch_size=batch_size,
+        eval_batch_size=eval_batch_size,
+        augment=augment,
         device=device,
     )
 
 
-@register_dataset("cifar10", CIFAR10Config)
-def cifar10(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+@register_dataset("cifar10", CIFAR10Config, input_kind="image")
+def cifar10(
+    cfg: CIFAR10Config, device: torch.device, run_dir: Path, *, batch_size: int, eval_batch_size: int
+) -> ImageClassificationTask:
     """The CIFAR-10 train split for training and its test split for ``val/*``."""
-    kw = {"download": cfg.get("download", False), "verify_checksums": cfg.get("verify_checksums", True)}
-    train = load_cifar10(cfg["root"], True, **kw)
-    limit = cfg.get("train_limit")
+    kw = {"download": cfg.download, "verify_checksums": cfg.verify_checksums}
+    train = load_cifar10(cfg.root, True, **kw)
+    limit = cfg.train_limit
     if limit is not None:
-        if not 0 < int(limit) <= len(train[1]):
+        if not 0 < limit <= len(train[1]):
             raise ConfigError(f"dataset.train_limit={limit} must be in 1..{len(train[1])} (the training images there)")
-        train = (train[0][: int(limit)], train[1][: int(limit)], train[2])
-    return _task(train, load_cifar10(cfg["root"], False, **kw), cfg, run_cfg, device)
+        train = (train[0][:limit], train[1][:limit], train[2])
+    test = load_cifar10(cfg.root, False, **kw)
+    return _task(train, test, cfg.augment, device, batch_size, eval_batch_size)
 
 
-def synthetic_root(cfg: Mapping[str, Any], run_dir: Path) -> Path:
-    key = f"{cfg['num_train']}-{cfg['num_test']}-{cfg['noise']}-{cfg['seed']}"
+def synthetic_root(cfg: SyntheticImagesConfig, run_dir: Path) -> Path:
+    key = f"{cfg.num_train}-{cfg.num_test}-{cfg.noise}-{cfg.seed}"
     digest = hashlib.sha1(key.encode()).hexdigest()[:10]
-    base = Path(cfg["root"]).expanduser() if cfg.get("root") else Path(run_dir) / "data"
+    base = Path(cfg.root).expanduser() if cfg.root else Path(run_dir) / "data"
     return base / f"synthetic_images-{digest}"
 
 
-@register_dataset("synthetic_images", SyntheticImagesConfig)
-def synthetic_images(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> Any:
+@register_dataset("synthetic_images", SyntheticImagesConfig, input_kind="image")
+def synthetic_images(
+    cfg: SyntheticImagesConfig, device: torch.device, run_dir: Path, *, batch_size: int, eval_batch_size: int
+) -> ImageClassificationTask:
     """Write the synthetic task as CIFAR-10 files (once per settings), then load it as CIFAR-10."""
     root = synthetic_root(cfg, run_dir)
     if not (root / BASE_FOLDER / "test_batch").is_file():
-        seed = int(cfg["seed"])
-        train = make_synthetic_images(int(cfg["num_train"]), seed, noise=float(cfg["noise"]))
-        test = make_synthetic_images(int(cfg["num_test"]), seed + 1_000_003, noise=float(cfg["noise"]))
+        train = make_synthetic_images(cfg.num_train, cfg.seed, noise=cfg.noise)
+        test = make_synthetic_images(cfg.num_test, cfg.seed + 1_000_003, noise=cfg.noise)
         write_cifar_batches(root, train, test)
     kw = {"download": False, "verify_checksums": False}
-    return _task(load_cifar10(root, True, **kw), load_cifar10(root, False, **kw), cfg, run_cfg, device)
+    train, test = load_cifar10(root, True, **kw), load_cifar10(root, False, **kw)
+    return _task(train, test, cfg.augment, device, batch_size, eval_batch_size)

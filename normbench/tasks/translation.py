@@ -19,8 +19,9 @@ The data sets ``iwslt14`` (a local folder in fairseq's layout, or a Hub data set
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,24 +68,18 @@ class TranslationTask:
     unit = "tokens"
 
     def __init__(
-        self, data: TranslationData, cfg: Mapping[str, Any], device: torch.device, run_dir: Path | None
+        self, data: TranslationData, cfg: TranslationConfig, device: torch.device, run_dir: Path | None
     ) -> None:
-        if cfg["beam"] < 1:
-            raise ConfigError(f"dataset.beam={cfg['beam']} must be at least 1")
-        if not 0 <= cfg["label_smoothing"] < 1:
-            raise ConfigError(f"dataset.label_smoothing={cfg['label_smoothing']} must be in [0, 1)")
-        if cfg["max_tokens"] <= 0:
-            raise ConfigError(f"dataset.max_tokens={cfg['max_tokens']} must be positive")
         self.data = data
         self.vocab = data.vocab
         self.device = device
         self.run_dir = Path(run_dir) if run_dir is not None else None
-        self.max_tokens = int(cfg["max_tokens"])
-        self.label_smoothing = float(cfg["label_smoothing"])
-        self.beam, self.lenpen = int(cfg["beam"]), float(cfg["lenpen"])
-        self.max_len_a, self.max_len_b = float(cfg["max_len_a"]), int(cfg["max_len_b"])
-        self.eval_bleu = bool(cfg["eval_bleu"])
-        self.bleu_max_sentences = cfg.get("bleu_max_sentences")
+        self.max_tokens = cfg.max_tokens
+        self.label_smoothing = cfg.label_smoothing
+        self.beam, self.lenpen = cfg.beam, cfg.lenpen
+        self.max_len_a, self.max_len_b = cfg.max_len_a, cfg.max_len_b
+        self.eval_bleu = cfg.eval_bleu
+        self.bleu_max_sentences = cfg.bleu_max_sentences
         self.train = TokenBatches(*data.splits["train"], self.vocab, self.max_tokens)
         self.valid = TokenBatches(*data.splits["valid"], self.vocab, self.max_tokens)
         self.signature: str | None = None
@@ -199,6 +194,14 @@ class TranslationConfig(DatasetConfig):
     bleu_max_sentences: int | None = None
     """Score only the first N sentences of valid/test (quick checks); null: all of them."""
 
+    def __post_init__(self) -> None:
+        if self.beam < 1:
+            raise ConfigError(f"dataset.beam={self.beam} must be at least 1")
+        if not 0 <= self.label_smoothing < 1:
+            raise ConfigError(f"dataset.label_smoothing={self.label_smoothing} must be in [0, 1)")
+        if self.max_tokens <= 0:
+            raise ConfigError(f"dataset.max_tokens={self.max_tokens} must be positive")
+
 
 @dataclass
 class IWSLT14Config(TranslationConfig):
@@ -224,42 +227,42 @@ class SyntheticTranslationConfig(TranslationConfig):
 
 
 def build_translation_task(
-    text: dict[str, ParallelText], root: Path | None, cfg: Mapping[str, Any], device: torch.device, run_dir: Path
+    text: dict[str, ParallelText], root: Path | None, cfg: TranslationConfig, device: torch.device, run_dir: Path
 ) -> TranslationTask:
     """BPE ids of ``text`` (`normbench.data.translation.prepare`) wrapped in a `TranslationTask`."""
-    src_lang, tgt_lang = cfg["src_lang"], cfg["tgt_lang"]
     data = prepare(
         text,
         root=root,
-        train_files=split_files(root, "train", src_lang, tgt_lang) if root is not None else None,
-        vocab_size=int(cfg["vocab_size"]),
-        lowercase=bool(cfg["lowercase"]),
-        pretokenize_mode=cfg["pretokenize"],
-        cache_dir=cfg.get("cache_dir"),
-        max_positions=int(cfg["max_positions"]),
-        langs=(src_lang, tgt_lang),
+        train_files=split_files(root, "train", cfg.src_lang, cfg.tgt_lang) if root is not None else None,
+        vocab_size=cfg.vocab_size,
+        lowercase=cfg.lowercase,
+        pretokenize_mode=cfg.pretokenize,
+        cache_dir=cfg.cache_dir,
+        max_positions=cfg.max_positions,
+        langs=(cfg.src_lang, cfg.tgt_lang),
     )
     return TranslationTask(data, cfg, device, run_dir)
 
 
-@register_dataset("iwslt14", IWSLT14Config)
-def iwslt14(cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path) -> TranslationTask:
-    """A local folder in fairseq's layout (``dataset.root``) or a Hub data set (``dataset.hub``)."""
-    if cfg.get("hub"):
-        text = load_parallel_hub(cfg["hub"], cfg["src_lang"], cfg["tgt_lang"], cfg.get("hub_revision"))
+@register_dataset("iwslt14", IWSLT14Config, input_kind="sequence")
+def iwslt14(cfg: IWSLT14Config, device: torch.device, run_dir: Path, **_: int) -> TranslationTask:
+    """A local folder in fairseq's layout (``dataset.root``) or a Hub data set (``dataset.hub``);
+    batches by ``dataset.max_tokens`` (the run's ``batch_size`` does not apply)."""
+    if cfg.hub:
+        text = load_parallel_hub(cfg.hub, cfg.src_lang, cfg.tgt_lang, cfg.hub_revision)
         return build_translation_task(text, None, cfg, device, run_dir)
-    if not cfg.get("root"):
+    if not cfg.root:
         raise DatasetMissingError("dataset=iwslt14 needs dataset.root=<folder> or dataset.hub=<Hub data set>")
-    root = Path(cfg["root"]).expanduser()
-    text = load_parallel_folder(root, cfg["src_lang"], cfg["tgt_lang"])
+    root = Path(cfg.root).expanduser()
+    text = load_parallel_folder(root, cfg.src_lang, cfg.tgt_lang)
     return build_translation_task(text, root, cfg, device, run_dir)
 
 
-@register_dataset("synthetic_translation", SyntheticTranslationConfig)
+@register_dataset("synthetic_translation", SyntheticTranslationConfig, input_kind="sequence")
 def synthetic_translation(
-    cfg: Mapping[str, Any], run_cfg: Mapping[str, Any], device: torch.device, run_dir: Path
+    cfg: SyntheticTranslationConfig, device: torch.device, run_dir: Path, **_: int
 ) -> TranslationTask:
     """Write the synthetic corpus in fairseq's layout (once per settings), then load it as iwslt14."""
-    root = write_synthetic_translation(cfg, run_dir)
-    text = load_parallel_folder(root, cfg["src_lang"], cfg["tgt_lang"])
+    root = write_synthetic_translation(dataclasses.asdict(cfg), run_dir)
+    text = load_parallel_folder(root, cfg.src_lang, cfg.tgt_lang)
     return build_translation_task(text, root, cfg, device, run_dir)

@@ -15,8 +15,9 @@ import pytest
 import torch
 from torch import Tensor, nn
 
+from normbench.config import as_recorded, parse
 from normbench.diagnostics import build_diagnostics, run_hooks
-from normbench.diagnostics.probe import resolve_probe_directions, step_sizes
+from normbench.diagnostics.probe import step_sizes
 from tests.conf.test_compose import compose_cfg
 from tests.diagnostics.common import context, spd_matrix
 
@@ -201,11 +202,15 @@ def test_update_direction_cap_and_lr_zero() -> None:
 )
 def test_auto_is_resolved_into_the_config(overrides: list[str], want: str | None) -> None:
     cfg = compose_cfg(["diagnostics=full", *overrides])
-    resolve_probe_directions(cfg)
+    config = parse(cfg)
+    record = as_recorded(cfg, config)
     for name in ("landscape", "predictiveness", "beta_smoothness"):
-        got = cfg.diagnostics[name].direction
+        got = config.diagnostics[name].direction
+        assert got == record["diagnostics"][name]["direction"], name  # the record says which one ran
         assert got == (want or ("update" if name == "landscape" else "gradient")), name
-    assert "direction" not in cfg.diagnostics.ics  # only the probe diagnostics have one
+    assert "direction" not in record["diagnostics"]["ics"]  # only the probe diagnostics have one
+    assert cfg.diagnostics.landscape.direction == ("auto" if want else "update")  # the composed config is untouched
     cfg = compose_cfg(["experiment=santurkar_vgg_cpu"])  # probe entries written without the key
-    resolve_probe_directions(cfg)
-    assert cfg.diagnostics.landscape.direction == "gradient"
+    config = parse(cfg)
+    assert config.diagnostics["landscape"].direction == "gradient"
+    assert as_recorded(cfg, config)["diagnostics"]["landscape"]["direction"] == "gradient"

@@ -28,7 +28,8 @@ def test_unknown_diagnostic_lists_the_valid_names() -> None:
     [
         (
             {"landscape": {"every_n_step": 1}},
-            "unknown key diagnostics.landscape.every_n_step; valid keys: every_n_steps",
+            "diagnostics.landscape.every_n_step is not an option of diagnostics.landscape; "
+            "did you mean diagnostics.landscape.every_n_steps? diagnostics.landscape takes: every_n_steps",
         ),
         ({"grad_variance": {"num_batches": "many"}}, "diagnostics.grad_variance.num_batches"),
         ({"ics": {"every_n_steps": -1}}, "diagnostics.ics.every_n_steps=-1"),

@@ -189,16 +189,14 @@ def test_a_decoder_norm_that_mixes_positions_warns() -> None:
 
 
 def test_config_validation_reaches_the_norms_of_the_transformer() -> None:
-    from omegaconf import OmegaConf
-
+    from normbench.models import MODELS
+    from normbench.norms import NORMS
     from normbench.validate import check_norm_in_model
 
-    cfg = OmegaConf.create(
-        {"model": {"name": "transformer_tiny"}, "norm": {"name": "gn", "groups": 7}, "batch_size": 8}
-    )
-    check_norm_in_model(cfg)  # no data yet: the model cannot be built, nothing to say
+    model, norm = MODELS.typed("transformer_tiny"), NORMS.typed({"name": "gn", "groups": 7})
+    check_norm_in_model(model, norm, 8)  # no data yet: the model cannot be built, nothing to say
     with pytest.raises(ConfigError, match="layer encoder_layers.0.attn_block.norm .128 channels.: norm.groups=7"):
-        check_norm_in_model(cfg, VOCAB)
+        check_norm_in_model(model, norm, 8, VOCAB)
 
 
 def test_each_stack_takes_a_full_norm_config() -> None:
@@ -213,7 +211,8 @@ def test_each_stack_takes_a_full_norm_config() -> None:
     assert not any(isinstance(m, PowerNorm) for m in model.decoder_layers.modules())
     bare = tiny("ln", encoder_norm="pn", **NO_DROPOUT)
     assert {m.groups for m in bare.encoder_layers.modules() if isinstance(m, PowerNorm)} == {1}
-    with pytest.raises(ConfigError, match="unknown key 'grups' for norm 'pn'; valid keys: .*groups"):
+    message = "norm.grups is not an option of norm=pn; did you mean norm.groups\\? norm=pn takes: .*groups"
+    with pytest.raises(ConfigError, match=message):
         tiny("ln", encoder_norm={"name": "pn", "grups": 4})
     with pytest.raises(ConfigError, match="unknown norm 'pnn'"):
         tiny("ln", encoder_norm="pnn")

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from normbench import hardware
+from normbench.hardware import HardwareConfig
 from normbench.norms import build_norm, list_norms
 
 C = 8
@@ -102,7 +103,7 @@ def test_maybe_compile_keeps_eager_random_streams() -> None:
     before = inductor_config.fallback_random
     inductor_config.fallback_random = False
     try:
-        compiled = hardware.maybe_compile(m, {"compile": True})
+        compiled = hardware.maybe_compile(m, HardwareConfig(compile=True))
         assert inductor_config.fallback_random
         x = torch.randn(2, C, 3, 3)
         torch.manual_seed(5)

@@ -94,7 +94,7 @@ def test_config_defaults_are_fractions_in_the_schema_and_the_yaml() -> None:
                        ("brn", {"warmup_steps": None, "r_max_steps": None, "d_max_steps": None,
                                 "warmup_fraction": 0.05, "r_max_fraction": 0.40, "d_max_fraction": 0.25})):  # fmt: skip
         schema, composed = norm_config(name), compose_cfg([f"norm={name}"]).norm
-        assert {k: schema[k] for k in keys} == keys == {k: composed[k] for k in keys}
+        assert {k: getattr(schema, k) for k in keys} == keys == {k: composed[k] for k in keys}
 
 
 TINY = [

@@ -24,7 +24,7 @@ def _cifar(root: Path) -> tuple[np.ndarray, np.ndarray]:
 def _task(root: Path, limit: int | None):
     cfg = {"name": "cifar10", "root": str(root), "download": False, "verify_checksums": False, "augment": False,
            "train_limit": limit}  # fmt: skip
-    return build_task(cfg, {"batch_size": 8, "eval_batch_size": 10}, torch.device("cpu"), root)
+    return build_task(cfg, torch.device("cpu"), root, batch_size=8, eval_batch_size=10)
 
 
 def test_train_limit_keeps_the_first_images_and_the_whole_test_split(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
         "eval_bleu": False,
         "bleu_max_sentences": None,
     }
-    task = build_task(dataset, {}, torch.device("cpu"), tmp_path)
+    task = build_task(dataset, torch.device("cpu"), tmp_path, batch_size=1, eval_batch_size=1)
     torch.manual_seed(0)
     model = build_model({"name": "transformer_tiny"}, norm_factory("ln"), **task.model_kwargs()).eval()
     with torch.no_grad():
