@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 
 from normbench.config import register_configs
 from normbench.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
+from normbench.output import error_line
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -45,12 +46,13 @@ def main(cfg: DictConfig) -> Any:
     locked_here = False
     try:
         locked_here = rundir.hold(run_dir)  # a single run's lock is already held (RunDirCallback)
-        return objective(cfg, run(cfg, run_dir))  # the one number a sweeper optimizes (optimized_metric)
+        result = run(cfg, run_dir)
+        return objective(cfg.optimized_metric, cfg.model.name, result)  # the one number a sweeper optimizes
     except (ConfigError, OSError) as e:
         if full_error() or not (isinstance(e, ConfigError) or is_environment_error(e)):
             raise
         message = str(e) if isinstance(e, ConfigError) else one_line_os_error(e)  # a full or read-only disk
-        print(f"normbench: error: {message}", file=sys.stderr, flush=True)
+        error_line(message)
         busy = isinstance(e, rundir.RunDirError)  # another run's directory, or unwritable: write nothing
         if multirun:  # this job fails alone; the sweep goes on
             if not busy:
@@ -134,7 +136,7 @@ def cli() -> Any:
     except ConfigError as e:
         if full_error():
             raise
-        print(f"normbench: error: {e}", file=sys.stderr, flush=True)
+        error_line(str(e))
         sys.exit(2)
     try:
         return main()

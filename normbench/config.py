@@ -151,14 +151,14 @@ DEFAULT_METRICS = {"image": "val/acc", "sequence": "val/bleu"}
 """The metric to optimize by the kind of input the model takes (the task's kind)."""
 
 
-def optimized_metric(cfg: Any) -> str:
-    """``cfg.optimized_metric``, or the task's default."""
+def optimized_metric(metric: str | None, model: str) -> str:
+    """``metric`` (the config's ``optimized_metric``), or the default of model ``model``'s task."""
     from normbench.models import model_input_kind
 
-    return cfg.optimized_metric or DEFAULT_METRICS[model_input_kind(cfg.model.name)]
+    return metric or DEFAULT_METRICS[model_input_kind(model)]
 
 
-def objective(cfg: Any, result: Mapping[str, Any]) -> float | None:
+def objective(metric: str | None, model: str, result: Mapping[str, Any]) -> float | None:
     """The number a sweeper optimizes: ``optimized_metric`` of a finished run's final metrics.
 
     None (which Optuna records as a failed trial, and the basic sweeper ignores) for a run that
@@ -166,7 +166,7 @@ def objective(cfg: Any, result: Mapping[str, Any]) -> float | None:
     warning naming the ones it did); never NaN, which Optuna's sweeper cannot record."""
     if not isinstance(result, Mapping) or result.get("status") != "finished":
         return None
-    name = optimized_metric(cfg)
+    name = optimized_metric(metric, model)
     value = result.get(name)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         reported = ", ".join(k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool))

@@ -18,6 +18,7 @@ SCHEDULES = ("constant", "step", "cosine", "inverse_sqrt")
 @dataclass
 class OptimizerConfig:
     name: str = "sgd"
+    """``sgd`` | ``adam`` | ``adamw``."""
     momentum: float = 0.9
     nesterov: bool = False
     betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
@@ -33,6 +34,7 @@ class OptimizerConfig:
 @dataclass
 class ScheduleConfig:
     name: str = "cosine"
+    """``constant`` | ``step`` | ``cosine`` | ``inverse_sqrt``."""
     warmup_steps: int = 0
     """Linear warm-up from 0 to ``lr`` over this many steps (all schedules)."""
     milestones: list[float] = field(default_factory=lambda: [0.5, 0.75])

@@ -66,6 +66,11 @@ def warn(message: str) -> None:
     LOG.warning(f"normbench: warning: {message}")
 
 
+def error_line(message: str) -> None:
+    """``normbench: error: <message>``: the one line a refused run prints on stderr."""
+    print(f"normbench: error: {message}", file=sys.stderr, flush=True)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file, flush + fsync, then ``os.replace``: readers see the old file or
     the new one, never half of one; a failed write (a full disk, a signal) leaves no temporary file."""

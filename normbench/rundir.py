@@ -32,7 +32,7 @@ from hydra.experimental.callback import Callback
 
 from normbench import distributed
 from normbench.errors import ConfigError
-from normbench.output import atomic_write_bytes
+from normbench.output import atomic_write_bytes, error_line
 
 LOCK_NAME = ".normbench.lock"
 RESULT_NAMES = ("metrics.jsonl", "summary.json", "checkpoints", "wandb")
@@ -284,7 +284,7 @@ distributed.on_own_run_dir(discard_new)  # a non-zero rank's own Hydra folder: o
 
 def fail(message: str) -> None:
     """``normbench: error: <message>`` on stderr, exit code 2."""
-    print(f"normbench: error: {message}", file=sys.stderr, flush=True)
+    error_line(message)
     sys.exit(2)
 
 

@@ -7,6 +7,9 @@
 - No file in ``normbench/`` over 400 lines.
 - The runner (``train.py``, ``run_state.py``) has no nested functions and no function longer
   than a screen (60 lines).
+- One config, parsed once: Hydra's ``DictConfig`` appears only in the modules that face Hydra
+  (`BOUNDARY`), and in the runner only `normbench.train.run` takes it; no function outside the
+  runner takes the whole config (`RunConfig`): each room takes its own dataclass.
 """
 
 from __future__ import annotations
@@ -21,6 +24,16 @@ PACKAGE = Path(__file__).resolve().parents[1] / "normbench"
 MAX_FILE_LINES = 400
 MAX_RUNNER_FUNCTION_LINES = 60
 RUNNER = ("train.py", "run_state.py")
+BOUNDARY = (
+    "normbench.cli",  # the Hydra entry point
+    "normbench.cli_help",  # the --help resolver
+    "normbench.callbacks",  # Hydra callbacks (sweep summary, data roots)
+    "normbench.data_roots",  # the data-root resolver and the sweep's check, on Hydra's config
+    "normbench.overrides",  # the command line checked against conf/ (Hydra's compose)
+    "normbench.config",  # the schemas and `parse`: DictConfig in, RunConfig out
+    "normbench.train",  # `run` only (see test_only_run_takes_the_composed_config)
+)
+"""The modules that face Hydra: the only ones that may name ``DictConfig``."""
 
 
 def module_name(path: Path) -> str:
@@ -157,3 +170,50 @@ def test_the_runner_reads_as_named_phases(name: str) -> None:
     assert not nested, f"closures in {name} (state belongs in the Run object): {nested}"
     long = {f.name: f.end_lineno - f.lineno + 1 for f in functions if isinstance(f, ast.FunctionDef)}
     assert not {k: n for k, n in long.items() if n > MAX_RUNNER_FUNCTION_LINES}
+
+
+def names_in(module: str) -> set[str]:
+    tree = ast.parse(MODULES[module].read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    names |= {a.name.rpartition(".")[2] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+    annotations = [a for n in ast.walk(tree) if isinstance(n, ast.arg) and n.annotation for a in [n.annotation]]
+    names |= {word for a in annotations for word in ast.unparse(a).replace("|", " ").replace(".", " ").split()}
+    return names
+
+
+def parameters_naming(module: str, type_name: str) -> list[str]:
+    """``function(parameter)`` for each parameter of ``module`` annotated with ``type_name``."""
+    tree = ast.parse(MODULES[module].read_text())
+    return [
+        f"{module}.{f.name}({a.arg})"
+        for f in ast.walk(tree)
+        if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)
+        if a.annotation is not None and type_name in ast.unparse(a.annotation).replace(".", " ").split()
+    ]
+
+
+def below_the_boundary() -> list[str]:
+    return [m for m in MODULES if m not in BOUNDARY and not m.startswith("normbench.analysis")]
+
+
+def test_no_dictconfig_below_the_boundary() -> None:
+    found = [m for m in below_the_boundary() if "DictConfig" in names_in(m)]
+    assert not found, f"DictConfig below the boundary (parse it once, in normbench.config.parse): {found}"
+
+
+def test_only_run_takes_the_composed_config() -> None:
+    assert parameters_naming("normbench.train", "DictConfig") == ["normbench.train.run(cfg)"]
+
+
+def test_no_room_takes_the_whole_config() -> None:
+    """`RunConfig` is the runner's: every other function takes its own section and plain values."""
+    runner = {"normbench.train", "normbench.run_state", "normbench.config"}
+    found = [p for m in MODULES if m not in runner for p in parameters_naming(m, "RunConfig")]
+    assert not found, f"functions below the runner that take the whole config: {found}"
+
+
+def test_the_boundary_checks_see_what_they_forbid() -> None:
+    assert "DictConfig" in names_in("normbench.train")  # the reader sees an annotation and an import
+    assert parameters_naming("normbench.train", "RunConfig")  # and the runner's own phases

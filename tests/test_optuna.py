@@ -8,7 +8,6 @@ import json
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
 from normbench.config import objective
 from tests.conftest import requires_extra, run_cli
@@ -16,18 +15,18 @@ from tests.conftest import requires_extra, run_cli
 needs_optuna_extra = requires_extra("optuna", "hydra_plugins.hydra_optuna_sweeper")
 
 
-def cfg(model: str = "resnet20", metric: str | None = None):
-    return OmegaConf.create({"model": {"name": model}, "optimized_metric": metric})
+def cfg(model: str = "resnet20", metric: str | None = None) -> tuple[str | None, str]:
+    return metric, model
 
 
 def test_objective_is_the_tasks_metric_of_a_finished_run(capsys) -> None:
     result = {"status": "finished", "val/acc": 0.5, "val/loss": 1.25, "val/bleu": 7.0}
-    assert objective(cfg(), result) == 0.5  # classification: val/acc
-    assert objective(cfg("transformer_tiny"), result) == 7.0  # translation: val/bleu
-    assert objective(cfg(metric="val/loss"), result) == 1.25  # settable
-    assert objective(cfg(), {**result, "status": "diverged"}) is None  # no number to optimize
+    assert objective(*cfg(), result) == 0.5  # classification: val/acc
+    assert objective(*cfg("transformer_tiny"), result) == 7.0  # translation: val/bleu
+    assert objective(*cfg(metric="val/loss"), result) == 1.25  # settable
+    assert objective(*cfg(), {**result, "status": "diverged"}) is None  # no number to optimize
     assert capsys.readouterr().err == ""
-    assert objective(cfg(metric="val/accuracy"), result) is None
+    assert objective(*cfg(metric="val/accuracy"), result) is None
     err = capsys.readouterr().err
     assert err.startswith("normbench: warning: optimized_metric=val/accuracy is not among") and "val/acc" in err
 

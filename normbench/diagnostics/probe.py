@@ -49,6 +49,7 @@ from normbench.diagnostics.registry import CadenceConfig, DiagContext, Diagnosti
 from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import grads_or_zeros, sq_dist, sq_norm
 from normbench.errors import ConfigError
+from normbench.optim import OptimizerConfig
 
 DIRECTIONS = ("gradient", "update", "auto")
 
@@ -128,7 +129,9 @@ def optimizer_direction(optimizer: torch.optim.Optimizer) -> str:
     return "gradient" if plain else "update"
 
 
-def choose_probe_directions(diagnostics: Mapping[str, CadenceConfig], optimizer: Any) -> dict[str, CadenceConfig]:
+def choose_probe_directions(
+    diagnostics: Mapping[str, CadenceConfig], optimizer: OptimizerConfig
+) -> dict[str, CadenceConfig]:
     """The typed diagnostics with ``direction: auto`` of every probe replaced by its choice:
     ``gradient`` when ``optimizer`` (an `OptimizerConfig`) is plain SGD (``name=sgd``,
     ``momentum=0``), ``update`` otherwise. A new dict; the entries given are left as they are."""

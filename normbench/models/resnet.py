@@ -126,7 +126,9 @@ class CifarResNet(nn.Module):
 @dataclass
 class ResNetConfig(ModelConfig):
     depth: int = 20
+    """6n + 2 (20, 32, 44, 56, 110, …): 3 stages × n basic blocks."""
     shortcut: str = "A"
+    """``A``: zero-padded identity (the paper's CIFAR choice) | ``B``: 1x1 conv + norm."""
     zero_init_residual: bool = False
 
 

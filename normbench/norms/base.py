@@ -7,6 +7,16 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
+from normbench.errors import ConfigError
+
+
+def check_groups(groups: int, num_features: int) -> None:
+    """``norm.groups`` must divide the channels of every layer the norm is built for."""
+    if groups <= 0 or num_features % groups:
+        raise ConfigError(
+            f"norm.groups={groups} does not divide num_features={num_features}; choose a divisor of {num_features}"
+        )
+
 
 class Norm(nn.Module):
     """Base of the normbench norms: ``Norm(num_features, *, layout, eps, affine)``.

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor
 
-from normbench.errors import ConfigError
 from normbench.norms import functional as NF
-from normbench.norms.base import Norm
+from normbench.norms.base import Norm, check_groups
 from normbench.norms.registry import NormConfig, register_norm
 
 
@@ -31,10 +30,7 @@ class GroupNorm(Norm):
     NORMALIZES_OVER = {"NCHW": "C/G×H×W, per sample and group", "NTC": "C/G×T real tokens, per sentence and group"}
 
     def __init__(self, num_features: int, *, groups: int = 8, **kw) -> None:
-        if groups <= 0 or num_features % groups:
-            raise ConfigError(
-                f"norm.groups={groups} does not divide num_features={num_features}; choose a divisor of {num_features}"
-            )
+        check_groups(groups, num_features)
         super().__init__(num_features, **kw)
         self.groups = groups
 

@@ -8,11 +8,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from normbench.errors import ConfigError
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
 from normbench.norms import schedule
-from normbench.norms.base import Norm
+from normbench.norms.base import Norm, check_groups
 from normbench.norms.registry import NormConfig, register_norm
 
 WARMUP_FRACTION = 0.1
@@ -75,10 +74,7 @@ class PowerNorm(Norm):
         **kw,
     ) -> None:
         self.warmup_fraction = schedule.checked(warmup_iters, warmup_fraction, "warmup_iters", "warmup_fraction")
-        if groups <= 0 or num_features % groups:
-            raise ConfigError(
-                f"norm.groups={groups} does not divide num_features={num_features}; choose a divisor of {num_features}"
-            )
+        check_groups(groups, num_features)
         super().__init__(num_features, **kw)
         self.alpha_fwd, self.alpha_bkw = alpha_fwd, alpha_bkw
         self.groups = groups
