@@ -111,6 +111,12 @@ def atomic_torch_save(obj: Any, path: Path) -> str:
     return digest
 
 
+def has_verified_checkpoint(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a checkpoint whose bytes match its sidecar, without loading it
+    (the requeueing launcher, ``hydra_plugins/normbench_launcher``, resumes only then)."""
+    return any(verify(path) is None for _, path in list_checkpoints(run_dir))
+
+
 def verify(path: Path) -> str | None:
     """Why ``path`` fails its checksum (no sidecar, unreadable sidecar, a different SHA-256), or None."""
     side = checksum_path(path)

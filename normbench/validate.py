@@ -16,6 +16,7 @@ line that names the keys:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -25,6 +26,7 @@ import torch
 from torch import nn
 
 from normbench.data.registry import DatasetConfig
+from normbench.data_roots import missing_root
 from normbench.errors import ConfigError
 from normbench.models import ModelConfig, build_model, model_input_kind
 from normbench.norms import NormConfig, list_norms, norm_factory
@@ -49,17 +51,19 @@ def check_model_takes_dataset(model: str, dataset: str) -> None:
         )
 
 
-def check_dataset_root(dataset: Any) -> None:
-    """``dataset.root`` must be a directory, unless the data set creates it (download, synthetic)."""
-    root = getattr(dataset, "root", None)  # a data set without files has no root
-    if root is None:
-        return
-    path = Path(str(root)).expanduser()
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"dataset.root={str(path)!r} is a file, not a directory; pass the folder that holds the data")
-    creates = getattr(dataset, "download", False) or dataset.name.startswith("synthetic")
-    if not path.exists() and not creates and not getattr(dataset, "hub", None):
-        if hasattr(dataset, "hub"):  # a translation data set: local text files or a Hub data set
+def check_dataset_root(dataset: DatasetConfig) -> None:
+    """``dataset.root`` must be a directory, unless the data set creates it (download, synthetic,
+    a Hub data set: `normbench.data_roots.missing_root`, which a sweep's check uses too)."""
+    keys = dataclasses.asdict(dataset)
+    path = missing_root(keys)
+    root = keys.get("root")  # a data set without files has no root
+    if root is not None and Path(str(root)).expanduser().is_file():
+        raise ConfigError(
+            f"dataset.root={str(Path(str(root)).expanduser())!r} is a file, not a directory; "
+            "pass the folder that holds the data"
+        )
+    if path is not None:
+        if "hub" in keys:  # a translation data set: local text files or a Hub data set
             remedies = "dataset.hub=<Hub data set> (needs network), or dataset=synthetic_translation"
         else:
             remedies = "dataset.download=true (needs network), or dataset=synthetic_images"

@@ -188,6 +188,7 @@ and d_max at 25k steps read as fractions of a 100k-step run."""
 @dataclass
 class BatchRenormConfig(BatchNormConfig):
     momentum: float = 0.01
+    """Update rate of the running averages in the paper's experiments."""
     r_max: float = 3.0
     d_max: float = 5.0
     warmup_steps: int | None = None

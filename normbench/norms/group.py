@@ -21,6 +21,7 @@ from normbench.norms.registry import NormConfig, register_norm
 @dataclass
 class GroupNormConfig(NormConfig):
     groups: int = 8
+    """Must divide every normalized layer's channels (16/32/64 in ResNet20)."""
 
 
 @register_norm("gn", GroupNormConfig)

@@ -29,9 +29,13 @@ class NoiseFields:
     """The noise's settings (Algorithm 1's n_μ, n_σ, r_μ, r_σ), shared by both norms' configs."""
 
     n_mu: float = 0.5
+    """Per unit: μ_j ~ U(−n_mu, n_mu)."""
     n_sigma: float = 1.25
+    """Per unit: σ_j ~ U(1, n_sigma)."""
     r_mu: float = 0.1
+    """Per sample: m_ij ~ U(μ_j − r_mu, μ_j + r_mu)."""
     r_sigma: float = 0.1
+    """Per sample: s_ij ~ N(σ_j, r_sigma), r_sigma a standard deviation."""
 
 
 @dataclass

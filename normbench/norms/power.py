@@ -22,7 +22,9 @@ fraction of a 100k-step run, the basis on which Batch Renorm's 5k/40k/25k are 5/
 @dataclass
 class PowerNormConfig(NormConfig):
     alpha_fwd: float = 0.9
+    """EMA rate of the running ψ²."""
     alpha_bkw: float = 0.9
+    """Backward: ĝ = γ·dy − (1 − alpha_bkw)·ema_gz·z."""
     warmup_iters: int | None = None
     """The warm-up in training steps; when set, ``warmup_fraction`` is not used."""
     warmup_fraction: float | None = WARMUP_FRACTION

@@ -125,7 +125,9 @@ class CIFAR10Config(DatasetConfig):
     root: str = "data/cifar10"
     download: bool = False
     verify_checksums: bool = True
+    """False: accept subsets and re-encoded copies (torchvision's MD5 check rejects them)."""
     augment: bool = True
+    """4-px pad + random crop, random horizontal flip."""
     train_limit: int | None = None
     """Train on the first N training images only (null: all); the test split stays whole."""
 

@@ -183,6 +183,7 @@ class TranslationConfig(DatasetConfig):
     cache_dir: str | None = None
     """Where the BPE goes when the data folder is read-only; default ``~/.cache/normbench/bpe``."""
     max_tokens: int = 4096
+    """Padded tokens per batch (translation batches by tokens; the run's ``batch_size`` does not apply)."""
     max_positions: int = 1024
     label_smoothing: float = 0.1
     beam: int = 5
