@@ -142,7 +142,8 @@ def bench_shape(
         norm = build_norm(name, c, layout, **KW.get(name, {})).to(x.device).train()
         for mode in args.modes:
             torch._dynamo.reset()
-            module = hardware.maybe_compile(norm, {"compile": mode == "compiled"})  # as a run compiles it
+            compiled = hardware.HardwareConfig(compile=mode == "compiled")
+            module = hardware.maybe_compile(norm, compiled)  # as a run compiles it
             fn = step_fn(module, x, mask)
             times, ratios = [], []
             for _ in range(args.rounds):

@@ -55,6 +55,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from normbench import train  # noqa: E402
 from normbench.cli import config_dir  # noqa: E402
+from normbench.config import parse  # noqa: E402
 from normbench.models import build_model  # noqa: E402
 from normbench.norms import norm_factory  # noqa: E402
 from normbench.optim import build_optimizer, lr_factor  # noqa: E402
@@ -161,8 +162,9 @@ def compose_cfg(overrides: list[str]) -> DictConfig:
 
 def plain_loop(cfg: DictConfig, device: torch.device, data_dir: Path, warmup: int) -> tuple[Stopwatch, float]:
     """What one would write by hand: same seed, data, model, optimizer and schedule."""
+    cfg = parse(cfg)
     train.seed_everything(cfg.seed)
-    task = build_task(cfg.dataset, cfg, device, data_dir)
+    task = build_task(cfg.dataset, device, data_dir, batch_size=cfg.batch_size, eval_batch_size=cfg.eval_batch_size)
     model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
     total = task.steps_per_epoch()
     optimizer = build_optimizer(model, cfg.optimizer, cfg.lr, cfg.weight_decay)
@@ -195,7 +197,7 @@ def runner(cfg: DictConfig, device: torch.device, run_dir: Path, warmup: int) ->
 
 def data_path(cfg: DictConfig, device: torch.device, data_dir: Path) -> dict[str, float]:
     """Seconds per batch of making the training batches alone (one epoch): wall and CPU."""
-    task = build_task(cfg.dataset, cfg, device, data_dir)
+    task = build_task(cfg.dataset, device, data_dir, batch_size=cfg.batch_size, eval_batch_size=cfg.eval_batch_size)
     generator = torch.Generator().manual_seed(cfg.seed)
     stopwatch = Stopwatch(device, 0)
     for _ in stopwatch.wrap(task.train_batches(0, generator)):
