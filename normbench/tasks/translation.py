@@ -10,7 +10,10 @@ Evaluation: ``val/loss`` (label-smoothed), ``val/nll_loss`` and ``val/ppl`` = ex
 on the validation split; ``val/bleu`` and ``test/bleu`` from beam search (``beam``, ``lenpen``),
 BPE removed, scored with sacrebleu on the pre-tokenized, lowercased references with
 ``tokenize="none"`` (tokenized BLEU, as fairseq reports for IWSLT14). The sacrebleu signature is
-printed and written to ``sacrebleu.txt`` in the run directory.
+printed and written to ``sacrebleu.txt`` in the run directory, and what was scored beside it:
+``translations/<split>.hyp`` (the latest evaluation's hypotheses, BPE removed, one per line) and
+``translations/<split>.ref`` (the references), so the BLEU can be checked and the outputs scored
+with other metrics (``sacrebleu -tok none translations/test.ref < translations/test.hyp``).
 
 The data sets ``iwslt14`` (a local folder in fairseq's layout, or a Hub data set) and
 ``synthetic_translation`` are registered here: their configs and the builders that return a
@@ -36,7 +39,7 @@ from normbench.data.translation import TranslationData, prepare
 from normbench.errors import ConfigError, DatasetMissingError
 from normbench.models.decoding import beam_search, greedy_search, max_decode_len
 from normbench.models.unwrap import unwrap
-from normbench.output import info
+from normbench.output import atomic_write_text, info
 from normbench.tasks.base import StepOutput
 from normbench.tasks.batching import TokenBatches, TranslationBatch, token_buckets
 
@@ -142,7 +145,10 @@ class TranslationTask:
         refs = self.data.references[split]
         if self.bleu_max_sentences is not None:
             src, refs = src[: self.bleu_max_sentences], refs[: self.bleu_max_sentences]
-        score, signature = corpus_bleu(self.translate(model, src), refs)
+        hypotheses = self.translate(model, src)
+        score, signature = corpus_bleu(hypotheses, refs)
+        if self.run_dir is not None:
+            self.write_translations(split, hypotheses, refs)
         if signature != self.signature:
             self.signature = signature
             info(f"[normbench] sacrebleu signature: {signature}")
@@ -150,6 +156,14 @@ class TranslationTask:
                 self.run_dir.mkdir(parents=True, exist_ok=True)
                 (self.run_dir / "sacrebleu.txt").write_text(signature + "\n")
         return score
+
+    def write_translations(self, split: str, hypotheses: Sequence[str], references: Sequence[str]) -> None:
+        """``translations/<split>.hyp`` and ``.ref`` in the run directory, one sentence per line."""
+        assert self.run_dir is not None
+        folder = self.run_dir / "translations"
+        folder.mkdir(parents=True, exist_ok=True)
+        for ext, lines in (("hyp", hypotheses), ("ref", references)):
+            atomic_write_text(folder / f"{split}.{ext}", "".join(line.replace("\n", " ") + "\n" for line in lines))
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         """``val/loss``, ``val/nll_loss``, ``val/ppl``; with ``eval_bleu`` also ``val/bleu`` and

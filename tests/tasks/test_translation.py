@@ -76,6 +76,14 @@ def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
     assert summary["val/ppl"] == pytest.approx(math.exp(summary["val/nll_loss"]))
     assert 0 <= summary["val/bleu"] <= 100
     assert (out / "sacrebleu.txt").read_text().startswith("nrefs:1|") and "sacrebleu signature" in r.stdout
+    # what was scored is in the run directory: sacrebleu on those files gives the logged BLEU
+    for split, key in (("valid", "val/bleu"), ("test", "test/bleu")):
+        hyps = (out / "translations" / f"{split}.hyp").read_text().splitlines()
+        refs = (out / "translations" / f"{split}.ref").read_text().splitlines()
+        assert len(hyps) == len(refs) == 16
+        from sacrebleu.metrics import BLEU
+
+        assert BLEU(tokenize="none", force=True).corpus_score(hyps, [refs]).score == pytest.approx(summary[key], abs=1e-9)
 
 
 def test_sequence_model_on_image_data_is_one_clear_error(tmp_path) -> None:
