@@ -1,6 +1,6 @@
-"""Pure statistics over seeds: spreads for the figures, and the two-arm comparisons that judge claims.
+"""Pure statistics over seeds: bands for the figures, and the two-arm comparisons that judge claims.
 
-Figures draw medians with the seeds' min–max (`spread`, `band`); claims are judged on an interval
+Figures draw medians with the seeds' min–max (`stack`, `band`); claims are judged on an interval
 for the *difference* between two arms' per-seed values (`compare`), with one of three tests, named
 in each preset's rules (``normbench/rules/<preset>.yaml``) before its runs:
 
@@ -50,36 +50,7 @@ VERDICTS = (SUPPORTED, OPPOSITE, INCONCLUSIVE, EQUIVALENT, DIFFERENT, NOT_JUDGED
 
 
 # ---------------------------------------------------------------------------------------------
-# spreads for the figures
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median, min and max of a set of values (e.g. one number per seed)."""
-
-    median: float
-    lo: float
-    hi: float
-    n: int
-    diverged: int = 0
-    """How many of the n values stand for a run that diverged (±inf: the worst value)."""
-
-    def fmt(self, digits: int = 4) -> str:
-        def num(v: float) -> str:
-            return "diverged" if math.isinf(v) else f"{v:.{digits}g}"
-
-        if self.n == 0:
-            return "n/a"
-        text = num(self.median) if self.n == 1 else f"{num(self.median)} [{num(self.lo)}, {num(self.hi)}]"
-        return text + (f" ({self.diverged} of {self.n} diverged)" if self.diverged else "")
-
-
-def spread(values: Iterable[float], diverged: int = 0) -> Spread:
-    """Median and min–max of ``values``, NaN left out (±inf kept: a diverged run's worst value)."""
-    v = _clean(values)
-    if v.size == 0:
-        return Spread(math.nan, math.nan, math.nan, 0, diverged)
-    return Spread(float(np.median(v)), float(v.min()), float(v.max()), int(v.size), diverged)
+# bands for the figures
 
 
 def stack(series: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -113,13 +84,6 @@ def median_over_steps(values: np.ndarray) -> float:
     v = np.asarray(values, dtype=np.float64)
     v = v[np.isfinite(v)]
     return float(np.median(v)) if v.size else math.nan
-
-
-def fraction_less(a: np.ndarray, b: np.ndarray) -> tuple[int, int]:
-    """(k, m): at k of the m positions where both are finite, a < b."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    both = np.isfinite(a) & np.isfinite(b)
-    return int((a[both] < b[both]).sum()), int(both.sum())
 
 
 def _clean(values: Iterable[float]) -> np.ndarray:
@@ -165,19 +129,6 @@ def t_interval(v: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float
         return mean, -math.inf, math.inf
     half = float(sps.t.ppf(1 - alpha / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
     return mean, mean - half, mean + half
-
-
-def median_interval(v: np.ndarray, alpha: float = ALPHA) -> tuple[float, float, float]:
-    """The median and its distribution-free interval [x_(k), x_(n+1−k)], k the largest with
-    P(Binomial(n, ½) < k) ≤ α/2 (the whole range, or wider, when n is too small for that)."""
-    x = np.sort(v)
-    n = x.size
-    k = int(sps.binom.ppf(alpha / 2, n, 0.5))  # P(B <= k-1) <= alpha/2 < P(B <= k)
-    if sps.binom.cdf(k, n, 0.5) <= alpha / 2:
-        k += 1
-    if k < 1:
-        return float(np.median(x)), -math.inf, math.inf
-    return float(np.median(x)), float(x[k - 1]), float(x[n - k])
 
 
 def summarize_arm(values: Iterable[float], test: str, alpha: float = ALPHA) -> ArmSummary:
