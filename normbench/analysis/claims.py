@@ -26,11 +26,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from normbench.analysis.runs import Run, select
+from normbench.analysis.runs import Run, matching
 from normbench.analysis.stats import (
     ALPHA,
-    DIFFERENT,
-    EQUIVALENT,
     NOT_JUDGED,
     TESTS,
     ArmSummary,
@@ -131,18 +129,26 @@ def _scale(node: Mapping[str, Any], where: str) -> Scale:
     return Scale(node["kind"], str(node.get("note", "")))
 
 
+def _measure_spec(node: Any) -> tuple[str, dict[str, Any]]:
+    """A rule's ``measure``: a name, or a mapping of its name and its parameters."""
+    spec = dict(node) if isinstance(node, Mapping) else {"name": node}
+    return spec.pop("name"), spec
+
+
 def load_rules(preset: str) -> Rules | None:
     """The parsed rules of ``preset`` (None: it judges no claims), checked for bad values."""
     data = load_rules_data(preset)
     if data is None:
         return None
     where = f"rules of {preset}"
+    if data.get("family", "holm") != "holm":
+        raise ConfigError(f"{where}: family {data['family']!r}; valid choices: holm")
     claims = []
     for c in data.get("claims", []):
-        spec = c["measure"] if isinstance(c["measure"], Mapping) else {"name": c["measure"]}
+        measure_name, measure_params = _measure_spec(c["measure"])
         rule = ClaimRule(
             id=c["id"], claim=c["claim"], paper=c.get("paper", ""), figure=c["figure"],
-            measure=spec["name"], params={k: v for k, v in spec.items() if k != "name"},
+            measure=measure_name, params=measure_params,
             a=Arm(c["a"]["label"], dict(c["a"]["select"])), b=Arm(c["b"]["label"], dict(c["b"]["select"])),
             relation=c["relation"], test=c["test"], better=c["better"], margin=c.get("margin"),
             variants=tuple(c.get("variants", ("full", "cpu"))),
@@ -156,9 +162,7 @@ def load_rules(preset: str) -> Rules | None:
         claims.append(rule)
     checks = []
     for c in data.get("checks", []):
-        spec = c["measure"] if isinstance(c["measure"], Mapping) else {"name": c["measure"]}
-        checks.append(CheckRule(c["id"], c["claim"], c["figure"], spec["name"],
-                                {k: v for k, v in spec.items() if k != "name"}, dict(c["select"]),
+        checks.append(CheckRule(c["id"], c["claim"], c["figure"], *_measure_spec(c["measure"]), dict(c["select"]),
                                 float(c["below"])))  # fmt: skip
     return Rules(
         preset=data["preset"],
@@ -222,6 +226,13 @@ def _fmt_arm(s: ArmSummary | None) -> str:
     return "n/a" if s is None else s.fmt()
 
 
+def registered_measure(name: str, where: str) -> Measure:
+    """The measure a rule names (``where``: which rule, for the error)."""
+    if name not in MEASURES:
+        raise ConfigError(f"{where}: unknown measure {name!r}; valid choices: {', '.join(sorted(MEASURES))}")
+    return MEASURES[name]
+
+
 def _call(fn: Measure, run: Run, params: Mapping[str, Any]) -> float:
     names = inspect.signature(fn).parameters
     return float(fn(run, **{k: v for k, v in params.items() if k in names}))
@@ -230,8 +241,7 @@ def _call(fn: Measure, run: Run, params: Mapping[str, Any]) -> float:
 def arm_values(runs: Sequence[Run], arm: Arm, fn: Measure, params: Mapping[str, Any], better: str) -> list[float]:
     """One value per run of ``arm`` (a diverged run: the worst value of the measure)."""
     worst = -math.inf if better == "higher" else math.inf
-    picked = select(runs, **{k.replace(".", "__"): v for k, v in arm.select.items()})
-    return [worst if r.status == "diverged" else _call(fn, r, params) for r in picked]
+    return [worst if r.status == "diverged" else _call(fn, r, params) for r in matching(runs, arm.select)]
 
 
 def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
@@ -251,11 +261,9 @@ def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
         if var not in rule.variants:
             claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
             continue
-        if rule.measure not in MEASURES:
-            raise ConfigError(f"rules of {preset}, {rule.id}: unknown measure {rule.measure!r}; "
-                              f"valid choices: {', '.join(sorted(MEASURES))}")  # fmt: skip
+        fn = registered_measure(rule.measure, f"rules of {preset}, {rule.id}")
         params = {**rules.params, **rule.params}
-        va, vb = (arm_values(runs, arm, MEASURES[rule.measure], params, rule.better) for arm in (rule.a, rule.b))
+        va, vb = (arm_values(runs, arm, fn, params, rule.better) for arm in (rule.a, rule.b))
         claim.a, claim.b = summarize_arm(va, rule.test, rules.alpha), summarize_arm(vb, rule.test, rules.alpha)
         if min(claim.a.n, claim.b.n) < rules.min_seeds:
             claim.note = (f"n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per arm; "
@@ -285,18 +293,16 @@ def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
 
 
 def _check(check: CheckRule, runs: Sequence[Run], rules: Rules, var: str) -> Claim:
-    picked = select(runs, **{k.replace(".", "__"): v for k, v in check.select.items()})
     params = {**rules.params, **check.params}
+    fn = registered_measure(check.measure, f"rules of {rules.preset}, {check.id}")
     values = {f"{r.get('norm.name')} seed {r.seed}": (math.inf if r.status == "diverged"
-              else _call(MEASURES[check.measure], r, params)) for r in picked}  # fmt: skip
+              else _call(fn, r, params)) for r in matching(runs, check.select)}  # fmt: skip
     ok = bool(values) and all(v < check.below for v in values.values())
     note = ", ".join(f"{k} {v:.3g}" for k, v in values.items()) or "no runs selected"
     return Claim(check.id, check.claim, "a check of the setup, not a paper claim", check.figure,
                  PASSED if ok else FAILED, rules.scale[var].fmt(), note=f"{note} (passes when every run's is below "
                  f"{check.below:g})", rules_hash=rules.hash)  # fmt: skip
 
-
-VERDICT_COUNTS = ("supported", "opposite", "inconclusive", EQUIVALENT, DIFFERENT, NOT_JUDGED)
 
 CSV_FIELDS = (
     "id", "figure", "claim", "paper", "a", "a_centre", "a_lo", "a_hi", "a_n", "a_diverged", "b", "b_centre", "b_lo",

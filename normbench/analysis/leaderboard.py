@@ -202,17 +202,13 @@ class Interval:
 
 def t_interval(values: Iterable[float], confidence: float = CONFIDENCE) -> Interval:
     """mean ± t_{(1+c)/2, n−1}·s/√n over the finite ``values`` (s: sample standard deviation)."""
-    from scipy import stats
+    from normbench.analysis.stats import t_interval as mean_interval
 
     v = np.asarray([float(x) for x in values], dtype=np.float64)
     v = v[np.isfinite(v)]
     if v.size == 0:
         return Interval(math.nan, math.nan, math.nan, 0)
-    mean = float(v.mean())
-    if v.size == 1:
-        return Interval(mean, -math.inf, math.inf, 1)
-    half = float(stats.t.ppf((1 + confidence) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
-    return Interval(mean, mean - half, mean + half, int(v.size))
+    return Interval(*mean_interval(v, 1 - confidence), int(v.size))
 
 
 def end_value(run: Run, key: str, tail: float = TAIL) -> float:

@@ -246,10 +246,15 @@ def group_runs(runs: Iterable[Run], keys: Iterable[str]) -> dict[tuple[Any, ...]
 def select(runs: Iterable[Run], **criteria: Any) -> list[Run]:
     """Runs whose config matches every criterion; keys use ``__`` for dots (``norm__name="bn"``);
     floats compare with a relative tolerance of 1e-9. Sorted by seed."""
+    return matching(runs, {key.replace("__", "."): want for key, want in criteria.items()})
+
+
+def matching(runs: Iterable[Run], criteria: Mapping[str, Any]) -> list[Run]:
+    """`select` with dotted keys (``{"norm.name": "bn"}``, as the claim rules write them)."""
     out = []
     for run in runs:
         for key, want in criteria.items():
-            have = run.get(key.replace("__", "."))
+            have = run.get(key)
             if isinstance(want, float) and isinstance(have, (int, float)):
                 if not math.isclose(float(have), want, rel_tol=1e-9):
                     break

@@ -110,15 +110,18 @@ class ArmSummary:
     def fmt(self, digits: int = 4) -> str:
         if self.n == 0:
             return "n/a"
-        text = f"{_num(self.centre, digits)} [{_num(self.lo, digits)}, {_num(self.hi, digits)}]"
+        infinite = "diverged" if self.diverged else None  # else an unbounded interval (one value): ±inf
+        text = ", ".join(_num(v, digits, infinite) for v in (self.lo, self.hi))
+        text = f"{_num(self.centre, digits, infinite)} [{text}]"
         return text + (f", {self.diverged} diverged" if self.diverged else "")
 
 
-def _num(v: float, digits: int = 4) -> str:
+def _num(v: float, digits: int = 4, infinite: str | None = None) -> str:
+    """``v`` to ``digits`` significant digits; NaN: n/a; ±inf: ``infinite``, else ``inf`` / ``-inf``."""
     if math.isnan(v):
         return "n/a"
     if math.isinf(v):
-        return "diverged" if v != 0 else "0"
+        return infinite or ("inf" if v > 0 else "-inf")
     return f"{v:.{digits}g}"
 
 

@@ -152,3 +152,8 @@ def test_arms_without_spread() -> None:
     apart = compare([0.5] * 5, [0.4] * 5, "welch")
     assert apart.p == 0.0 and apart.effect_size == math.inf
     assert directional_verdict(apart.estimate, 0.0, True, apart.p, 0.05) == SUPPORTED
+
+
+def test_an_arm_prints_diverged_only_for_a_run_that_diverged() -> None:
+    assert summarize_arm([3.0], "welch").fmt() == "3 [-inf, inf]"  # one value: an unbounded interval
+    assert summarize_arm([1.0, 2.0, math.inf], "welch").fmt() == "2 [1, diverged], 1 diverged"
