@@ -144,17 +144,6 @@ def commit_label(state: Mapping[str, Any] | None) -> str | None:
     return str(state["commit"]) + ("+dirty" if state.get("dirty_files") else "")
 
 
-def git_commit(path: Path | None = None) -> str | None:
-    """The commit of the normbench checkout (``+dirty`` when it has uncommitted changes or
-    untracked files that git does not ignore); None outside a git checkout. One git call."""
-    top = _top(path)
-    status = _status(top) if top is not None else None
-    if status is None:
-        return None
-    sha, tracked, untracked = status
-    return sha + ("+dirty" if tracked or untracked else "")
-
-
 def hydra_preset() -> str | None:
     """Hydra's ``experiment`` choice of the running job (None outside Hydra, or with no preset)."""
     from hydra.core.hydra_config import HydraConfig

@@ -16,7 +16,7 @@ from normbench.analysis.provenance import check_provenance, provenance_problem, 
 from normbench.analysis.runs import Run
 from normbench.errors import ConfigError
 from normbench.rules import rules_hash
-from normbench.sinks import commit_label, git_commit, git_state
+from normbench.sinks import commit_label, git_state
 from tests.conftest import TINY_RUN, run_cli
 
 SHA_A, SHA_B = "a" * 40, "b" * 40
@@ -49,7 +49,8 @@ def head(root: Path) -> str:
 def test_git_state_of_a_clean_then_changed_tree(repo: Path) -> None:
     sha = head(repo)
     assert git_state(repo) == {"commit": sha, "dirty_files": [], "diff_hash": None}
-    assert git_commit(repo) == sha and git_commit(repo / "normbench") == sha  # from a subfolder too
+    assert commit_label(git_state(repo)) == sha
+    assert commit_label(git_state(repo / "normbench")) == sha  # from a subfolder too
     (repo / "normbench" / "model.py").write_text("x = 2\n")
     (repo / "normbench" / "new.py").write_text("y = 1\n")  # untracked, not ignored
     (repo / "outputs").mkdir()
@@ -59,7 +60,7 @@ def test_git_state_of_a_clean_then_changed_tree(repo: Path) -> None:
     assert state["commit"] == sha
     assert state["dirty_files"] == ["normbench/model.py", "normbench/new.py"]
     assert re.fullmatch(r"[0-9a-f]{64}", state["diff_hash"])
-    assert git_commit(repo) == commit_label(state) == f"{sha}+dirty"
+    assert commit_label(state) == f"{sha}+dirty"
     assert git_state(repo / "normbench") == state
 
 
@@ -84,9 +85,9 @@ def test_diff_hash_changes_with_the_diff_and_only_then(repo: Path) -> None:
 
 def test_no_repository_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
-    assert git_state(tmp_path) is None and git_commit(tmp_path) is None
+    assert git_state(tmp_path) is None and commit_label(git_state(tmp_path)) is None
     monkeypatch.setenv("PATH", str(tmp_path))  # no git program at all: no record, no error
-    assert git_state() is None and git_commit() is None
+    assert git_state() is None and commit_label(git_state()) is None
 
 
 def run(folder: str, commit: str | None = SHA_A, dirty: list[str] | None = None) -> Run:
