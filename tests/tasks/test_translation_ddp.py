@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-from omegaconf import OmegaConf
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
@@ -27,7 +26,8 @@ MAX_POSITIONS = 12
 """Small enough that decoding past it (``max_len_b`` = 40) raises: beam search must read it."""
 
 
-def task() -> TranslationTask:
+def task(cache_dir: Path) -> TranslationTask:
+    """A tiny synthetic translation task (its BPE cached in ``cache_dir``, never in the user's home)."""
     splits = ("train", "valid", "test")
     text = {s: make_synthetic_parallel(60 if s == "train" else 8, seed=i) for i, s in enumerate(splits)}
     data = prepare(
@@ -37,11 +37,10 @@ def task() -> TranslationTask:
         vocab_size=60,
         lowercase=True,
         pretokenize_mode="none",
-        cache_dir=None,
+        cache_dir=cache_dir,
         max_positions=MAX_POSITIONS,
     )
-    # structured: read as attributes (the typed config) or as a mapping (before it)
-    cfg = OmegaConf.structured(TranslationConfig(max_tokens=256, beam=2, max_len_a=0.0, max_len_b=40))
+    cfg = TranslationConfig(max_tokens=256, beam=2, max_len_a=0.0, max_len_b=40)
     return TranslationTask(data, cfg, torch.device("cpu"), None)
 
 
@@ -62,7 +61,7 @@ def sources(t: TranslationTask) -> list[list[int]]:
 def _worker(rank: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
     try:
-        t = task()
+        t = task(Path(out) / "bpe")
         bare = model(t)
         ddp = DistributedDataParallel(bare)
         assert unwrap(ddp) is bare and unwrap(torch.compile(ddp)) is bare
@@ -77,8 +76,8 @@ def _worker(rank: int, port: int, out: str) -> None:
         dist.destroy_process_group()
 
 
-def test_shards_of_a_translation_batch_concatenate_back() -> None:
-    t = task()
+def test_shards_of_a_translation_batch_concatenate_back(tmp_path: Path) -> None:
+    t = task(tmp_path)
     batch = first_batch(t)
     parts = [distributed.shard(batch, r, 2) for r in range(2)]
     assert all(isinstance(p, TranslationBatch) and p.pad == batch.pad for p in parts)
@@ -98,7 +97,7 @@ def test_two_gloo_processes_train_and_translate_a_translation_batch(tmp_path: Pa
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     mp.spawn(_worker, args=(port, str(tmp_path)), nprocs=2, join=True)
-    t = task()
+    t = task(tmp_path / "bpe")
     batch = first_batch(t)
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2)]
     assert torch.equal(torch.cat([r["batch"].src for r in ranks]), batch.src)
