@@ -22,17 +22,19 @@ a sweeper optimizes: ``optimized_metric`` of the run's final metrics.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from normbench.checkpoint import CheckpointConfig
 from normbench.diagnostics import diagnostics_config
 from normbench.diagnostics.probe import choose_probe_directions
 from normbench.divergence import DivergenceConfig
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require, require_seed
 from normbench.hardware import HardwareConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
 from normbench.output import warn
@@ -63,12 +65,6 @@ class LoggerConfig:
 
     def __post_init__(self) -> None:
         require(self.log_every_n_steps > 0, "logger.log_every_n_steps", self.log_every_n_steps, "a positive integer")
-
-
-def require(cond: bool, key: str, value: Any, allowed: str) -> None:
-    """`ConfigError` ``<key>=<value> is not allowed; <key> must be <allowed>`` unless ``cond``."""
-    if not cond:
-        raise ConfigError(f"{key}={value} is not allowed; {key} must be {allowed}")
 
 
 @dataclass
@@ -112,28 +108,52 @@ class RunConfig:
         else:
             require(self.max_steps > 0, "max_steps", self.max_steps, "a positive integer (or null)")
         require(self.eval_every_epochs > 0, "eval_every_epochs", self.eval_every_epochs, "a positive integer")
+        require(self.throughput_warmup_steps >= 0, "throughput_warmup_steps", self.throughput_warmup_steps, ">= 0")
+        require_seed("seed", self.seed)
 
 
 def parse(cfg: DictConfig) -> RunConfig:
     """The composed config as typed objects: `RunConfig` with each group's registered dataclass,
     the diagnostics typed (`diagnostics_config`) and their probe direction chosen
-    (`choose_probe_directions`). A bad value is a one-line `ConfigError`."""
+    (`choose_probe_directions`). A bad value is a one-line `ConfigError`, and so is a value that
+    cannot be resolved (``seed=${oc.env:NOPE}``, ``lr=${lr}``: `unresolved`)."""
     from normbench.models import MODELS
-    from normbench.norms import NORMS
+    from normbench.norms import NORMS, NormConfig
+    from normbench.norms.registry import keys_under
     from normbench.registry import check_keys
     from normbench.tasks import DATASETS
 
-    for section, registry in (("norm", NORMS), ("model", MODELS), ("dataset", DATASETS)):
-        name = cfg[section].name
-        if name not in registry:
-            valid = ", ".join(registry.names())
-            raise ConfigError(f"{section}.name={name!r} is not registered; valid choices: {valid}")
-        check_keys(registry.entry(name), cfg[section], section)  # a key added some other way than the command line
-    config = OmegaConf.to_object(cfg)
+    try:
+        for section, registry in (("norm", NORMS), ("model", MODELS), ("dataset", DATASETS)):
+            name = cfg[section].name
+            if name not in registry:
+                valid = ", ".join(registry.names())
+                raise ConfigError(f"{section}.name={name!r} is not registered; valid choices: {valid}")
+            check_keys(registry.entry(name), cfg[section], section)  # a key added some other way than the command line
+        for key, node in cfg.model.items():  # a norm config of its own (model.encoder_norm): errors name its keys
+            if isinstance(node, DictConfig) and issubclass(OmegaConf.get_type(node) or object, NormConfig):
+                with keys_under(f"model.{key}"):
+                    OmegaConf.to_object(node)
+        config = OmegaConf.to_object(cfg)
+    except (InterpolationResolutionError, MissingMandatoryValue) as e:
+        raise unresolved(cfg, e) from None
     if not isinstance(config, RunConfig):
         raise TypeError(f"parse takes the composed normbench config (typed by RunConfig), not {type(config).__name__}")
     config.diagnostics = choose_probe_directions(diagnostics_config(config.diagnostics), config.optimizer)
     return config
+
+
+def unresolved(cfg: DictConfig, e: InterpolationResolutionError | MissingMandatoryValue) -> ConfigError:
+    """One line for a value that cannot be resolved: an interpolation to a missing key or
+    environment variable, one that refers to itself (``lr=${lr}``), or a value left ``???``."""
+    key = str(e.full_key)
+    raw: Any = OmegaConf.to_container(cfg, resolve=False)
+    for part in re.findall(r"[^.\[\]]+", key):
+        raw = raw[int(part)] if isinstance(raw, list) else raw.get(part) if isinstance(raw, dict) else None
+    if isinstance(e, MissingMandatoryValue):
+        return ConfigError(f"{key}=??? is not allowed; {key} must be given a value")
+    reason = " ".join(str(e).splitlines()[0].split())
+    return ConfigError(f"{key}={raw} is not allowed; {key} must resolve to a value ({reason})")
 
 
 def as_recorded(cfg: DictConfig, config: RunConfig) -> dict[str, Any]:

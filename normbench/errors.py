@@ -1,6 +1,8 @@
 """Errors that mean "the user asked for something that cannot work": reported in one line.
 
 - `ConfigError`: a config value or a file that cannot work (the user's to fix); exit code 2.
+  `require` raises it in the usual form, ``<key>=<value> is not allowed; <key> must be <allowed>``,
+  for the dataclasses that own the values (their ``__post_init__``), in every room.
 - `RunInterrupted`: the run was stopped by a signal (SIGINT, SIGTERM); exit code 128 + signal.
 - `one_line_os_error`: a disk that is full or read-only, a file that cannot be written
   (`is_environment_error`), in one line naming the file (exit code 1).
@@ -9,7 +11,9 @@
 from __future__ import annotations
 
 import errno
+import math
 import signal
+from typing import Any
 
 ENVIRONMENT_ERRNOS = frozenset(
     {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
@@ -20,6 +24,38 @@ disk), not that the code is wrong: reported in one line rather than a traceback.
 
 class ConfigError(ValueError):
     """A config value that cannot work; the message names the key, the value and what is allowed."""
+
+
+def require(cond: bool, key: str, value: Any, allowed: str) -> None:
+    """`ConfigError` ``<key>=<value> is not allowed; <key> must be <allowed>`` unless ``cond``."""
+    if not cond:
+        raise ConfigError(f"{key}={value} is not allowed; {key} must be {allowed}")
+
+
+def require_in(key: str, value: float, interval: str) -> None:
+    """`require` ``value`` in ``interval``, written as in the message: ``[0, 1)``, ``(0, 1]``,
+    ``[1, inf)``. NaN lies in no interval, infinity only in one closed at ``inf``."""
+    low_open, high_open = interval[0] == "(", interval[-1] == ")"
+    low, high = (float(b) for b in interval[1:-1].split(","))
+    inside = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+    require(inside, key, value, f"in {interval}")
+
+
+def require_positive(key: str, value: float, what: str = "> 0") -> None:
+    """`require` a finite ``value`` > 0 (``what`` says it in the message: ``a positive integer``)."""
+    require(math.isfinite(value) and value > 0, key, value, what)
+
+
+SEED_RANGE = (-(2**63), 2**63 - 1)
+"""Seeds normbench takes: 64-bit signed integers. torch takes -2**63 .. 2**64 - 1; the upper half
+is left out so that the seeds drawn from one (``seed + epoch``, a data split's ``seed + offset``)
+stay in torch's range."""
+
+
+def require_seed(key: str, value: int) -> None:
+    """`require` a seed in `SEED_RANGE` (torch refuses what lies beyond 64 bits, and would do so mid-run)."""
+    low, high = SEED_RANGE
+    require(low <= value <= high, key, value, "a 64-bit signed integer (-2**63 .. 2**63-1)")
 
 
 class DatasetMissingError(ConfigError):
