@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require, require_in, require_positive
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "step", "cosine", "inverse_sqrt")
@@ -29,6 +29,15 @@ class OptimizerConfig:
 
     def __post_init__(self) -> None:
         check_name("optimizer.name", self.name, OPTIMIZERS)
+        require_in("optimizer.momentum", self.momentum, "[0, 1)")
+        if self.name == "sgd":  # torch's SGD refuses Nesterov without momentum (at its first step)
+            nesterov = "false with optimizer.momentum=0 (Nesterov needs momentum)"
+            require(not self.nesterov or self.momentum > 0, "optimizer.nesterov", self.nesterov, nesterov)
+        betas = list(self.betas)
+        require(len(betas) == 2, "optimizer.betas", betas, "two values [beta1, beta2], each in [0, 1)")
+        for i, beta in enumerate(betas):
+            require_in(f"optimizer.betas[{i}]", beta, "[0, 1)")
+        require_positive("optimizer.eps", self.eps)
 
 
 @dataclass
@@ -44,7 +53,14 @@ class ScheduleConfig:
     """``cosine``: the final lr as a fraction of ``lr``."""
 
     def __post_init__(self) -> None:
+        """Every value such that `lr_factor` is finite and >= 0 at every step: a negative lr would
+        ascend the loss (and be logged as if it were a run)."""
         check_name("schedule.name", self.name, SCHEDULES)
+        require(self.warmup_steps >= 0, "schedule.warmup_steps", self.warmup_steps, ">= 0 (0: no warm-up)")
+        for i, milestone in enumerate(self.milestones):
+            require_in(f"schedule.milestones[{i}]", milestone, "[0, 1]")  # fractions of the run's steps
+        require_positive("schedule.gamma", self.gamma)
+        require_in("schedule.min_lr_ratio", self.min_lr_ratio, "[0, 1]")
 
 
 def check_name(key: str, name: str, valid: tuple[str, ...]) -> None:
