@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require, require_in
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
 from normbench.norms import schedule
@@ -32,6 +32,12 @@ class BatchNormConfig(NormConfig):
     """``running``: the EMA estimates; ``population``: exact statistics of ``population_batches``
     training batches, recomputed before each evaluation (`normbench.norms.population`)."""
     population_batches: int = 50
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_in("norm.momentum", self.momentum, "[0, 1]")  # torch's: the weight of the new batch's statistics
+        require(self.eval_stats in EVAL_STATS, "norm.eval_stats", self.eval_stats, f"one of {', '.join(EVAL_STATS)}")
+        require(self.population_batches > 0, "norm.population_batches", self.population_batches, "a positive integer")
 
 
 def _all_gather() -> BF.AllGather | None:
@@ -202,6 +208,14 @@ class BatchRenormConfig(BatchNormConfig):
     """``warmup_steps`` as a fraction of the run's training steps (planned by the runner)."""
     r_max_fraction: float | None = RAMP_FRACTIONS["r_max"]
     d_max_fraction: float | None = RAMP_FRACTIONS["d_max"]
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_in("norm.r_max", self.r_max, "[1, inf)")
+        require_in("norm.d_max", self.d_max, "[0, inf)")
+        for point in RAMP_FRACTIONS:
+            count, fraction = getattr(self, f"{point}_steps"), getattr(self, f"{point}_fraction")
+            schedule.checked(count, fraction, f"{point}_steps", f"{point}_fraction")
 
 
 @register_norm("brn", BatchRenormConfig)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor
 
+from normbench.errors import require
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm, check_groups
 from normbench.norms.registry import NormConfig, register_norm
@@ -22,6 +23,10 @@ from normbench.norms.registry import NormConfig, register_norm
 class GroupNormConfig(NormConfig):
     groups: int = 8
     """Must divide every normalized layer's channels (16/32/64 in ResNet20)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(self.groups > 0, "norm.groups", self.groups, "a positive integer (dividing every layer's channels)")
 
 
 @register_norm("gn", GroupNormConfig)

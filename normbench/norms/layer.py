@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require_in
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
@@ -53,6 +53,10 @@ class RMSNorm(Norm):
 class PartialRMSNormConfig(NormConfig):
     eps: float = 1e-6
     p: float = 0.0625
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_in("norm.p", self.p, "(0, 1]")  # the fraction of channels whose RMS divides
 
 
 @register_norm("prms", PartialRMSNormConfig)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require_in
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm
@@ -36,6 +36,14 @@ class NoiseFields:
     """Per sample: m_ij ~ U(μ_j − r_mu, μ_j + r_mu)."""
     r_sigma: float = 0.1
     """Per sample: s_ij ~ N(σ_j, r_sigma), r_sigma a standard deviation."""
+
+    def __post_init__(self) -> None:
+        """Checks the noise's keys, then the norm's (the config class after this mixin in the bases)."""
+        require_in("norm.n_mu", self.n_mu, "[0, inf)")
+        require_in("norm.n_sigma", self.n_sigma, "[1, inf)")
+        require_in("norm.r_mu", self.r_mu, "[0, inf)")
+        require_in("norm.r_sigma", self.r_sigma, "[0, inf)")
+        super().__post_init__()  # type: ignore[misc]
 
 
 @dataclass

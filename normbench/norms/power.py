@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normbench.errors import require, require_in
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
 from normbench.norms import schedule
@@ -32,6 +33,13 @@ class PowerNormConfig(NormConfig):
     groups: int = 1
     """GroupScaling groups (the authors' class default is 1; 4 = the attention heads of their
     Transformer is what ``GroupScaling1D`` defaults to)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_in("norm.alpha_fwd", self.alpha_fwd, "[0, 1]")  # an EMA rate
+        require_in("norm.alpha_bkw", self.alpha_bkw, "[0, 1]")
+        schedule.checked(self.warmup_iters, self.warmup_fraction, "warmup_iters", "warmup_fraction")
+        require(self.groups > 0, "norm.groups", self.groups, "a positive integer (dividing every layer's channels)")
 
 
 @register_norm("pn", PowerNormConfig)

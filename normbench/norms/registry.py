@@ -8,16 +8,18 @@ Models never name a norm type: they receive a factory ``norm_layer(num_features,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import MISSING
 from torch import nn
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require_positive
 from normbench.registry import Registry
 
 NORMS: Registry[type[nn.Module]] = Registry("norm")
@@ -34,6 +36,11 @@ class NormConfig:
     """The registered name: filled by the registry (`normbench.registry.schema`)."""
     eps: float = 1e-5
     affine: bool = True
+
+    def __post_init__(self) -> None:
+        """The keys of every norm; a norm's config with more keys checks them in its own
+        ``__post_init__`` and calls this one (``super().__post_init__()``)."""
+        require_positive("norm.eps", self.eps)  # 0 divides by a zero variance; NaN poisons every output
 
 
 NormLayer = Callable[..., nn.Module]
@@ -61,6 +68,16 @@ def norm_config(spec: NormConfig | Mapping[str, Any] | str) -> NormConfig:
     ``name`` and any of its keys, or the config itself (`normbench.registry.Registry.typed`: an
     unknown name, an unknown key or a wrong type is a one-line `ConfigError`)."""
     return NORMS.typed(spec)
+
+
+@contextlib.contextmanager
+def keys_under(prefix: str) -> Iterator[None]:
+    """A `ConfigError` raised inside names the norm's keys under ``prefix`` (a norm config that is
+    not the run's ``norm``: ``model.encoder_norm.eps=0.0 is not allowed; ...``)."""
+    try:
+        yield
+    except ConfigError as e:
+        raise ConfigError(re.sub(r"(?<![\w.])norm\.", f"{prefix}.", str(e))) from None
 
 
 def norm_factory(cfg: NormConfig | Mapping[str, Any] | str) -> NormLayer:
