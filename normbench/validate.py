@@ -7,6 +7,8 @@ line that names the keys:
 
 - the model takes the kind of input the data set gives (both registries declare it);
 - ``dataset.root`` is a directory, unless the data set creates it;
+- the model's positions hold the longest sentence the data set keeps (``model.max_positions`` >=
+  ``dataset.max_positions``), so that no batch indexes past the position table mid-run;
 - the norm inside the model: the model is built on the ``meta`` device with probe norms, then the
   real norm is built for each layer (a GroupNorm whose group count does not divide a layer's
   channels names that layer) and tested for batch statistics when the per-device batch holds one
@@ -38,6 +40,7 @@ def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConf
     """Every check of the combination that needs no data: raise `ConfigError` on the first problem."""
     check_model_takes_dataset(model.name, dataset.name)
     check_dataset_root(dataset)
+    check_positions(model, dataset)
     check_norm_in_model(model, norm, batch_size)
 
 
@@ -70,6 +73,18 @@ def check_dataset_root(dataset: DatasetConfig) -> None:
         raise ConfigError(
             f"dataset.root={str(path)!r} is not a directory (it does not exist); pass dataset.root=<the data "
             f"folder>, {remedies} for offline runs"
+        )
+
+
+def check_positions(model: ModelConfig, dataset: DatasetConfig) -> None:
+    """A sequence model with fewer positions than the data set's sentences take (source + EOS, BOS
+    + target: up to ``dataset.max_positions`` each) would fail at the first long batch."""
+    positions, longest = getattr(model, "max_positions", None), getattr(dataset, "max_positions", None)
+    if positions is not None and longest is not None and positions < longest:
+        raise ConfigError(
+            f"model.max_positions={positions} is not allowed; model.max_positions must be >= dataset.max_positions="
+            f"{longest} (the longest sentence the data keeps, EOS included; dataset.max_positions={positions} keeps "
+            "shorter ones)"
         )
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.registry import NormLayer
 
@@ -130,6 +130,10 @@ class ResNetConfig(ModelConfig):
     shortcut: str = "A"
     """``A``: zero-padded identity (the paper's CIFAR choice) | ``B``: 1x1 conv + norm."""
     zero_init_residual: bool = False
+
+    def __post_init__(self) -> None:  # the constructor checks 6n+2, and the shortcut, for direct use too
+        allowed = "6n+2 with n >= 1 (8, 20, 32, 44, 56, 110, ...)"
+        require(self.depth >= 8 and (self.depth - 2) % 6 == 0, "model.depth", self.depth, allowed)
 
 
 @register_model("resnet20", ResNetConfig, input_kind="image")

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require, require_in
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.probes import mixes_positions
 from normbench.norms.registry import NormLayer, norm_config, norm_factory
@@ -205,14 +205,7 @@ class Transformer(nn.Module):
         eos_id: int,
     ) -> None:
         super().__init__()
-        if cfg.share_all_embeddings and not cfg.share_decoder_embeddings:
-            raise ConfigError(
-                "model.share_all_embeddings=true shares the decoder's output projection too; "
-                "it needs model.share_decoder_embeddings=true"
-            )
-        if cfg.norm_position not in NORM_POSITIONS:
-            raise ConfigError(f"model.norm_position={cfg.norm_position!r}; valid choices: {', '.join(NORM_POSITIONS)}")
-        self.cfg = cfg
+        self.cfg = cfg  # checked by TransformerConfig.__post_init__
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         d = cfg.d_model
         self.encoder_embed = Embedding(vocab_size, d, pad_id, cfg.max_positions, cfg.dropout)
@@ -307,6 +300,24 @@ class TransformerConfig(ModelConfig):
     (fairseq's ``--share-all-embeddings``, as Shen et al.'s IWSLT14 script; needs a joint
     vocabulary, which normbench's BPE is)."""
     max_positions: int = 1024
+
+    def __post_init__(self) -> None:
+        for key in ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads"):
+            require(getattr(self, key) > 0, f"model.{key}", getattr(self, key), "a positive integer")
+        require(self.d_model % self.heads == 0, "model.heads", self.heads, f"a divisor of model.d_model={self.d_model}")
+        for key in ("dropout", "attention_dropout", "activation_dropout"):
+            require_in(f"model.{key}", getattr(self, key), "[0, 1)")
+        if self.norm_position not in NORM_POSITIONS:
+            raise ConfigError(f"model.norm_position={self.norm_position!r}; valid choices: {', '.join(NORM_POSITIONS)}")
+        if self.share_all_embeddings and not self.share_decoder_embeddings:
+            raise ConfigError(
+                "model.share_all_embeddings=true shares the decoder's output projection too; "
+                "it needs model.share_decoder_embeddings=true"
+            )
+        require(self.max_positions >= 2, "model.max_positions", self.max_positions, ">= 2 (BOS or EOS and one token)")
+        for spec in (self.encoder_norm, self.decoder_norm):  # each checked by its norm's dataclass
+            if spec is not None:  # (from the command line, `normbench.config.parse` names model.<key>)
+                norm_config(spec)
 
 
 @dataclass
