@@ -21,7 +21,7 @@ from normbench.data.augment import (
 )
 from normbench.data.cifar import BASE_FOLDER, load_cifar10, make_synthetic_images, write_cifar_batches
 from normbench.data.registry import DatasetConfig, register_dataset
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require, require_in, require_seed
 from normbench.tasks.base import StepOutput
 
 
@@ -131,6 +131,10 @@ class CIFAR10Config(DatasetConfig):
     train_limit: int | None = None
     """Train on the first N training images only (null: all); the test split stays whole."""
 
+    def __post_init__(self) -> None:
+        limit = self.train_limit
+        require(limit is None or limit > 0, "dataset.train_limit", limit, "a positive integer (or null: all)")
+
 
 @dataclass
 class SyntheticImagesConfig(DatasetConfig):
@@ -139,8 +143,15 @@ class SyntheticImagesConfig(DatasetConfig):
     num_train: int = 2000
     num_test: int = 500
     noise: float = 48.0
+    """The pixel noise's standard deviation, in 0-255 units."""
     seed: int = 0
     augment: bool = True
+
+    def __post_init__(self) -> None:
+        require(self.num_train > 0, "dataset.num_train", self.num_train, "a positive integer")
+        require(self.num_test > 0, "dataset.num_test", self.num_test, "a positive integer (val/* needs test images)")
+        require_in("dataset.noise", self.noise, "[0, inf)")
+        require_seed("dataset.seed", self.seed)
 
 
 def _task(

@@ -32,11 +32,18 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from normbench.data.parallel_text import ParallelText, load_parallel_folder, load_parallel_hub, split_files
+from normbench.data.bpe import SPECIALS
+from normbench.data.parallel_text import (
+    PRETOKENIZERS,
+    ParallelText,
+    load_parallel_folder,
+    load_parallel_hub,
+    split_files,
+)
 from normbench.data.registry import DatasetConfig, register_dataset
 from normbench.data.synthetic_translation import write_synthetic_translation
 from normbench.data.translation import TranslationData, prepare
-from normbench.errors import ConfigError, DatasetMissingError
+from normbench.errors import ConfigError, DatasetMissingError, require, require_in, require_seed
 from normbench.models.decoding import beam_search, greedy_search, max_decode_len
 from normbench.models.unwrap import unwrap
 from normbench.output import atomic_write_text, info
@@ -216,6 +223,17 @@ class TranslationConfig(DatasetConfig):
             raise ConfigError(f"dataset.label_smoothing={self.label_smoothing} must be in [0, 1)")
         if self.max_tokens <= 0:
             raise ConfigError(f"dataset.max_tokens={self.max_tokens} must be positive")
+        pretokenizers, specials = ", ".join(PRETOKENIZERS), len(SPECIALS)
+        require(self.pretokenize in PRETOKENIZERS, "dataset.pretokenize", self.pretokenize, f"one of {pretokenizers}")
+        require(self.vocab_size > specials, "dataset.vocab_size", self.vocab_size, f"> {specials} (the special tokens)")
+        require(self.max_positions >= 2, "dataset.max_positions", self.max_positions, ">= 2 (one token and EOS)")
+        require(math.isfinite(self.lenpen), "dataset.lenpen", self.lenpen, "finite")
+        # decoding stops at max_len_a · (the longest source) + max_len_b tokens: at least one
+        require_in("dataset.max_len_a", self.max_len_a, "[0, inf)")
+        require(self.max_len_b >= 0, "dataset.max_len_b", self.max_len_b, ">= 0")
+        require(self.max_len_a > 0 or self.max_len_b > 0, "dataset.max_len_b", 0, "> 0 when dataset.max_len_a=0")
+        n = self.bleu_max_sentences
+        require(n is None or n > 0, "dataset.bleu_max_sentences", n, "a positive integer (or null: all)")
 
 
 @dataclass
@@ -239,6 +257,14 @@ class SyntheticTranslationConfig(TranslationConfig):
     min_len: int = 3
     max_len: int = 12
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for key in ("num_train", "num_valid", "num_test", "num_words"):
+            require(getattr(self, key) > 0, f"dataset.{key}", getattr(self, key), "a positive integer")
+        require(self.min_len >= 1, "dataset.min_len", self.min_len, ">= 1")
+        require(self.max_len >= self.min_len, "dataset.max_len", self.max_len, f">= dataset.min_len={self.min_len}")
+        require_seed("dataset.seed", self.seed)
 
 
 def build_translation_task(
