@@ -34,6 +34,7 @@ from tests.faults import OUTCOMES, Fault  # noqa: E402
 
 FILES = [
     "tests/test_validate.py",
+    "tests/test_bad_values.py",
     "tests/test_rundir.py",
     "tests/test_checkpoint.py",
     "tests/test_reliability.py",
