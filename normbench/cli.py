@@ -7,15 +7,18 @@ import json
 import os
 import signal
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
+from normbench import sweep
 from normbench.config import register_configs
-from normbench.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
-from normbench.output import error_line
+from normbench.errors import ConfigError, RunInterrupted, is_environment_error, signal_name
+from normbench.output import error_line, info
+from normbench.run_policy import one_line
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -46,33 +49,52 @@ def main(cfg: DictConfig) -> Any:
     locked_here = False
     try:
         locked_here = rundir.hold(run_dir)  # a single run's lock is already held (RunDirCallback)
+        if multirun and cfg.get("resume"):  # a sweep continued: keep results, resume checkpoints, start the rest
+            action = sweep.job_action(run_dir)
+            if action == "keep":
+                return kept_job(run_dir)
+            if action == "start":
+                with open_dict(cfg):
+                    cfg.resume = False
         result = run(cfg, run_dir)
         return objective(cfg.optimized_metric, cfg.model.name, result)  # the one number a sweeper optimizes
-    except (ConfigError, OSError) as e:
-        if full_error() or not (isinstance(e, ConfigError) or is_environment_error(e)):
-            raise
-        message = str(e) if isinstance(e, ConfigError) else one_line_os_error(e)  # a full or read-only disk
-        error_line(message)
-        busy = isinstance(e, rundir.RunDirError)  # another run's directory, or unwritable: write nothing
-        if multirun:  # this job fails alone; the sweep goes on
-            if not busy:
-                refused_job(run_dir, message)
-            return {"status": "failed", "error": message}
-        rundir.discard_new(run_dir)  # what this run created; never what was there before
-        sys.exit(2 if isinstance(e, ConfigError) else 1)
     except (RunInterrupted, KeyboardInterrupt) as e:
         if full_error():
             raise
         interrupted(e, run_dir)
+    except Exception as e:
+        expected = isinstance(e, ConfigError) or is_environment_error(e)
+        if full_error() or not (expected or multirun):  # a single run's bug is a traceback
+            raise
+        message = one_line(e)  # a bad value, a full or read-only disk, or (a job of a sweep) a crash
+        error_line(message if expected else f"job {hc.job.num} of the sweep failed: {message}")
+        busy = isinstance(e, rundir.RunDirError)  # another run's directory, or unwritable: write nothing
+        if multirun:  # this job fails alone; the sweep goes on
+            if not busy:
+                refused_job(run_dir, message, None if expected else traceback.format_exc())
+            return {"status": "failed", "error": message}
+        rundir.discard_new(run_dir)  # what this run created; never what was there before
+        sys.exit(2 if isinstance(e, ConfigError) else 1)
     finally:
         if locked_here:
             rundir.release(run_dir)
 
 
-def refused_job(run_dir: Path, message: str) -> None:
-    """A job of a sweep that was refused (or whose disk refused a write): Hydra's files of the run
-    its directory holds (if any) are put back over those this job's Hydra wrote; ``summary.json``
-    says ``failed`` unless the directory holds a summary already."""
+def kept_job(run_dir: Path) -> None:
+    """A job of a continued sweep that ended with a result earlier: not run again; Hydra's files
+    of its run put back over those this start wrote."""
+    from normbench import run_records
+
+    run_records.restore_trained_records(run_dir)
+    summary = sweep.read_summary(run_dir) or {}
+    info(f"[normbench] {run_dir}: {summary.get('status')} earlier; kept (resume=true reruns only what did not end)")
+
+
+def refused_job(run_dir: Path, message: str, trace: str | None = None) -> None:
+    """A job of a sweep that was refused, crashed or whose disk refused a write: Hydra's files of
+    the run its directory holds (if any) are put back over those this job's Hydra wrote;
+    ``summary.json`` says ``failed`` unless the directory holds a summary already; a crash's
+    traceback goes to ``traceback.txt`` beside it."""
     from normbench import run_records
     from normbench.output import atomic_write_text
 
@@ -80,6 +102,8 @@ def refused_job(run_dir: Path, message: str) -> None:
         run_records.restore_trained_records(run_dir)
         if not (run_dir / "summary.json").exists():
             atomic_write_text(run_dir / "summary.json", json.dumps({"status": "failed", "error": message}) + "\n")
+        if trace is not None:
+            atomic_write_text(run_dir / "traceback.txt", trace)
         run_records.remove_tmp_files(run_dir)
 
 
@@ -139,13 +163,18 @@ def cli() -> Any:
         error_line(str(e))
         sys.exit(2)
     try:
-        return main()
+        result = main()
     except KeyboardInterrupt as e:  # before or after a run (composing, a sweep's launcher)
         if full_error():
             raise
         interrupted(e, Path.cwd())
     finally:
+        sweep.close_sweep()  # a sweep stopped by a signal or a crash: its summary, every job listed
         rundir.release_all()
+    code = sweep.exit_code()  # a sweep: 1 unless every job ended with a result
+    if code:
+        sys.exit(code)
+    return result
 
 
 if __name__ == "__main__":

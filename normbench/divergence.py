@@ -1,5 +1,6 @@
 """Divergence as a result: a non-finite loss, or a loss above ``loss_factor`` times the run's
-first loss, stops the run with ``status: diverged``.
+first loss, stops the run with ``status: diverged``; so does an evaluation with a non-finite
+metric (`non_finite`: the training loss can stay finite while the running statistics do not).
 
 `DivergenceMonitor.observe` runs every step on the device with no host sync (it only updates a
 flag tensor); `DivergenceMonitor.diverged_step` reads the flag (one sync) and is called where the
@@ -9,7 +10,10 @@ stops at the first such point after the loss went bad, and reports the step at w
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -29,6 +33,16 @@ class DivergenceConfig:
                 f"divergence.loss_factor={self.loss_factor} is not allowed; "
                 "divergence.loss_factor must be > 1 (or 0: non-finite loss only)"
             )
+
+
+def non_finite(metrics: Mapping[str, Any]) -> list[str]:
+    """The names of the metrics in ``metrics`` whose value is a NaN or an infinity (an evaluation
+    of a model whose weights or running statistics went bad: a non-result, never a score)."""
+    return [
+        k
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isfinite(float(v))
+    ]
 
 
 class DivergenceMonitor:

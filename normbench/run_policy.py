@@ -115,6 +115,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
         summary["interrupted_by"] = ending.signal
     if c.diverged_at is not None:
         summary["diverged_step"] = c.diverged_at
+        summary["diverged_in"] = c.diverged_in
     if run.sinks.wandb is not None:
         summary["wandb_run_id"] = run.sinks.wandb.run_id
     try:

@@ -29,6 +29,7 @@ from normbench.diagnostics import DiagContext, run_hooks
 from normbench.divergence import DivergenceMonitor
 from normbench.output import info, warn
 from normbench.sinks import LocalSink, MetricLogger
+from normbench.tasks.base import StepOutput
 from normbench.wandb_sink import WandbSink
 
 
@@ -105,12 +106,16 @@ class Progress:
     """The last epoch's metrics."""
     epochs_done: int = 0
     diverged_at: int | None = None
+    diverged_in: str = "training"
+    """Where the divergence showed: ``training`` (the loss) or ``evaluation`` (a non-finite metric)."""
     diag_seconds: float = 0.0
     wall_before: float = 0.0
     """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
     carried_offset: int | None = None
     """``metrics.jsonl``'s length in the resumed checkpoint: a segment without the local sink
     passes it on, so that a later one with it cuts the file back to there (never to nothing)."""
+    carried_sha256: str | None = None
+    """SHA-256 of those ``carried_offset`` bytes (a resume checks the file still holds them)."""
     carried_wandb_id: str | None = None
     """The W&B run id in the resumed checkpoint, passed on the same way."""
 
@@ -127,6 +132,7 @@ class Progress:
             epochs_done=state["epoch"],
             wall_before=float(state.get("wall_time_s", 0.0)),
             carried_offset=state.get("metrics_offset"),
+            carried_sha256=state.get("metrics_sha256"),
             carried_wandb_id=state.get("wandb_run_id"),
         )
 
@@ -218,6 +224,7 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
             reference_loss=run.monitor.reference_loss(),
             wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else c.carried_wandb_id,
             metrics_offset=sinks.local.offset() if sinks.local is not None else c.carried_offset,
+            metrics_sha256=sinks.local.digest() if sinks.local is not None else c.carried_sha256,
             wall_time_s=run.wall_time(),
         )
     )
@@ -264,3 +271,17 @@ def print_resume(progress: Progress) -> None:
     """Where a resumed run continues (stdout and the job's log file)."""
     c = progress
     info(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})")
+
+
+def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
+    """The logged batch's metrics over all processes: ``train/batch_loss`` (the loss optimized)
+    and the task's other statistics of the batch (``train/batch_acc``, ``train/batch_ppl``, …)."""
+    stats = distributed.sum_over_ranks(out.stats, run.dist)
+    summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
+    metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
+    return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.dist).item(), **metrics}
+
+
+def evaluation_due(run: Run, epoch: int) -> bool:
+    """Whether epoch ``epoch`` (0-based) ends with an evaluation: every ``eval_every_epochs``, and the last."""
+    return epoch + 1 == run.epochs or (epoch + 1) % run.config.eval_every_epochs == 0

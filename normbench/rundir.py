@@ -52,11 +52,13 @@ class RunDirBusyError(RunDirError):
 
 
 class RunDirLock:
-    """An exclusive, non-blocking ``flock`` on ``<run_dir>/.normbench.lock``."""
+    """An exclusive, non-blocking ``flock`` on ``<run_dir>/<name>`` (``.normbench.lock``)."""
+
+    name = LOCK_NAME
 
     def __init__(self, run_dir: str | Path) -> None:
         self.run_dir = Path(os.path.abspath(run_dir))
-        self.path = self.run_dir / LOCK_NAME
+        self.path = self.run_dir / self.name
         self._fd: int | None = None
 
     @property
@@ -95,10 +97,7 @@ class RunDirLock:
                     return None
                 if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                     raise
-                raise RunDirBusyError(
-                    f"the run directory {self.run_dir} is in use by another normbench run ({self._holder()}); "
-                    "wait for it to end, or choose another hydra.run.dir"
-                ) from None
+                raise RunDirBusyError(self.busy_message(self._holder())) from None
             # the holder may have removed the file between our open and our lock: lock the new one
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
@@ -107,6 +106,12 @@ class RunDirLock:
             if same:
                 return fd
             os.close(fd)
+
+    def busy_message(self, holder: str) -> str:
+        return (
+            f"the run directory {self.run_dir} is in use by another normbench run ({holder}); "
+            "wait for it to end, or choose another hydra.run.dir"
+        )
 
     def _holder(self) -> str:
         for _ in range(20):  # the holder writes its PID right after it takes the lock

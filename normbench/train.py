@@ -36,7 +36,7 @@ from normbench import distributed, hardware, run_records
 from normbench.checkpoint import Checkpointer, restore
 from normbench.config import LoggerConfig, RunConfig, as_recorded, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
-from normbench.divergence import DivergenceMonitor
+from normbench.divergence import DivergenceMonitor, non_finite
 from normbench.interrupts import Interrupts
 from normbench.models import build_model
 from normbench.norms import norm_factory
@@ -50,8 +50,10 @@ from normbench.run_state import (
     Run,
     Sinks,
     StepTimer,
+    batch_metrics,
     call_diagnostics,
     diverged_step,
+    evaluation_due,
     print_resume,
     progress_bar,
     save_checkpoint,
@@ -110,11 +112,13 @@ def fit(run: Run) -> str:
     """The epochs, from where a resume left off: ``"finished"``, or ``"diverged"`` (the loss)."""
     for epoch in range(run.progress.start_epoch, run.epochs):
         metrics = train_epoch(run, epoch)
-        if run.progress.diverged_at is not None:
+        if run.progress.diverged_at is None and evaluation_due(run, epoch):
+            metrics.update(evaluate(run, epoch))
+            if non_finite(metrics):  # a broken model's evaluation is a non-result (diverged), never a score
+                run.progress.diverged_at, run.progress.diverged_in = run.step, "evaluation"
+        if run.progress.diverged_at is not None:  # the training loss, or the evaluation
             log(run, metrics)
             return "diverged"
-        if (epoch + 1) % run.config.eval_every_epochs == 0 or epoch + 1 == run.epochs:
-            metrics.update(evaluate(run, epoch))
         end_epoch(run, epoch, metrics)
     return "finished"
 
@@ -230,8 +234,8 @@ def open_sinks(
     logged = {**record, "hardware": {**record["hardware"], "resolved": resolved}}
     local = wandb = None
     if logger.local and dist.is_main:
-        offset = resumed["metrics_offset"] if resumed else None
-        local = LocalSink(run_dir, logged, OmegaConf.to_yaml(OmegaConf.create(logged)), resume_offset=offset)
+        offset, digest = (resumed.get("metrics_offset"), resumed.get("metrics_sha256")) if resumed else (None, None)
+        local = LocalSink(run_dir, logged, OmegaConf.to_yaml(OmegaConf.create(logged)), offset, digest)
     if logger.wandb and dist.is_main:
         wandb_id = resumed["wandb_run_id"] if resumed else None
         wandb = WandbSink(logger, run_dir, logged, None, wandb_id)  # None: the sweep's group
@@ -327,15 +331,6 @@ def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
         run.timer.stop()
         save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums)
     return False
-
-
-def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
-    """The logged batch's metrics over all processes: ``train/batch_loss`` (the loss optimized)
-    and the task's other statistics of the batch (``train/batch_acc``, ``train/batch_ppl``, …)."""
-    stats = distributed.sum_over_ranks(out.stats, run.dist)
-    summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
-    metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
-    return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.dist).item(), **metrics}
 
 
 def log(run: Run, metrics: dict[str, Any]) -> None:

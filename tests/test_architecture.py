@@ -28,6 +28,7 @@ BOUNDARY = (
     "normbench.cli",  # the Hydra entry point
     "normbench.cli_help",  # the --help resolver
     "normbench.callbacks",  # Hydra callbacks (sweep summary, data roots)
+    "normbench.sweep",  # the sweep's lock, plan and summary, read from Hydra's config
     "normbench.data_roots",  # the data-root resolver and the sweep's check, on Hydra's config
     "normbench.overrides",  # the command line checked against conf/ (Hydra's compose)
     "normbench.config",  # the schemas and `parse`: DictConfig in, RunConfig out

@@ -84,18 +84,18 @@ def test_wall_time_adds_up_over_segments(segments) -> None:
     assert w2 < total < w2 + segments["t3"]  # and segment 3 its own (less than its process took)
 
 
-@fault("a refused resume in a sweep (another norm)", "the job's Hydra records and sweep row stay the run's", "kept")
-def test_a_refused_job_of_a_sweep_keeps_the_runs_records(tmp_path, monkeypatch, capsys) -> None:
+@fault("a resumed sweep with another norm", "refused before any job; the jobs' records kept", "kept")
+def test_a_refused_resume_of_a_sweep_keeps_the_runs_records(tmp_path, monkeypatch, capsys) -> None:
     sweep = tmp_path / "sweep"
     base = ("-m", *SMALL, "max_steps=2", "logger=local", f"hydra.sweep.dir={sweep}")
     code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base)
     assert code == 0, stderr
     job = sweep / "0"
-    before = {p: p.read_bytes() for p in (job / ".hydra").iterdir() if p.is_file()}
+    before = {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()}
     code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *base, "norm=gn", "resume=true")
-    assert code == 0, stderr  # the sweep goes on past its refused job
-    assert stderr.count("normbench: error: resume=true but checkpoint") == 1
-    assert {p: p.read_bytes() for p in (job / ".hydra").iterdir() if p.is_file()} == before
+    assert code == 2  # the sweep is refused before any job: its job 0 would be another run
+    assert stderr.count("normbench: error: resume=true: job 0 in") == 1 and "norm=gn" in stderr
+    assert {p: p.read_bytes() for p in sweep.rglob("*") if p.is_file()} == before
     assert "norm=gn" not in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text())
     with open(sweep / "sweep_summary.csv") as f:
         (row,) = csv.DictReader(f)

@@ -113,7 +113,7 @@ def test_dataset_root_that_is_not_a_directory(tmp_path, monkeypatch, capsys) -> 
         assert not out.exists()
 
 
-@fault("a bad value in one job of a sweep", "that job failed in sweep_summary.csv; the others run", "result")
+@fault("a bad value in one job of a sweep", "that job failed in sweep_summary.csv; the others run; exit 1", "result")
 def test_a_bad_value_in_a_multirun_fails_that_job_alone(tmp_path, monkeypatch, capsys) -> None:
     """Types and choices are refused for the whole sweep before it starts (Hydra could not compose
     the job); a value that composes but cannot work fails its own job only."""
@@ -121,7 +121,7 @@ def test_a_bad_value_in_a_multirun_fails_that_job_alone(tmp_path, monkeypatch, c
     code, stdout, stderr = run_cli_inprocess(
         monkeypatch, capsys, "-m", *TINY_RUN, "max_steps=2", "lr=-1,0.05", "logger=local", f"hydra.sweep.dir={sweep}"
     )
-    assert code == 0, stderr
+    assert code == 1, stderr
     import csv
 
     with open(sweep / "sweep_summary.csv") as f:
