@@ -313,6 +313,7 @@ def training_state(
     wandb_run_id: str | None,
     metrics_offset: int | None,
     wall_time_s: float = 0.0,
+    metrics_sha256: str | None = None,
 ) -> dict[str, Any]:
     """Everything `restore` needs, in plain types and tensors (``weights_only`` loadable)."""
     return {
@@ -332,6 +333,7 @@ def training_state(
         "diagnostics": {h.name: h.state_dict() for h in hooks if hasattr(h, "state_dict")},
         "wandb_run_id": wandb_run_id,
         "metrics_offset": metrics_offset,
+        "metrics_sha256": metrics_sha256,
         "wall_time_s": float(wall_time_s),
     }
 

@@ -170,19 +170,38 @@ class LocalSink:
     at the checkpoint a run resumes from (what was written after it, steps that will be trained
     again or a half-written line, goes). A resume from a checkpoint that knows no offset (every
     segment so far ran with ``logger.local=false``) appends to whatever is there; nothing a
-    segment logged is ever rewritten from scratch."""
+    segment logged is ever rewritten from scratch.
+
+    A resume checks what it continues (`check_resumed_metrics`): a file shorter than the
+    checkpoint's offset (rows lost) or whose first ``resume_offset`` bytes are not those the run
+    wrote (``resume_sha256``: garbage, an edit) is a `ConfigError` naming the file, before
+    anything is written; a file moved aside is started anew with a warning. A ``config.yaml``
+    edited by hand is kept beside the run's as ``config.yaml.edited-<n>``, with a warning."""
 
     def __init__(
-        self, run_dir: Path, config: Mapping[str, Any], config_yaml: str, resume_offset: int | None = None
+        self,
+        run_dir: Path,
+        config: Mapping[str, Any],
+        config_yaml: str,
+        resume_offset: int | None = None,
+        resume_sha256: str | None = None,
     ) -> None:
         self.run_dir = run_dir
+        self.path = run_dir / "metrics.jsonl"
+        if resume_offset is not None:
+            check_resumed_metrics(self.path, resume_offset, resume_sha256)
+            keep_edited_config(run_dir / "config.yaml", config)
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", config_yaml)
-        self.path = run_dir / "metrics.jsonl"
         self._metrics = open(self.path, "ab", buffering=0)  # noqa: SIM115  (open for the run; unbuffered)
         if resume_offset is not None and resume_offset < self._metrics.tell():
             self._metrics.truncate(resume_offset)
             self._metrics.seek(resume_offset)
+        self._sha256 = hashlib.sha256(self.path.read_bytes()[: self._metrics.tell()])
+
+    def digest(self) -> str:
+        """SHA-256 of ``metrics.jsonl`` as written so far (a checkpoint records it with the offset)."""
+        return self._sha256.hexdigest()
 
     def offset(self) -> int:
         """Bytes of ``metrics.jsonl`` written so far (every row is written through at once)."""
@@ -196,8 +215,10 @@ class LocalSink:
         data = memoryview((json.dumps(row) + "\n").encode())
         start = self._metrics.tell()
         try:
-            while data:
-                data = data[self._metrics.write(data) :]
+            rest = data
+            while rest:
+                rest = rest[self._metrics.write(rest) :]
+            self._sha256.update(data)
         except OSError as e:
             with contextlib.suppress(OSError):
                 self._metrics.truncate(start)
@@ -209,6 +230,60 @@ class LocalSink:
         self._metrics.close()
         text = json.dumps({k: _jsonable(v) for k, v in summary.items()}, indent=2, default=str)
         atomic_write_text(self.run_dir / "summary.json", text + "\n")
+
+
+def check_resumed_metrics(path: Path, offset: int, sha256: str | None) -> None:
+    """The ``metrics.jsonl`` a resume continues holds the ``offset`` bytes the run had written at
+    its checkpoint, unchanged (``sha256``, when the checkpoint recorded it); else a `ConfigError`
+    naming the file. A file that is not there (moved aside) is started anew, with a warning."""
+    from normbench.errors import ConfigError
+
+    if not path.exists():
+        if offset > 0:
+            warn(
+                f"{path} is not there; the resumed run starts a new one (the rows before its checkpoint are not in it)"
+            )
+        return
+    size = path.stat().st_size
+    remedy = f"move it aside (e.g. to {path.name}.damaged) to resume with a new {path.name} from the checkpoint"
+    if size < offset:
+        raise ConfigError(
+            f"{path} holds {size} bytes but held {offset} at the checkpoint: rows were lost after it; {remedy}"
+        )
+    if sha256 is not None:
+        with open(path, "rb") as f:
+            prefix = f.read(offset)
+        if hashlib.sha256(prefix).hexdigest() != sha256:
+            raise ConfigError(
+                f"{path}: its first {offset} bytes are not the rows the run wrote up to its checkpoint (damaged or "
+                f"edited); {remedy}"
+            )
+
+
+def keep_edited_config(path: Path, config: Mapping[str, Any]) -> Path | None:
+    """A ``config.yaml`` that differs from the run's ``config`` (an edit by hand: the resumed run
+    trains with the checkpoint's config whatever the file says) is kept as
+    ``config.yaml.edited-<n>`` with a warning; returns where, or None when it was the run's."""
+    import yaml
+
+    from normbench.checkpoint import config_difference
+
+    try:
+        saved = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, yaml.YAMLError):
+        saved = None
+    diff = config_difference(saved, config) if isinstance(saved, Mapping) else "it does not parse"
+    if diff is None:
+        return None
+    n = 1
+    while path.with_name(f"{path.name}.edited-{n}").exists():
+        n += 1
+    kept = path.with_name(f"{path.name}.edited-{n}")
+    os.replace(path, kept)
+    warn(f"{path} differs from the run's config ({diff}); the run goes on with its own; the edit is kept as {kept}")
+    return kept
 
 
 class MetricLogger:
