@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from normbench.analysis.runs import Run, matching
+from normbench.analysis.runs import Run, check_seeds_only, matching
 from normbench.analysis.stats import (
     ALPHA,
     NOT_JUDGED,
@@ -239,9 +239,12 @@ def _call(fn: Measure, run: Run, params: Mapping[str, Any]) -> float:
 
 
 def arm_values(runs: Sequence[Run], arm: Arm, fn: Measure, params: Mapping[str, Any], better: str) -> list[float]:
-    """One value per run of ``arm`` (a diverged run: the worst value of the measure)."""
+    """One value per run of ``arm`` (a diverged run: the worst value of the measure); the arm's
+    runs must be seeds of one setting (`check_seeds_only`)."""
     worst = -math.inf if better == "higher" else math.inf
-    return [worst if r.status == "diverged" else _call(fn, r, params) for r in matching(runs, arm.select)]
+    members = matching(runs, arm.select)
+    check_seeds_only(members, f"arm {arm.label!r}")
+    return [worst if r.status == "diverged" else _call(fn, r, params) for r in members]
 
 
 def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:

@@ -39,6 +39,9 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
         record = r.summary.get("rules")
         if not isinstance(record, dict) or not record.get("preset"):
             unrecorded += 1
+            ran = next((o.split("=", 1)[1] for o in r.overrides if o.startswith("experiment=")), None)
+            if ran is not None and base_preset(ran) != base_preset(preset):  # a run from before rules were recorded
+                raise ConfigError(f"{r.source} is a run of experiment={ran}, not of {preset!r}")
             continue
         if base_preset(str(record["preset"])) != base_preset(preset):
             raise ConfigError(f"{r.source} is a run of preset {record['preset']!r}, not of {preset!r}")
@@ -49,6 +52,12 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
             )
     if unrecorded:
         warn(f"{unrecorded} of {len(runs)} runs recorded no rules hash: their rules cannot be checked")
+
+
+def check_out(out: Path) -> None:
+    """``--out`` must be a folder (or not exist yet): a `ConfigError` before any run is read."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for the figures and tables")
 
 
 def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
@@ -109,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         figure_fn(args.preset)
+        check_out(Path(args.out or Path("results") / args.preset))
         if args.runs:
             runs = load_local_runs(args.runs)
         else:

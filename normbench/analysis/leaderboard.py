@@ -57,7 +57,7 @@ from normbench.analysis.leaderboard_labels import (
     stack_norms,
     swept_norm,
 )
-from normbench.analysis.runs import Run
+from normbench.analysis.runs import Run, check_seeds_only
 from normbench.errors import ConfigError
 
 CONFIDENCE = 0.95
@@ -339,6 +339,8 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
         by_norm: dict[str, list[Run]] = {}
         for r in members:
             by_norm.setdefault(norm_of(r), []).append(r)
+        for n, group in by_norm.items():  # a row's runs are seeds of one setting, never pooled settings
+            check_seeds_only(group, f"norm {n} on {model} / {dataset}")
         rows = [_row(model, dataset, n, task, metric, group, tail) for n, group in by_norm.items()]
         # a norm whose only runs here are refused (a time-mixing decoder) also gets the row it can run as
         ran = {swept_norm(g[0]) for g in by_norm.values() if task == IMAGES or refusal(g[0].config) is None}

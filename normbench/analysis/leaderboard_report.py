@@ -33,7 +33,7 @@ from normbench.analysis.leaderboard import (
 )
 from normbench.analysis.leaderboard_setup import what_ran
 from normbench.analysis.provenance import check_provenance
-from normbench.analysis.runs import Run, load_local_run, load_wandb_runs
+from normbench.analysis.runs import Run, load_local_run, load_wandb_runs, read_record
 from normbench.errors import ConfigError
 
 PROG = "normbench-leaderboard"
@@ -69,10 +69,10 @@ def load_job(job: Path) -> Run:
     if (job / "metrics.jsonl").is_file():
         run = load_local_run(job)
     else:
-        summary = json.loads((job / "summary.json").read_text()) if (job / "summary.json").is_file() else {}
+        summary = read_record(job / "summary.json", json.loads) or {}
         run = Run(name=job.name, config={}, history=[], summary=summary, source=str(job))
-    if not run.config and (job / ".hydra" / "config.yaml").is_file():
-        run.config = yaml.safe_load((job / ".hydra" / "config.yaml").read_text()) or {}
+    if not run.config:
+        run.config = read_record(job / ".hydra" / "config.yaml", yaml.safe_load) or {}
     if not run.summary:
         run.summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
     return run
@@ -325,6 +325,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             runs, sources = load_runs(args.runs), list(args.runs)
             out = Path(args.out or Path(args.runs[0]) / "leaderboard")
+        if out.exists() and not out.is_dir():
+            raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for the leaderboard")
         check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
         paths = write(rows, out, sources, runs, args.tail)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -122,34 +122,103 @@ def find_job_dirs(root: Path) -> Iterator[Path]:
             yield path.parent
 
 
+def read_record(path: Path, parse: Callable[[str], Any]) -> Any:
+    """A run's ``summary.json`` or ``config.yaml`` parsed; None when absent; a `ConfigError`
+    naming the file when it does not parse (cut short by a kill or a full disk, edited by hand)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} cannot be read ({type(e).__name__}: {e})") from None
+    try:
+        value = parse(text)
+    except Exception as e:  # json.JSONDecodeError, yaml.YAMLError
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise ConfigError(
+            f"{path} is not a readable record ({type(e).__name__}: {first}); the run was cut short or the file "
+            "edited: rerun it, or move it out of the folder"
+        ) from None
+    if value is not None and not isinstance(value, dict):
+        raise ConfigError(f"{path} holds a {type(value).__name__}, not a run's record; move it out of the folder")
+    return value
+
+
 def load_local_run(job_dir: Path) -> Run:
     import yaml
 
-    config_path = job_dir / "config.yaml"
-    config = yaml.safe_load(config_path.read_text()) if config_path.is_file() else {}
-    summary_path = job_dir / "summary.json"
-    summary = json.loads(summary_path.read_text()) if summary_path.is_file() else {}
+    config = read_record(job_dir / "config.yaml", yaml.safe_load)
+    summary = read_record(job_dir / "summary.json", json.loads)
     overrides_path = job_dir / ".hydra" / "overrides.yaml"
     overrides = (yaml.safe_load(overrides_path.read_text()) or []) if overrides_path.is_file() else []
     return Run(
         name=job_dir.name,
         config=config or {},
         history=_read_jsonl(job_dir / "metrics.jsonl"),
-        summary={k: _number(v) for k, v in summary.items()},
+        summary={k: _number(v) for k, v in (summary or {}).items()},
         overrides=list(overrides),
         source=str(job_dir),
     )
 
 
 def load_local_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """All runs found under the given multirun (or single-run) directories."""
+    """All runs found under the given multirun (or single-run) directories; a `ConfigError` for a
+    path that is not a directory or holds no run."""
     runs = []
     for p in paths:
         root = Path(p).expanduser()
         if not root.is_dir():
             raise ConfigError(f"--runs {str(root)!r} is not a directory; pass a multirun directory")
-        runs += [load_local_run(d) for d in find_job_dirs(root)]
+        found = [load_local_run(d) for d in find_job_dirs(root)]
+        if not found:
+            raise ConfigError(
+                f"--runs {str(root)!r} holds no runs (no metrics.jsonl under it); pass the folder of a sweep "
+                "(hydra.sweep.dir) or of a run"
+            )
+        runs += found
     return runs
+
+
+NOT_THE_EXPERIMENT = ("seed", "logger", "checkpoint", "resume", "diagnostics", "optimized_metric", "hardware.resolved")
+"""Config keys (and the sections under them) in which runs of one experiment may differ: the seed,
+where and how the run is logged and saved, what is measured on the side. `dataset.root` too (the
+same data in another folder); every other difference is another experiment."""
+
+
+def experiment_key(run: Run) -> dict[str, Any]:
+    """The run's config flattened to dotted keys, without `NOT_THE_EXPERIMENT` and ``dataset.root``:
+    two runs are seeds of one experiment when their keys are equal."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if prefix in NOT_THE_EXPERIMENT or prefix == "dataset.root":
+            return
+        if isinstance(node, Mapping) and node:
+            for k, v in node.items():
+                walk(v, f"{prefix}.{k}" if prefix else str(k))
+        else:
+            flat[prefix] = node
+
+    walk(run.config, "")
+    return flat
+
+
+def check_seeds_only(runs: Sequence[Run], what: str) -> None:
+    """A `ConfigError` unless ``runs`` (to be pooled as seeds of ``what``) differ in the seed and
+    `NOT_THE_EXPERIMENT` alone; the message names the first keys that differ and two values."""
+    if len(runs) < 2:
+        return
+    first = experiment_key(runs[0])
+    for run in runs[1:]:
+        other = experiment_key(run)
+        differ = sorted(k for k in first.keys() | other.keys() if first.get(k, "<absent>") != other.get(k, "<absent>"))
+        if differ:
+            shown = "; ".join(f"{k}: {first.get(k, '<absent>')} vs {other.get(k, '<absent>')}" for k in differ[:3])
+            more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+            raise ConfigError(
+                f"the runs of {what} differ in more than the seed ({shown}{more}: {runs[0].source} vs {run.source}); "
+                "only seeds of one setting are pooled: pass each setting's runs separately"
+            )
 
 
 def _wandb_row(row: Mapping[str, Any]) -> dict[str, Any]:
