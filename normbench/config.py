@@ -38,6 +38,7 @@ from normbench.errors import ConfigError, require, require_seed
 from normbench.hardware import HardwareConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
 from normbench.output import warn
+from normbench.progress import PROGRESS_MODES
 
 
 @dataclass
@@ -58,6 +59,11 @@ class LoggerConfig:
     """``online`` / ``offline`` / ``disabled``; default: ``$WANDB_MODE``, else ``offline``."""
     log_every_n_steps: int = 10
     progress_bar: bool = True
+    """Show the progress within each epoch (false: only the logged rows and the result line)."""
+    progress: str = "auto"
+    """``bar`` (tqdm, redrawn in place), ``lines`` (plain lines: one per epoch, one every
+    ``progress_every_s`` within a long one) or ``auto`` (the bar on a terminal, lines in a log file)."""
+    progress_every_s: float = 300.0
     log_checkpoints: bool = False
     """Log each checkpoint file as a W&B ``model`` artifact (``model-<run id>``, aliases ``latest``, ``step-<N>``)."""
     init_timeout_s: float = 60.0
@@ -65,6 +71,15 @@ class LoggerConfig:
 
     def __post_init__(self) -> None:
         require(self.log_every_n_steps > 0, "logger.log_every_n_steps", self.log_every_n_steps, "a positive integer")
+        require(
+            self.progress in PROGRESS_MODES, "logger.progress", self.progress, f"one of {', '.join(PROGRESS_MODES)}"
+        )
+        require(
+            math.isfinite(self.progress_every_s) and self.progress_every_s > 0,
+            "logger.progress_every_s",
+            self.progress_every_s,
+            "> 0 seconds",
+        )
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import random
-import sys
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -251,12 +250,6 @@ def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict
 def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None:
     hooks.remove(hook)
     warn(f"diagnostic {hook.name} failed at step {step} ({type(error).__name__}: {error}); switched off for this run")
-
-
-def progress_bar(epoch: int, epochs: int, steps: int) -> Any:
-    from tqdm import tqdm
-
-    return tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", leave=False, file=sys.stderr, dynamic_ncols=True)
 
 
 def show_progress(run: Run, epoch: Epoch) -> None:

@@ -42,6 +42,7 @@ from normbench.models import build_model
 from normbench.norms import norm_factory
 from normbench.norms.population import refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
+from normbench.progress import progress_display
 from normbench.run_policy import Ending, print_summary, resume_state, write_summary
 from normbench.run_state import (
     Epoch,
@@ -55,7 +56,6 @@ from normbench.run_state import (
     diverged_step,
     evaluation_due,
     print_resume,
-    progress_bar,
     save_checkpoint,
     seed_everything,
     show_progress,
@@ -270,7 +270,9 @@ def start_epoch(run: Run, epoch: int) -> Epoch:
     skip, c.skip = c.skip, 0
     run.timer.elapsed = 0.0
     steps_left = min(run.steps_per_epoch - skip, run.total_steps - c.step)
-    bar = progress_bar(epoch, run.epochs, steps_left) if run.dist.is_main and run.config.logger.progress_bar else None
+    logger = run.config.logger
+    show = run.dist.is_main and logger.progress_bar
+    bar = progress_display(logger.progress, epoch, run.epochs, steps_left, logger.progress_every_s) if show else None
     batches = itertools.islice(run.task.train_batches(epoch, run.generator), skip, None)
     return Epoch(epoch, generator_state, batches, c.resumed_sums if skip else {}, skip, bar=bar)
 
