@@ -6,17 +6,21 @@ on stdout, `warn` lines (``normbench: warning: …``) on stderr, the text unchan
 job's logging config (``conf/hydra/job_logging/normbench.yaml``) gives the logger the same two
 console handlers plus a file handler, so ``<run dir>/<job>.log`` holds what the terminal showed;
 outside Hydra (a script, a test calling `normbench.train.run`) the logger has the two console
-handlers of `use_console`.
+handlers of `use_console`. The log file's handler is `JobLogHandler`: a disk that refuses its
+writes (full, read-only) ends the file with one warning instead of a traceback per line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import logging
 import os
 import sys
 from pathlib import Path
 from typing import Any
+
+from normbench.errors import one_line_os_error
 
 LOG = logging.getLogger("normbench")
 
@@ -50,6 +54,36 @@ def use_console() -> None:
     LOG.addHandler(ConsoleHandler("stderr", level=logging.WARNING))
     LOG.setLevel(logging.INFO)
     LOG.propagate = False
+
+
+class JobLogHandler(logging.FileHandler):
+    """``<run dir>/<job>.log`` (``conf/hydra/job_logging/normbench.yaml``). logging's own handler
+    prints a traceback for every line it cannot write, so a full disk turned one error into a
+    screen of them. Here the first refused write (an ``OSError``: no space, read-only, quota)
+    closes the file with one warning on stderr and the log stops; the terminal's lines go on, and
+    the run reports the error that stops it (``metrics.jsonl`` or a checkpoint on the same disk)
+    itself. Any other error (a bad format string: a bug) is logging's usual report."""
+
+    stopped = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.stopped:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802  (logging's name)
+        error = sys.exc_info()[1]
+        if not isinstance(error, OSError):
+            super().handleError(record)
+            return
+        self.stopped = True
+        with contextlib.suppress(OSError):  # what is still buffered cannot be written either
+            self.close()
+        error.filename = error.filename or self.baseFilename
+        print(
+            f"normbench: warning: {one_line_os_error(error)}; the job's log stops here (the terminal shows the rest)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if not LOG.handlers:  # Hydra may have configured it already (its job logging runs before the task imports)
