@@ -72,7 +72,9 @@ class RunDirLock:
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             fd = self._lock_file()
-        except OSError as e:  # read-only, not a folder, no space
+        except OSError as e:  # read-only, not a folder, no space, a name too long
+            if e.errno == errno.ENAMETOOLONG:
+                raise RunDirError(name_too_long(self.run_dir)) from None
             raise RunDirError(f"the run directory {self.run_dir} cannot be written ({type(e).__name__}: {e})") from None
         if fd is None:
             return
@@ -134,6 +136,47 @@ class RunDirLock:
         self._fd = None
 
 
+def take_snapshot(run_dir: Path) -> Snapshot:
+    """`Snapshot.take`, with a path the file system refuses (a name too long, a folder that cannot
+    be listed) as a `RunDirError`."""
+    try:
+        return Snapshot.take(run_dir)
+    except OSError as e:
+        if e.errno == errno.ENAMETOOLONG:
+            raise RunDirError(name_too_long(run_dir)) from None
+        raise RunDirError(f"the run directory {run_dir} cannot be read ({type(e).__name__}: {e})") from None
+
+
+def name_too_long(run_dir: Path) -> str:
+    """Why ``run_dir`` cannot be made (``ENAMETOOLONG``): the folder name, or the whole path, that is
+    longer than the file system allows, said once (the path itself may be thousands of characters)."""
+    folder = run_dir.parent
+    while not os.path.isdir(folder) and folder.parent != folder:  # isdir: False also for a name too long
+        folder = folder.parent  # the longest part that exists: its limits are the file system's
+    name_max, path_max = (
+        _pathconf(folder, key, default) for key, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096))
+    )
+    long = next((part for part in run_dir.parts if len(os.fsencode(part)) > name_max), None)
+    what = (
+        f"the folder name {long[:24]}... is {len(os.fsencode(long))} bytes long and the file system allows {name_max}"
+        if long is not None
+        else f"the path is {len(os.fsencode(str(run_dir)))} bytes long and the file system allows {path_max}"
+    )
+    setting = f"hydra.run.dir={_shorten(str(run_dir))}"
+    return f"{setting} cannot be made: {what} (errno {errno.ENAMETOOLONG}); choose a shorter hydra.run.dir"
+
+
+def _pathconf(folder: Path, key: str, default: int) -> int:
+    try:
+        return os.pathconf(folder, key)
+    except (OSError, ValueError):
+        return default
+
+
+def _shorten(text: str, keep: int = 60) -> str:
+    return text if len(text) <= 2 * keep else f"{text[:keep]}...{text[-keep:]}"
+
+
 # ---------------------------------------------------------------------------------------------
 # What existed before the run
 
@@ -177,7 +220,7 @@ class Snapshot:
 
     def new_entries(self) -> list[Path]:
         """What this run added directly in ``run_dir`` (the lock file aside)."""
-        if not self.run_dir.is_dir():
+        if not os.path.isdir(self.run_dir):  # False, not an error, also for a name too long
             return []
         names = set(os.listdir(self.run_dir)) - self.entries - {LOCK_NAME}
         return [self.run_dir / n for n in sorted(names)]
@@ -190,16 +233,17 @@ class Snapshot:
             return []
         removed: list[Path] = []
         if not self.existed:
-            if self.run_dir.is_dir():
+            if os.path.isdir(self.run_dir):
                 shutil.rmtree(self.run_dir, ignore_errors=True)
                 removed.append(self.run_dir)
             folder = self.run_dir.parent  # the parents that Hydra's mkdir(parents=True) made
             while self.created_root is not None and folder.is_relative_to(self.created_root):
                 try:
                     folder.rmdir()  # only if empty: another run may have used it meanwhile
-                except OSError:
-                    break
-                removed.append(folder)
+                    removed.append(folder)
+                except OSError as e:
+                    if e.errno not in (errno.ENOENT, errno.ENAMETOOLONG):  # those were never made
+                        break
                 folder = folder.parent
             return removed
         hydra = self.run_dir / ".hydra"
@@ -311,18 +355,22 @@ class RunDirCallback(Callback):
         from omegaconf import OmegaConf
 
         run_dir = _key(str(OmegaConf.select(config, "hydra.run.dir")))  # as Hydra's run_job resolves it
-        snap = Snapshot.take(run_dir)  # before the lock file (and maybe the folder) is made
+        snap: Snapshot | None = None
         try:
+            snap = take_snapshot(run_dir)  # before the lock file (and maybe the folder) is made
             if OmegaConf.select(config, "resume", default=False) and not snap.existed:
                 raise RunDirError(
                     resume_without_run_dir(run_dir, list(OmegaConf.select(config, "hydra.overrides.hydra")))
                 )
             hold(run_dir)  # fails before anything is made when another run holds it
         except RunDirError as e:
+            if snap is not None:  # the parents that a failed mkdir made (a name too long fails after them)
+                snap.discard_new()
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise
             fail(str(e))
-        _snapshots.setdefault(run_dir, snap)
+        if snap is not None:
+            _snapshots.setdefault(run_dir, snap)
 
     def on_run_end(self, config: Any, **kwargs: Any) -> None:
         from omegaconf import OmegaConf
