@@ -2,10 +2,10 @@
 
 On disk: the layout of fairseq's ``prepare-iwslt14.sh`` — one folder with ``train``, ``valid`` and
 ``test`` files per language (``train.de``, ``train.en``, ...), one sentence a line, the n-th lines
-of the two languages aligned, UTF-8. The files are checked first (present, not empty, UTF-8: each
-fault one line naming the file, and the line for bad bytes), then read through ``datasets`` (its
-``text`` builder, universal newlines), then the two languages of a split are checked to have as
-many lines.
+of the two languages aligned, UTF-8. The files are checked first (present, not empty, no NUL
+byte, UTF-8: each fault one line naming the file, and the line for bad bytes), then read through
+``datasets`` (its ``text`` builder, universal newlines; a cache it cannot write is one line
+naming ``HF_DATASETS_CACHE``), then the two languages of a split are checked to have as many lines.
 
 Pre-tokenization (``pretokenize``), as fairseq does for IWSLT14: optional lowercasing, then
 ``none`` splits on whitespace only, for text that is already tokenized (fairseq's IWSLT14 files
@@ -17,6 +17,7 @@ computed on (``tokenize="none"``).
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 from dataclasses import dataclass
@@ -55,12 +56,19 @@ def split_files(root: Path, split: str, src_lang: str, tgt_lang: str) -> tuple[P
 
 
 def check_text_file(path: Path) -> None:
-    """Raise `DataFileError` naming ``path`` when it is empty or not UTF-8 (with the line, 1-based
-    as an editor numbers them, and the column of the first bad byte)."""
+    """Raise `DataFileError` naming ``path`` when it is empty, holds a NUL byte (a binary file, or
+    one cut short by a crash: text has none, and ``datasets`` fails on it with a traceback) or is
+    not UTF-8 (with the line, 1-based as an editor numbers them, and the column of the first bad
+    byte)."""
     if path.stat().st_size == 0:
         raise DataFileError(f"{path} is empty; every split needs at least one sentence pair")
     with open(path, "rb") as f:
         for number, raw in enumerate(f, start=1):
+            if b"\0" in raw:
+                raise DataFileError(
+                    f"{path} line {number}: a NUL byte (0x00) at column {raw.index(0) + 1}; the data files must be "
+                    f"UTF-8 text, which holds no NUL bytes (is it a binary file, or one a crash filled with zeros?)"
+                )
             try:
                 raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -98,7 +106,10 @@ def load_parallel_folder(root: str | Path, src_lang: str, tgt_lang: str) -> dict
         for s in SPLITS
         for lang, p in zip((src_lang, tgt_lang), split_files(root, s, src_lang, tgt_lang))
     }
-    loaded = datasets.load_dataset("text", data_files=files)
+    try:
+        loaded = datasets.load_dataset("text", data_files=files)
+    except OSError as e:
+        raise cache_error(e, Path(datasets.config.HF_DATASETS_CACHE)) from None
     out = {}
     for split in SPLITS:
         src, tgt = list(loaded[f"{split}.{src_lang}"]["text"]), list(loaded[f"{split}.{tgt_lang}"]["text"])
@@ -109,6 +120,21 @@ def load_parallel_folder(root: str | Path, src_lang: str, tgt_lang: str) -> dict
             )
         out[split] = ParallelText(src, tgt)
     return out
+
+
+def cache_error(e: OSError, cache: Path) -> OSError | ConfigError:
+    """What ``datasets`` failing to write its cache (``HF_DATASETS_CACHE``, by default under
+    ``~/.cache``) is reported as: a folder it may not write (an unwritable ``HOME``) is one line
+    naming the folder and the variable that moves it; a full disk (or an error elsewhere) stays the
+    ``OSError`` it is."""
+    where = Path(e.filename) if isinstance(e.filename, str) else None
+    refused = e.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EEXIST)
+    if not refused or where is None or not (cache.is_relative_to(where) or where.is_relative_to(cache)):
+        return e
+    return ConfigError(
+        f"the datasets cache {cache} cannot be written ({where}: {e.strerror}, errno {e.errno}); "
+        "set HF_DATASETS_CACHE=<a writable folder> (or HF_HOME) to keep it elsewhere"
+    )
 
 
 def load_parallel_hub(name: str, src_lang: str, tgt_lang: str, revision: str | None) -> dict[str, ParallelText]:
