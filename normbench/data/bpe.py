@@ -8,11 +8,18 @@ file in every process (``train_bpe``).
 
 The BPE file is cached as ``.normbench_bpe/<key>.json`` next to the data, or under ``cache_dir``
 when the data folder is read-only; ``<key>`` hashes the training files and every setting that
-changes the BPE, so it is trained once per data set and settings.
+changes the BPE, so it is trained once per data set and settings. The file is written atomically
+(`save_bpe`): a write that fails leaves neither a temporary file nor a folder it made. A folder
+that refuses the write (read-only, not permitted: an unwritable ``HOME`` for the default
+``~/.cache/normbench/bpe``) passes to the next place, and when none is left the run stops with one
+line naming the folders and ``dataset.cache_dir``; a full disk stops it at once, naming the file
+(exit code 1, as every write of a run that finds no room).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -145,27 +152,62 @@ def canonical_ids(tok):  # -> tokenizers.Tokenizer
     return Tokenizer.from_str(json.dumps(spec))
 
 
+FULL_DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+"""A disk with no room (or a broken one): the run stops there rather than trying the next folder."""
+
+
 def load_or_train_bpe(paths: Sequence[Path], lines: Sequence[str], vocab_size: int):  # -> (Tokenizer, Path)
     """The first cached BPE among ``paths``; else train one and save it at the first path that
-    can be written (a read-only mount fails there and falls through to the next)."""
+    can be written (a read-only mount fails there and falls through to the next). A full disk
+    raises its ``OSError`` (naming the file); no path that can be written is a `ConfigError`."""
     from tokenizers import Tokenizer
 
     for path in paths:
-        if path.is_file():
+        if os.path.isfile(path):  # False, not an error, for a name too long
             return Tokenizer.from_file(str(path)), path
     tok = train_bpe(lines, vocab_size)
+    refused = []
     for path in paths:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tok.save(str(tmp))
-            os.replace(tmp, path)
+            save_bpe(tok, path)
             return tok, path
-        except OSError:
-            continue
-    raise ConfigError(
-        f"cannot write the BPE to any of {', '.join(map(str, paths))}; pass dataset.cache_dir=<writable folder>"
-    )
+        except OSError as e:
+            if e.errno in FULL_DISK_ERRNOS:
+                e.filename = str(path)  # the cache file, not the temporary one that is gone
+                raise
+            refused.append(f"{path.parent} cannot be written ({e.strerror or e}, errno {e.errno})")
+    raise ConfigError(f"cannot cache the BPE: {'; '.join(refused)}; pass dataset.cache_dir=<a writable folder>")
+
+
+def save_bpe(tok, path: Path) -> None:  # tok: tokenizers.Tokenizer
+    """``tok`` as ``path``, atomically: a temporary file beside it (named for this process, as two
+    runs may train the same BPE at once), flushed to disk, then ``os.replace``. A write that fails
+    removes the temporary file and the folders it made for it (``.normbench_bpe/`` in a data
+    folder), and raises."""
+    made = path.parent
+    while not os.path.isdir(made.parent) and made.parent != made:
+        made = made.parent  # the outermost folder that mkdir will make
+    made_any = not os.path.isdir(path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(tok.to_str(pretty=True))  # the bytes of tok.save(path)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        folder = path.parent
+        while made_any and folder.is_relative_to(made):
+            try:
+                folder.rmdir()  # only if empty: another process may have cached its BPE there meanwhile
+            except OSError as e:
+                if e.errno not in (errno.ENOENT, errno.ENAMETOOLONG):  # those were never made
+                    break
+            folder = folder.parent
+        raise
 
 
 # --- the vocabulary ----------------------------------------------------------------------------
