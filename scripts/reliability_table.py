@@ -39,6 +39,7 @@ FILES = [
     "tests/test_checkpoint.py",
     "tests/test_reliability.py",
     "tests/test_faults.py",
+    "tests/test_file_faults.py",
     "tests/test_resume_records.py",
     "tests/test_cli.py",
     "tests/data/test_cifar.py",
