@@ -8,6 +8,7 @@ are 0 and carry no gradient. The maths lives in `normbench.norms.batch_functiona
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -118,6 +119,10 @@ class BatchNorm(Norm):
         self.last_stats_live: dict[str, Tensor] | None = None
         self.population_sums: list[Tensor] | None = None
         """Set by `normbench.norms.population`: [Σn, Σn·μ_B, Σn·σ²_B, Σ(n − 1)] over batches."""
+        self.population_ready = False
+        """The population statistics exist (a Python flag: evaluation reads no tensor to know it,
+        so no host sync and no graph break); set by `refresh_population_stats`, or on the first
+        evaluation after a ``load_state_dict`` that brought them."""
 
     def renorm(self) -> BF.Renorm | None:
         """Batch Renormalization's correction for this step (None: plain BatchNorm)."""
@@ -167,13 +172,19 @@ class BatchNorm(Norm):
     def eval_statistics(self) -> tuple[Tensor, Tensor]:
         """(mean, variance) used in evaluation."""
         if self.eval_stats == "population":
-            if float(self.population_count) == 0:
-                raise RuntimeError(
-                    "norm eval_stats=population but no population statistics were computed; call "
-                    "normbench.norms.population.refresh_population_stats before evaluating"
-                )
+            if not self.population_ready:  # once per module (a loaded state): read the count
+                if float(self.population_count) == 0:
+                    raise RuntimeError(
+                        "norm eval_stats=population but no population statistics were computed; call "
+                        "normbench.norms.population.refresh_population_stats before evaluating"
+                    )
+                self.population_ready = True
             return self.population_mean, self.population_var
         return self.running_mean, self.running_var
+
+    def _load_from_state_dict(self, *args: Any, **kwargs: Any) -> None:
+        self.population_ready = False  # the loaded statistics are read again on the next evaluation
+        super()._load_from_state_dict(*args, **kwargs)
 
     def _normalize_fixed(self, x: Tensor, mask: Tensor | None) -> Tensor:
         mean, var = self.eval_statistics()

@@ -79,4 +79,5 @@ def refresh_population_stats(
         m.population_mean.copy_(sum_mean / count)
         m.population_var.copy_(sum_var / dof)
         m.population_count.fill_(count)
+        m.population_ready = True
     return used

@@ -112,3 +112,34 @@ def test_maybe_compile_keeps_eager_random_streams() -> None:
         torch.testing.assert_close(compiled(x), expected, rtol=0, atol=1e-6)
     finally:
         inductor_config.fallback_random = before
+
+
+def _population_norms() -> list[str]:
+    """Every registered norm whose config has ``eval_stats`` (BatchNorm and its relatives)."""
+    import dataclasses
+
+    from normbench.norms import NORMS
+
+    return [n for n in list_norms() if "eval_stats" in {f.name for f in dataclasses.fields(NORMS.entry(n).config)}]
+
+
+@pytest.mark.parametrize("name", _population_norms())
+def test_evaluation_with_population_statistics_is_one_graph(name: str) -> None:
+    """``eval_stats=population`` reads no tensor to know its statistics exist (it used to: a host
+    sync and a graph break per layer); a state loaded without them is still refused."""
+    from normbench.norms.population import refresh_population_stats
+
+    model = torch.nn.Sequential(build_norm(name, C, "NCHW", eval_stats="population", **KW.get(name, {})))
+    x, _ = _case("NCHW", False)
+    refresh_population_stats(model, lambda g: [torch.randn(4, C, 5, 6, generator=g)], lambda m, b: m(b), seed=0)
+    model.eval()
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(x)
+    assert explained.graph_break_count == 0, [str(r.reason) for r in explained.break_reasons]
+    fresh = torch.nn.Sequential(build_norm(name, C, "NCHW", eval_stats="population", **KW.get(name, {}))).eval()
+    fresh.load_state_dict(model.state_dict())
+    torch.testing.assert_close(fresh(x), model(x))
+    untouched = copy.deepcopy(fresh)
+    untouched.load_state_dict(torch.nn.Sequential(build_norm(name, C, "NCHW", eval_stats="population")).state_dict())
+    with pytest.raises(RuntimeError, match="no population statistics were computed"):
+        untouched(x)
