@@ -44,6 +44,7 @@ from normbench.checkpoint_files import (
     checksum_path,
     list_checkpoints,
     reject,
+    remove_rank_files,
     remove_stale_tmp,
     sha256_file,
     verify,
@@ -281,7 +282,7 @@ class Checkpointer:
             self.writing = False
         self._verified.add(path.name)
         kept = 0
-        for _, old in list_checkpoints(self.run_dir):
+        for old_step, old in list_checkpoints(self.run_dir):
             if not self._is_verified(old):
                 warn(f"checkpoint {old} fails its checksum; moved to {reject(old).parent}")
             elif kept < self.keep:
@@ -289,6 +290,7 @@ class Checkpointer:
             else:
                 old.unlink(missing_ok=True)
                 checksum_path(old).unlink(missing_ok=True)
+                remove_rank_files(self.folder, old_step)  # the other ranks' RNG states of that step
                 self._verified.discard(old.name)
         if self.stop_signal is not None:
             self.stopped = True

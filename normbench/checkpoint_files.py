@@ -132,6 +132,18 @@ def verify(path: Path) -> str | None:
     return None
 
 
+def rank_rng_path(folder: Path, step: int, rank: int) -> Path:
+    """``<folder>/step-<N>.rank-<r>.rng.pt``: the RNG states of rank ``r`` > 0 at rank 0's
+    checkpoint ``step-<N>.pt`` (`normbench.seeds`); not a checkpoint (`list_checkpoints`)."""
+    return folder / f"step-{int(step):08d}.rank-{int(rank)}.rng.pt"
+
+
+def remove_rank_files(folder: Path, step: int) -> None:
+    """The ranks' RNG files of checkpoint ``step`` (and their sidecars), when it is removed."""
+    for path in folder.glob(f"step-{int(step):08d}.rank-*.rng.pt*"):
+        path.unlink(missing_ok=True)
+
+
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """``(step, path)`` of the checkpoints in ``run_dir``, newest first."""
     folder = Path(run_dir) / CHECKPOINT_DIR
@@ -142,8 +154,9 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 
 def remove_stale_tmp(folder: Path) -> list[Path]:
-    """Remove the ``.<name>.tmp`` files that a write which died left in ``folder``."""
-    stale = [p for p in folder.iterdir() if _TMP.match(p.name)] if folder.is_dir() else []
+    """Remove the ``.<name>.tmp`` files that a write which died left in ``folder`` (not the other
+    ranks' RNG files: a rank may be writing one now; each rank clears its own, `normbench.seeds`)."""
+    stale = [p for p in folder.iterdir() if _TMP.match(p.name) and ".rank-" not in p.name] if folder.is_dir() else []
     for p in stale:
         p.unlink(missing_ok=True)
     return stale

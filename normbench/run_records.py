@@ -84,7 +84,7 @@ def remove_tmp_files(run_dir: Path) -> list[Path]:
     removed = []
     for folder in (run_dir, run_dir / "checkpoints"):
         for path in folder.iterdir() if folder.is_dir() else []:
-            if _TMP.match(path.name) and path.is_file():
+            if _TMP.match(path.name) and ".rank-" not in path.name and path.is_file():  # not a rank's write
                 with contextlib.suppress(OSError):
                     path.unlink()
                     removed.append(path)

@@ -9,7 +9,6 @@ training steps keeps. Nothing here decides the order of a run; `normbench.train`
 from __future__ import annotations
 
 import functools
-import random
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
@@ -17,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -27,15 +25,10 @@ from normbench.config import RunConfig
 from normbench.diagnostics import DiagContext, run_hooks
 from normbench.divergence import DivergenceMonitor
 from normbench.output import info, warn
+from normbench.seeds import save_rank_rng
 from normbench.sinks import LocalSink, MetricLogger
 from normbench.tasks.base import StepOutput
 from normbench.wandb_sink import WandbSink
-
-
-def seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 class StepTimer:
@@ -204,7 +197,10 @@ class Epoch:
 
 def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: torch.Tensor, sums: dict) -> None:
     """Write a checkpoint at the run's step (main process), positioned at ``batch_in_epoch`` of ``epoch``."""
-    if not run.checkpointer.enabled or not run.dist.is_main:
+    if not run.checkpointer.enabled:
+        return
+    if not run.dist.is_main:  # rank 0 writes the checkpoint; each other rank its own random state
+        save_rank_rng(run.checkpointer.folder, run.progress.step, run.dist.rank)
         return
     c, sinks = run.progress, run.sinks
     path = run.checkpointer.save(

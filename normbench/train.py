@@ -57,9 +57,9 @@ from normbench.run_state import (
     evaluation_due,
     print_resume,
     save_checkpoint,
-    seed_everything,
     show_progress,
 )
+from normbench.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.sinks import LocalSink, MetricLogger, run_provenance
 from normbench.tasks import build_task
 from normbench.tasks.base import StepOutput
@@ -158,11 +158,14 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
     for hook in hooks:
         hook.setup(model)
     generator = torch.Generator().manual_seed(config.seed)
+    seed_rank_streams(config.seed, dist.rank)  # dropout and noise: each rank its own stream
     monitor = DivergenceMonitor(config.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
     progress = Progress()
     if resumed is not None:
         restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
         progress = Progress.resumed(resumed, device)
+        if dist.rank > 0:
+            restore_rank_rng(checkpointer.folder, progress.step, config.seed, dist.rank)
         if dist.is_main:
             print_resume(progress)
     norm_sync = bool(getattr(config.norm, "sync", False))  # a key of the batch norms' schema only
