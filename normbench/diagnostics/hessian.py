@@ -28,6 +28,13 @@ float32) and the run would never report ``converged``.
 
 Random numbers (the start vector, the asymmetry's vector, the probes) come from a CPU generator seeded afresh at each
 call (``seed + step``): the training's RNG streams are untouched.
+
+Under data parallelism each product is averaged over the ranks (`mean_over_ranks`): the spectrum
+is the global batch's (what a one-process run of the same global batch measures, up to the
+per-rank batch statistics of an unsynchronized BatchNorm), identical on every rank, and every
+rank's eigensolver takes the same number of products, so the collectives of a synchronized
+BatchNorm inside the products run in lockstep (they used to hang when one rank's Lanczos
+converged first).
 """
 
 from __future__ import annotations
@@ -76,11 +83,25 @@ class HessianOperator:
         vs = [chunks[i].view_as(self.params[i]).to(self.params[i]) for i in self.live]
         hv = torch.autograd.grad(self.grads, self.params, grad_outputs=vs, retain_graph=True, allow_unused=True)
         self.products += 1
-        out = [
-            torch.zeros(p.numel(), dtype=torch.float64) if h is None else h.detach().double().reshape(-1).cpu()
+        device = self.params[0].device
+        out = torch.cat([
+            torch.zeros(p.numel(), dtype=torch.float64, device=device) if h is None else h.detach().double().reshape(-1)
             for h, p in zip(hv, self.params)
-        ]
-        return torch.cat(out).numpy()
+        ])  # fmt: skip
+        return mean_over_ranks(out).cpu().numpy()
+
+
+def mean_over_ranks(hv: Tensor) -> Tensor:
+    """Under data parallelism, the mean of every rank's product: the Hessian of the global batch's
+    mean loss (equal shards), and the same vector on every rank, so that every rank's eigensolver
+    takes the same steps and the collectives inside the products (``norm.sync``) run in lockstep.
+    One process: ``hv`` as it is."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return hv
+    dist.all_reduce(hv)
+    return hv / dist.get_world_size()
 
 
 @dataclass(frozen=True)
