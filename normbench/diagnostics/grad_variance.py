@@ -30,7 +30,7 @@ from torch.utils._pytree import tree_map
 
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
-from normbench.diagnostics.vectors import grads_or_zeros
+from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean
 from normbench.errors import ConfigError
 from normbench.norms.probes import uses_batch_statistics
 
@@ -67,8 +67,8 @@ def gradient_variance(
     k = 0
     for batch in batches:
         k += 1
-        grads = grads_or_zeros(torch.autograd.grad(loss_fn(batch), params, allow_unused=True), params)
-        for mu, s, g in zip(mean, m2, grads):
+        grads = ranks_mean(grads_or_zeros(torch.autograd.grad(loss_fn(batch), params, allow_unused=True), params))
+        for mu, s, g in zip(mean, m2, grads):  # under DDP, g is the global batch's (the ranks' shards averaged)
             delta = g.detach().double() - mu
             mu.add_(delta / k)
             s.add_(delta * (g.detach().double() - mu))

@@ -29,7 +29,7 @@ float32) and the run would never report ``converged``.
 Random numbers (the start vector, the asymmetry's vector, the probes) come from a CPU generator seeded afresh at each
 call (``seed + step``): the training's RNG streams are untouched.
 
-Under data parallelism each product is averaged over the ranks (`mean_over_ranks`): the spectrum
+Under data parallelism each product is averaged over the ranks (`vectors.ranks_mean`): the spectrum
 is the global batch's (what a one-process run of the same global batch measures, up to the
 per-rank batch statistics of an unsynchronized BatchNorm), identical on every rank, and every
 rank's eigensolver takes the same number of products, so the collectives of a synchronized
@@ -49,6 +49,7 @@ from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 from torch import Tensor
 
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
+from normbench.diagnostics.vectors import ranks_mean
 from normbench.errors import ConfigError
 
 
@@ -88,20 +89,7 @@ class HessianOperator:
             torch.zeros(p.numel(), dtype=torch.float64, device=device) if h is None else h.detach().double().reshape(-1)
             for h, p in zip(hv, self.params)
         ])  # fmt: skip
-        return mean_over_ranks(out).cpu().numpy()
-
-
-def mean_over_ranks(hv: Tensor) -> Tensor:
-    """Under data parallelism, the mean of every rank's product: the Hessian of the global batch's
-    mean loss (equal shards), and the same vector on every rank, so that every rank's eigensolver
-    takes the same steps and the collectives inside the products (``norm.sync``) run in lockstep.
-    One process: ``hv`` as it is."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return hv
-    dist.all_reduce(hv)
-    return hv / dist.get_world_size()
+        return ranks_mean([out])[0].cpu().numpy()  # under DDP: the global batch's, in lockstep (see below)
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.state import optimizer_step_preview
-from normbench.diagnostics.vectors import dot, grads_or_zeros, sq_dist, sq_norm
+from normbench.diagnostics.vectors import dot, grads_or_zeros, ranks_mean, sq_dist, sq_norm
 from normbench.errors import ConfigError
 
 
@@ -41,7 +41,7 @@ def internal_covariate_shift(
     t+1 values. Parameters are moved in place and restored bit for bit at the end.
     """
     flat = [p for layer in layers for p in layer]
-    grads = grads_or_zeros(torch.autograd.grad(loss_fn(), flat, allow_unused=True), flat)
+    grads = ranks_mean(grads_or_zeros(torch.autograd.grad(loss_fn(), flat, allow_unused=True), flat))  # DDP: global
     offsets = [0]
     for layer in layers:
         offsets.append(offsets[-1] + len(layer))
@@ -56,7 +56,8 @@ def internal_covariate_shift(
                         p.copy_(new)
             moved = max(moved, i)
             g = [x.detach() for x in grads[offsets[i] : offsets[i + 1]]]
-            g_new = grads_or_zeros(torch.autograd.grad(loss_fn(), list(layers[i]), allow_unused=True), layers[i])
+            new = torch.autograd.grad(loss_fn(), list(layers[i]), allow_unused=True)
+            g_new = ranks_mean(grads_or_zeros(new, layers[i]))
             diff = sq_dist(g, g_new).sqrt()
             norm_g, norm_new = sq_norm(g).sqrt(), sq_norm(g_new).sqrt()
             vals = torch.stack([diff, diff / norm_g, dot(g, g_new) / (norm_g * norm_new)]).tolist()
@@ -111,8 +112,8 @@ class ICSHook(DiagnosticHook):
         layers = model_layers(ctx.model)
         params = [p for _, ps in layers for p in ps]
         closure = ctx.closure()
-        grads = grads_or_zeros(torch.autograd.grad(closure(), params, allow_unused=True), params)
-        new_flat = optimizer_step_preview(ctx.optimizer, params, grads)
+        grads = ranks_mean(grads_or_zeros(torch.autograd.grad(closure(), params, allow_unused=True), params))
+        new_flat = optimizer_step_preview(ctx.optimizer, params, grads)  # the global batch's update
         updated, k = [], 0
         for _, ps in layers:
             updated.append(new_flat[k : k + len(ps)])

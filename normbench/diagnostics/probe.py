@@ -47,7 +47,7 @@ from torch import Tensor
 
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook
 from normbench.diagnostics.state import optimizer_step_preview
-from normbench.diagnostics.vectors import grads_or_zeros, sq_dist, sq_norm
+from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean, sq_dist, sq_norm
 from normbench.errors import ConfigError
 from normbench.optim import OptimizerConfig
 
@@ -182,7 +182,8 @@ def gradient_step_probe(
     """
     params = list(params)
     loss0 = loss_fn()
-    g = [x.detach() for x in grads_or_zeros(torch.autograd.grad(loss0, params, allow_unused=True), params)]
+    g = ranks_mean(grads_or_zeros(torch.autograd.grad(loss0, params, allow_unused=True), params))  # DDP: global
+    (loss0,) = ranks_mean([loss0])
     d = [-x for x in g] if direction_of is None else [x.detach() for x in direction_of(g)]
     saved = [p.detach().clone() for p in params]
     grad_norm, direction_norm = (float(v) for v in torch.stack([sq_norm(g), sq_norm(d)]).sqrt().tolist())
@@ -194,12 +195,12 @@ def gradient_step_probe(
                     p.copy_(p0).add_(di, alpha=s)
             if with_grads:
                 loss = loss_fn()
-                g_s = grads_or_zeros(torch.autograd.grad(loss, params, allow_unused=True), params)
+                g_s = ranks_mean(grads_or_zeros(torch.autograd.grad(loss, params, allow_unused=True), params))
                 dists.append(sq_dist(g, g_s).sqrt())
             else:
                 with torch.no_grad():
                     loss = loss_fn()
-            losses.append(loss.detach().double())
+            losses.append(ranks_mean([loss])[0].double())
     finally:
         with torch.no_grad():
             for p, p0 in zip(params, saved):

@@ -2,6 +2,12 @@
 
 Sums are accumulated in float64 and come back as 0-d tensors, so a caller that needs several
 of them pays one device synchronisation, not one per tensor.
+
+`ranks_mean` is how a diagnostic measures the global batch under data parallelism: every rank
+computes its gradient (or loss, or Hessian-vector product) on its shard and the ranks' values are
+averaged (one ``all_reduce``), which for a mean loss over equal shards is the global batch's value,
+identical on every rank. Every rank makes the same calls in the same order (the diagnostics run at
+the same steps on every rank, with the same seeds), so the collectives run in lockstep.
 """
 
 from __future__ import annotations
@@ -30,3 +36,17 @@ def dot(xs: Sequence[Tensor], ys: Sequence[Tensor]) -> Tensor:
 def grads_or_zeros(grads: Sequence[Tensor | None], params: Sequence[Tensor]) -> list[Tensor]:
     """``torch.autograd.grad(..., allow_unused=True)`` gives None for unused inputs: make them 0."""
     return [torch.zeros_like(p) if g is None else g for g, p in zip(grads, params)]
+
+
+def ranks_mean(xs: Sequence[Tensor]) -> list[Tensor]:
+    """Under data parallelism, each tensor of ``xs`` averaged over the ranks (one ``all_reduce``
+    of their concatenation, in its dtype); one process: ``xs`` detached, as they are."""
+    import torch.distributed as dist
+
+    xs = [x.detach() for x in xs]
+    if not xs or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return xs
+    flat = torch.cat([x.reshape(-1).to(xs[0].dtype) for x in xs])
+    dist.all_reduce(flat)
+    flat /= dist.get_world_size()
+    return [chunk.view_as(x).to(x.dtype) for chunk, x in zip(torch.split(flat, [x.numel() for x in xs]), xs)]

@@ -1,6 +1,7 @@
-"""The Hessian diagnostic under data parallelism (issue 25): each rank's product is averaged over
-the ranks, so two gloo ranks holding halves of a batch measure the Hessian of the whole batch's
-mean loss, identically, with the same number of products (lockstep)."""
+"""The diagnostics under data parallelism (issue 25) measure the global batch: two gloo ranks
+holding halves of a batch give what one process gives on the whole batch, identically on both
+ranks: the Hessian's products and spectrum (with the same number of products: lockstep), the
+gradient-step probe (losses, gradient norm and changes), the gradient variance over batches."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from normbench.diagnostics.grad_variance import gradient_variance
 from normbench.diagnostics.hessian import HessianOperator, hessian_extremes
+from normbench.diagnostics.probe import gradient_step_probe
 
 
 def problem() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -28,6 +31,20 @@ def loss_of(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.T
     return torch.nn.functional.cross_entropy(model(x), y)
 
 
+ETAS = [0.05, 0.2]
+
+
+def probe_numbers(probe) -> list[float]:
+    return [probe.loss, probe.grad_norm, *probe.losses, *probe.grad_dists]
+
+
+def shards(x: torch.Tensor, y: torch.Tensor, rank: int | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Three batches of 4 (rows 0-3, 2-5, 4-7); a rank's shard: its half of each."""
+    batches = [(x[i : i + 4], y[i : i + 4]) for i in (0, 2, 4)]
+    half = slice(2 * rank, 2 * rank + 2) if rank is not None else slice(None)
+    return [(bx[half], by[half]) for bx, by in batches]
+
+
 def rank_main(rank: int, world: int, init_file: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
@@ -41,13 +58,15 @@ def rank_main(rank: int, world: int, init_file: str, out: str) -> None:
             lambda: loss_of(model, x[shard], y[shard]), params, max_products=200, tol=1e-8, ncv=8, trace_probes=0,
             generator=torch.Generator().manual_seed(3),
         )  # fmt: skip
+        probe = gradient_step_probe(lambda: loss_of(model, x[shard], y[shard]), params, ETAS)
+        variance = gradient_variance(lambda b: loss_of(model, *b), params, shards(x, y, rank))
         np.savez(out.format(rank=rank), hv=hv, lmax=spectrum.lambda_max, lmin=spectrum.lambda_min,
-                 products=spectrum.products)  # fmt: skip
+                 products=spectrum.products, probe=probe_numbers(probe), var=variance["total"])  # fmt: skip
     finally:
         dist.destroy_process_group()
 
 
-def test_two_ranks_measure_the_global_batchs_hessian_in_lockstep(tmp_path: Path) -> None:
+def test_two_ranks_measure_the_global_batch_in_lockstep(tmp_path: Path) -> None:
     out = str(tmp_path / "rank{rank}.npz")
     os.environ.pop("WORLD_SIZE", None)
     mp.spawn(rank_main, args=(2, str(tmp_path / "init"), out), nprocs=2, join=True)
@@ -63,3 +82,9 @@ def test_two_ranks_measure_the_global_batchs_hessian_in_lockstep(tmp_path: Path)
     single = hessian_extremes(lambda: loss_of(model, x, y), params, max_products=200, tol=1e-8, ncv=8, trace_probes=0,
                               generator=torch.Generator().manual_seed(3))  # fmt: skip
     np.testing.assert_allclose([r0["lmax"], r0["lmin"]], [single.lambda_max, single.lambda_min], rtol=1e-4)
+    probe = gradient_step_probe(lambda: loss_of(model, x, y), params, ETAS)
+    np.testing.assert_allclose(r0["probe"], probe_numbers(probe), rtol=1e-5)
+    np.testing.assert_array_equal(r0["probe"], r1["probe"])
+    variance = gradient_variance(lambda b: loss_of(model, *b), params, shards(x, y, None))
+    np.testing.assert_allclose(float(r0["var"]), variance["total"], rtol=1e-5)
+    assert float(r0["var"]) == float(r1["var"])
