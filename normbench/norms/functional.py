@@ -118,12 +118,13 @@ def partial_rms_norm(x: Tensor, layout: str, weight: Tensor | None, k: int, eps:
 
     The RMS is taken over the first ``k`` channels only (indices 0..k−1); the whole vector is
     divided by it. eps sits inside the square root, as in `per_position_rms_norm`; k = C is
-    RMSNorm. bf16/fp16 inputs: the mean of squares accumulates in float32.
+    RMSNorm. bf16/fp16 inputs: the mean of squares accumulates in float32; the output is in the
+    input's dtype (a float32 γ would otherwise promote it), as ``rms`` returns it.
     """
     cdim = channel_dim(layout)
     head = upcast(x.narrow(cdim, 0, k))
     inv = torch.rsqrt(head.square().mean(cdim, keepdim=True) + eps).to(x.dtype)
-    return channel_affine(x * inv, weight, None, layout)
+    return channel_affine(x * inv, weight, None, layout).to(x.dtype)
 
 
 def group_scaling(x: Tensor, layout: str, groups: int, eps: float) -> Tensor:

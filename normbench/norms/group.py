@@ -77,6 +77,6 @@ class SampleLayerNorm(Norm):
         if mask is not None:
             return NF.masked_group_norm(x, mask, 1, self.weight, self.bias, self.eps)
         if self.layout == "NTC":  # one fused pass over the contiguous T×C block of each sample
-            y = F.layer_norm(x, x.shape[1:], None, None, self.eps)
-            return NF.channel_affine(y, self.weight, self.bias, self.layout)
+            y = F.layer_norm(x, x.shape[1:], None, None, self.eps)  # float32 under autocast
+            return NF.channel_affine(y, self.weight, self.bias, self.layout).to(x.dtype)
         return NF.group_norm(x, self.layout, 1, self.weight, self.bias, self.eps)

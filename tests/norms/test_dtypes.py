@@ -81,3 +81,14 @@ def test_masked_statistics_stay_float32_under_autocast_far_from_zero(name: str) 
     (y16, g16), (y32, g32) = outs
     torch.testing.assert_close(y16, y32, atol=0.02, rtol=0.01)
     torch.testing.assert_close(g16, g32, atol=0.02, rtol=0.02)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NTC"])
+@pytest.mark.parametrize("name", list_norms())
+def test_a_bf16_activation_comes_out_in_bf16_under_autocast(name: str, layout: str) -> None:
+    """Every norm hands the next layer the dtype it was given (``prms`` and ``ln_sample`` on
+    sequences returned float32, doubling the activation memory after them under bf16)."""
+    m = build_norm(name, 16, layout, **KW.get(name, {}))
+    x = torch.randn((4, 16, 3, 3) if layout == "NCHW" else (4, 5, 16)).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert m(x).dtype == torch.bfloat16
