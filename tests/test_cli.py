@@ -78,6 +78,7 @@ def test_one_epoch_on_real_cifar_subset_beats_chance(tmp_path) -> None:
         "logger.progress_bar=false",
         "schedule.name=constant",
         f"hydra.run.dir={out}",
+        timeout=1200,  # 51 s on an idle 2-core machine, 392 s on a loaded one; 600 s was hit once
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
