@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from normbench.data_roots import BASIC_SWEEPER, sweep_jobs
 from normbench.output import format_table, info, write_csv
 from normbench.run_policy import RESULT_STATUSES
-from normbench.rundir import RunDirError, RunDirLock
+from normbench.rundir import RunDirError, RunDirLock, Snapshot
 
 SWEEP_LOCK_NAME = ".normbench-sweep.lock"
 SUMMARY_NAME = "sweep_summary.csv"
@@ -155,15 +155,12 @@ def open_sweep(config: DictConfig) -> OpenSweep:
     global _open, _last
     sweep_dir = Path(os.path.abspath(str(OmegaConf.select(config, "hydra.sweep.dir"))))
     resume = bool(OmegaConf.select(config, "resume", default=False))
-    existed = sweep_dir.exists()
-    if resume and not existed:
+    snap = Snapshot.take(sweep_dir)  # what a refused sweep must not leave behind
+    if resume and not snap.existed:
         raise RunDirError(
             f"resume=true continues the sweep in hydra.sweep.dir, but {sweep_dir} does not exist; "
             "pass hydra.sweep.dir=<the folder of the sweep to continue>"
         )
-    created_root = sweep_dir
-    while not created_root.parent.exists() and created_root.parent != created_root:
-        created_root = created_root.parent
     lock = SweepLock(sweep_dir)
     lock.acquire()
     try:
@@ -171,8 +168,8 @@ def open_sweep(config: DictConfig) -> OpenSweep:
         check_sweep_dir(sweep_dir, planned, resume)
     except BaseException:
         lock.release()
-        if not existed:
-            shutil.rmtree(created_root, ignore_errors=True)
+        if snap.created_root is not None:
+            shutil.rmtree(snap.created_root, ignore_errors=True)
         raise
     if resume and (sweep_dir / "multirun.yaml").is_file():  # Hydra rewrites it: the earlier one is kept
         n = 1
