@@ -65,9 +65,10 @@ class BatchNorm(Norm):
     `normbench.norms.population.refresh_population_stats` fills before each evaluation.
 
     Paths, one maths: unmasked inputs run torch's fused ``F.batch_norm`` (cuDNN on GPU; bf16
-    inputs stay bf16 with float32 statistics), which also updates the running estimates; where
-    the statistics are needed (Batch Renorm's r and d, ``record_stats``, population statistics)
-    or a mask is given, torch's fused kernel runs on an exactly shifted input
+    inputs stay bf16 with float32 statistics), which also updates the running estimates and whose
+    saved μ_B and 1/sqrt(σ²_B + eps) serve ``record_stats`` and population statistics (so
+    diagnostics neither recompute them nor change a number); where Batch Renorm's r and d need the
+    statistics before the affine, or a mask is given, torch's fused kernel runs on an exactly shifted input
     (`batch_functional.batch_norm_fused`); ``sync``, ``record_live_stats`` and eps = 0 (which the
     fused kernel refuses) run the same maths in plain differentiable ops
     (`batch_functional.batch_norm_composed`). All are twice differentiable and none synchronizes
@@ -148,10 +149,11 @@ class BatchNorm(Norm):
             if self.record_live_stats:
                 self.last_stats_live = {"mean": mean, "var": var}
         elif w is None and type(self).renorm is BatchNorm.renorm:  # torch's kernel (cuDNN) updates the running
-            if self.record_stats or self.population_sums is not None:  # estimates; observing reads them
-                self._record(*BF.observed_moments(x2))  # aside, so that diagnostics change no number
-            running = (self.running_mean, self.running_var)
-            y = F.batch_norm(x2, *running, self.weight, self.bias, True, self.momentum, self.eps)
+            running = (self.running_mean, self.running_var)  # estimates; observing reads the statistics it saved
+            y, mean, invstd = BF.batch_norm_updating(x2, self.weight, self.bias, *running, self.momentum, self.eps)
+            if self.record_stats or self.population_sums is not None:
+                n = mean.new_full((), x2.numel() // x2.shape[1])  # a fill on the device: no host copy
+                self._record(mean.detach(), BF.var_from_invstd(invstd, self.eps), n)
             return self.post_affine(y.reshape(x.shape), None).to(x.dtype)
         else:  # float32 statistics for bf16 inputs (torch's kernel keeps bf16 ones without an affine)
             y, mean, var, n = BF.batch_norm_fused(NF.upcast(x2), w, *params, self.renorm())

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from normbench.norms.functional import apply_mask, batch_dims, channel_affine, channel_shape, upcast
+from normbench.norms.functional import apply_mask, batch_dims, channel_affine, channel_shape
 
 AllGather = Callable[[Tensor], tuple[Tensor, ...]]
 """A differentiable all-gather over processes (``torch.distributed.nn.functional.all_gather``)."""
@@ -30,8 +30,7 @@ def batch_moments(x: Tensor, layout: str, w: Tensor | None) -> tuple[Tensor, Ten
     dims = batch_dims(x, layout)
     if w is None:
         var, mean = torch.var_mean(x, dims, correction=0)
-        n = torch.tensor(float(x.numel() // mean.numel()), dtype=x.dtype, device=x.device)
-        return mean, var, n
+        return mean, var, mean.new_full((), x.numel() // mean.numel())  # a fill on the device: no host copy
     n = w.sum()
     denominator = n.clamp_min(1)
     mean = (x * w).sum(dims) / denominator
@@ -39,17 +38,23 @@ def batch_moments(x: Tensor, layout: str, w: Tensor | None) -> tuple[Tensor, Ten
     return mean, var, n
 
 
-@torch.no_grad()
-def observed_moments(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """(μ_B, σ²_B, n) of ``x`` (channels on axis 1) for diagnostics, outside the autograd graph:
-    two passes of plain sums (``torch.var_mean`` over the batch axes is several times slower on
-    the CPU), in float32 or float64."""
-    x = upcast(x)
-    dims = batch_dims(x, "NCHW")
-    n = x.numel() // x.shape[1]
-    mean = x.sum(dims) / n
-    var = (x - mean.view(channel_shape(x, "NCHW"))).square().sum(dims) / n
-    return mean, var, torch.tensor(float(n), dtype=x.dtype, device=x.device)
+def batch_norm_updating(
+    x: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor, running_var: Tensor,
+    momentum: float, eps: float,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Training BatchNorm of ``x`` (channels on axis 1) by the kernel ``F.batch_norm`` picks
+    (cuDNN, MIOpen or torch's own), which also updates the running estimates in place; returns
+    (y, μ_B, 1/sqrt(σ²_B + eps)) as the kernel saved them for its backward: the same numbers as
+    ``F.batch_norm``, bit for bit, and the statistics for free (`var_from_invstd`)."""
+    running = (running_mean, running_var)
+    y, mean, invstd, _ = torch.ops.aten._batch_norm_with_update(x, weight, bias, *running, momentum, eps)
+    return y, mean, invstd
+
+
+def var_from_invstd(invstd: Tensor, eps: float) -> Tensor:
+    """σ²_B = invstd⁻² − eps from a kernel's saved inverse standard deviation (its dtype): exact up
+    to the rounding of invstd (relative 2⁻²⁴ of σ²_B + eps in float32), never negative."""
+    return (invstd.detach().double().pow(-2) - eps).clamp_min(0).to(invstd.dtype)
 
 
 def merge_moments(all_gather: AllGather, mean: Tensor, var: Tensor, n: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -151,7 +156,7 @@ def batch_norm_fused(
     """
     weight, bias = (None if p is None else p.to(x.dtype) for p in (weight, bias))  # a bf16 module, float32 maths
     if w is None:
-        xs, k, n = x, None, torch.tensor(float(x.numel() // x.shape[1]), dtype=torch.float32, device=x.device)
+        xs, k, n = x, None, x.new_full((), x.numel() // x.shape[1], dtype=torch.float32)
     else:  # (A, C) rows with weights (A, 1): see the docstring
         n = w.sum()
         n_real = n.clamp_min(1)
@@ -163,12 +168,22 @@ def batch_norm_fused(
         y, mean, invstd = torch.native_batch_norm(xs, fused_weight, bias, None, None, True, 0.0, eps)
     else:
         xhat, mean, invstd = torch.native_batch_norm(xs, None, None, None, None, True, 0.0, eps)
-    var = (invstd.detach().double().pow(-2) - eps).clamp_min(0).to(invstd.dtype)
+    var = var_from_invstd(invstd, eps)
     mean = mean.detach()
     if renorm is not None:
         weight, bias = renormalized_affine(weight, bias, *renorm.factors(mean, var, eps))
         y = channel_affine(xhat, weight if k is None else weight / k, bias, "NCHW")
     return apply_mask(y, w), mean, var, n.detach().to(mean.dtype)
+
+
+def inverse_std(var: Tensor, n: Tensor, eps: float) -> Tensor:
+    """1/sqrt(σ²_B + eps). With eps = 0 a batch of fewer than 2 real positions (one real token of a
+    masked batch) has σ²_B = 0 and x − μ_B = 0: it gets 0, the limit of every eps > 0 (x̂ = 0, no
+    gradient to x), instead of 0·∞ = NaN in the output and the gradients."""
+    if eps > 0:
+        return torch.rsqrt(var + eps)
+    spread = n > 1
+    return torch.where(spread, torch.rsqrt(torch.where(spread, var, 1.0)), 0.0)  # no inf even where unused
 
 
 def batch_norm_composed(
@@ -189,7 +204,7 @@ def batch_norm_composed(
     if all_gather is not None:
         mean, var, n = merge_moments(all_gather, mean, var, n)
     shape = channel_shape(x, layout)
-    xhat = (x - mean.view(shape)) * torch.rsqrt(var + eps).view(shape)
+    xhat = (x - mean.view(shape)) * inverse_std(var, n, eps).view(shape)
     if renorm is not None:
         weight, bias = renormalized_affine(weight, bias, *renorm.factors(mean, var, eps))
     return apply_mask(channel_affine(xhat, weight, bias, layout), w), mean, var, n

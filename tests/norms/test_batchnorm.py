@@ -214,3 +214,61 @@ def test_torch_kernel_agrees_with_fused_on_eps_positive() -> None:
     x = torch.randn(4, C, 3, 3, dtype=torch.float64) * 2 + 1
     ref = F.batch_norm(x, None, None, m.weight, m.bias, True, 0.0, m.eps)
     torch.testing.assert_close(m(x), ref, atol=1e-12, rtol=0)
+
+
+class FullSizeOps(torch.utils._python_dispatch.TorchDispatchMode):
+    """Counts the aten ops that read a tensor of ``numel`` elements (a pass over the activation)."""
+
+    def __init__(self, numel: int) -> None:
+        super().__init__()
+        self.numel, self.ops = numel, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        leaves = torch.utils._pytree.tree_leaves((args, kwargs or {}))
+        if any(isinstance(a, torch.Tensor) and a.numel() == self.numel for a in leaves):
+            self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_recording_stats_reads_the_kernels_saved_statistics_and_changes_no_number(dtype: torch.dtype) -> None:
+    """Plain BatchNorm with ``record_stats`` (bn_stats, every step by default): outputs, gradients
+    and running estimates bit-identical to a module that records nothing, no extra pass over the
+    activation (the kernel's saved μ_B and 1/sqrt(σ²_B + eps) are read), and the recorded
+    (μ_B, σ²_B, n) equal to the batch's own to float32 rounding."""
+    torch.manual_seed(0)
+    x = (torch.randn(16, C, 5, 5) * 3 + 1).to(dtype)
+    plain, recording = build_norm("bn", C), build_norm("bn", C)
+    recording.record_stats = True
+    results = []
+    for m in (plain, recording):
+        xi = x.clone().requires_grad_(True)
+        with FullSizeOps(x.numel()) as ops:
+            y = m(xi)
+            (y.float() * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        results.append((y, xi.grad, m.weight.grad, m.running_mean, m.running_var, ops.ops))
+    for a, b in zip(*results):
+        if isinstance(a, torch.Tensor):
+            assert torch.equal(a, b)
+        else:
+            assert a == b, "recording the statistics added a pass over the activation"
+    xd = x.double().transpose(0, 1).reshape(C, -1)
+    stats = recording.last_stats
+    torch.testing.assert_close(stats["mean"].double(), xd.mean(1), atol=1e-6, rtol=0)
+    torch.testing.assert_close(stats["var"].double(), xd.var(1, correction=0), rtol=1e-6, atol=1e-6)
+    assert float(stats["count"]) == 16 * 5 * 5
+
+
+@pytest.mark.parametrize("name", ["bn", "brn"])
+def test_masked_batch_of_one_real_token_with_eps_zero_is_finite(name: str) -> None:
+    """eps = 0 and a single real token: σ²_B = 0 and x − μ_B = 0, so x̂ = 0 as for every eps > 0
+    (output β at the token, 0 at padding; no gradient to x), never 0·∞ = NaN."""
+    x, mask = seq_batch(lengths=(1, 0, 0, 0))
+    m = with_params(build_norm(name, C, "NTC", eps=0.0))
+    x = x.requires_grad_(True)
+    y = m(x, mask)
+    (y * torch.randn_like(y)).sum().backward()
+    assert torch.isfinite(y).all() and torch.isfinite(x.grad).all() and torch.isfinite(m.weight.grad).all()
+    torch.testing.assert_close(y[0, 0], m.bias.detach(), atol=1e-12, rtol=0)
+    assert (y[~mask] == 0).all() and (x.grad == 0).all()
+    assert torch.isfinite(m.running_mean).all() and torch.isfinite(m.running_var).all()
