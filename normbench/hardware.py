@@ -36,6 +36,9 @@ class HardwareConfig:
     cudnn_benchmark: bool = False
     num_threads: int | None = None
     deterministic: bool = False
+    fallback_random: bool = True
+    """Under ``compile``, random ops draw torch's own generator (eager's stream); false: inductor's
+    fused random (`maybe_compile`)."""
     distributed: bool = False
     """One process per device under torchrun / a multi-task SLURM job (`normbench.distributed`)."""
     backend: str = "auto"
@@ -99,18 +102,25 @@ def prepare_model(model: torch.nn.Module, cfg: HardwareConfig) -> torch.nn.Modul
     return model
 
 
-def maybe_compile(model: torch.nn.Module, cfg: HardwareConfig) -> torch.nn.Module:
+def maybe_compile(
+    model: torch.nn.Module, cfg: HardwareConfig, *, varying_shapes: bool = False, backend: str = "inductor"
+) -> torch.nn.Module:
     """`torch.compile` of ``model`` when ``compile``; it shares the module's parameters and buffers.
 
-    Random ops (dropout, the noise of ``bn_noisy``) keep torch's own generator under inductor
-    (``fallback_random``), so a compiled run draws the same stream as an eager one and the
-    diagnostics, which rewind that generator to the step, see the step's draws."""
+    ``varying_shapes`` (translation: every batch has its own (batch, source, target) sizes):
+    compile with symbolic sizes from the first call, so a run builds one graph (plus one per size
+    0/1 specialization) instead of up to four (a static graph, then one per axis seen to change);
+    images keep static shapes. ``fallback_random`` (default true): random ops (dropout, the noise
+    of ``bn_noisy``) keep torch's own generator under inductor, so a compiled run draws the same
+    stream as an eager one and the diagnostics, which rewind that generator to the step, see the
+    step's draws; false lets inductor fuse them with its own Philox stream (faster on GPU; a
+    compiled run's noise then differs from eager's, and the probes replay other draws)."""
     if not cfg.compile:
         return model
     import torch._inductor.config
 
-    torch._inductor.config.fallback_random = True
-    return torch.compile(model)
+    torch._inductor.config.fallback_random = cfg.fallback_random
+    return torch.compile(model, backend=backend, dynamic=True if varying_shapes else None)
 
 
 def describe(device: torch.device, cfg: HardwareConfig) -> dict[str, Any]:

@@ -221,7 +221,8 @@ def build_models(
     """The model with the run's norm, and the model the step calls (DDP-wrapped, maybe compiled)."""
     model = build_model(config.model, norm_factory(config.norm), **task.model_kwargs()).to(device)
     hardware.prepare_model(model, config.hardware)
-    step_model = hardware.maybe_compile(distributed.wrap_model(model, dist, device), config.hardware)
+    wrapped = distributed.wrap_model(model, dist, device)
+    step_model = hardware.maybe_compile(wrapped, config.hardware, varying_shapes=task.kind == "sequence")
     return model, step_model
 
 

@@ -279,3 +279,40 @@ def test_cuda_bf16_channels_last_compiled_run(tmp_path: Path) -> None:
     assert run(cfg, tmp_path)["status"] == "finished"
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["device"].startswith("cuda") and summary["precision"] == "bf16" and summary["gpu"]
+
+
+TRANSLATION_SHAPES = [(8, 11, 13), (8, 9, 13), (8, 9, 12), (6, 9, 12), (8, 11, 13), (5, 30, 25)]
+"""(batch, source, target) sizes of six translation batches: each axis changes on its own."""
+
+
+def test_translation_compiles_one_graph_for_batches_of_varying_shapes() -> None:
+    """`maybe_compile` with ``varying_shapes`` (the runner's choice for sequence tasks): six
+    training batches of changing sizes build one graph (masked BatchNorm in the encoder). torch's
+    default (static first, then one graph per axis seen to change) builds four here, each a full
+    inductor compile on GPU."""
+    from torch._dynamo.utils import counters
+
+    from normbench.models import build_model
+
+    cfg = {"name": "transformer_tiny", "decoder_norm": "ln", "encoder_norm": "bn"}
+    torch.manual_seed(0)
+    model = build_model(cfg, norm_factory("bn"), vocab_size=50, pad_id=0, bos_id=1, eos_id=2).train()
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = hardware.maybe_compile(model, HardwareConfig(compile=True), varying_shapes=True, backend="eager")
+    for b, s, t in TRANSLATION_SHAPES:
+        src, tgt = torch.randint(3, 50, (b, s)), torch.randint(3, 50, (b, t))
+        src[0, -2:], tgt[1, -3:] = 0, 0  # padding
+        compiled(src, tgt)
+    graphs = counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+    assert graphs == 1
+
+
+@pytest.mark.parametrize("fallback", [True, False])
+def test_fallback_random_is_an_option(fallback: bool) -> None:
+    import torch._inductor.config
+
+    with torch._inductor.config.patch(fallback_random=not fallback):
+        hardware.maybe_compile(nn.Linear(2, 2), HardwareConfig(compile=True, fallback_random=fallback))
+        assert torch._inductor.config.fallback_random is fallback
