@@ -95,6 +95,15 @@ def autocast(cfg: HardwareConfig, device: torch.device) -> contextlib.AbstractCo
     return contextlib.nullcontext()
 
 
+def upload(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` (in host memory) on ``device`` without stalling the host: on CUDA pinned, then copied
+    asynchronously (a copy from pageable memory first waits for the device's stream, a host
+    sync per call); the pinned block is not reused before its copy ends (torch's host allocator)."""
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 def prepare_model(model: torch.nn.Module, cfg: HardwareConfig) -> torch.nn.Module:
     """NHWC weights when ``channels_last`` (in place; returns the same module)."""
     if cfg.channels_last:

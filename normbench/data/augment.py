@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from normbench.hardware import upload
+
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
@@ -19,8 +21,8 @@ def random_crop(x: Tensor, pad: int, generator: torch.Generator) -> Tensor:
     an independent offset per image. ``x``: (B, C, H, W), any dtype."""
     b, _, h, w = x.shape
     padded = F.pad(x, (pad, pad, pad, pad))  # (B, C, H+2p, W+2p)
-    dy = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(x.device)
-    dx = torch.randint(0, 2 * pad + 1, (b,), generator=generator).to(x.device)
+    dy = upload(torch.randint(0, 2 * pad + 1, (b,), generator=generator), x.device)  # no host sync
+    dx = upload(torch.randint(0, 2 * pad + 1, (b,), generator=generator), x.device)
     rows = (dy[:, None] + torch.arange(h, device=x.device))[:, None, :, None]  # (B, 1, H, 1)
     cols = (dx[:, None] + torch.arange(w, device=x.device))[:, None, None, :]  # (B, 1, 1, W)
     batch = torch.arange(b, device=x.device)[:, None, None, None]
@@ -30,7 +32,7 @@ def random_crop(x: Tensor, pad: int, generator: torch.Generator) -> Tensor:
 
 def random_flip(x: Tensor, generator: torch.Generator) -> Tensor:
     """Mirror each image left-right with probability 1/2, independently. ``x``: (B, C, H, W)."""
-    flip = torch.rand(x.shape[0], generator=generator).lt(0.5).to(x.device)
+    flip = upload(torch.rand(x.shape[0], generator=generator).lt(0.5), x.device)
     return torch.where(flip[:, None, None, None], x.flip(-1), x)
 
 

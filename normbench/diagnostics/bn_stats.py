@@ -176,10 +176,14 @@ class BNStatsHook(DiagnosticHook):
         )
         self.pairs = [self.pairs[j] for j in keep]
         kept = [sizes[j] for j in keep]
-        self._segment = torch.repeat_interleave(
-            torch.arange(len(kept), device=device), torch.tensor(kept, device=device)
+        # fills on the device, no upload of host lists: the first recorded step makes no host sync either
+        self._segment = torch.cat(
+            [torch.full((k,), j, device=device) for j, k in enumerate(kept)] or [torch.zeros(0, device=device)]
+        ).long()
+        self._channels = torch.cat(
+            [torch.full((1,), k, dtype=torch.float64, device=device) for k in kept]
+            or [torch.zeros(0, dtype=torch.float64, device=device)]
         )
-        self._channels = torch.tensor(kept, dtype=torch.float64, device=device)
         self._resolved = True
 
     def after_step(self, step: int) -> None:

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from normbench.data.bpe import Vocabulary
 from normbench.errors import ConfigError
+from normbench.hardware import upload
 
 
 @dataclass
@@ -23,19 +24,22 @@ class TranslationBatch:
     """(B, T) what the decoder should predict: target + EOS."""
     pad: int
     index: Tensor
-    """(B,) positions of the pairs in their split."""
+    """(B,) positions of the pairs in their split (stays on the host)."""
+    tgt_lengths: Tensor
+    """(B,) real tokens of each ``tgt_out`` row (stays on the host: counting them reads no device)."""
 
     @property
     def num_tokens(self) -> int:
-        return int((self.tgt_out != self.pad).sum())
+        return sum(self.tgt_lengths.tolist())  # a host tensor: no device is read
 
     def to(self, device: torch.device) -> TranslationBatch:
         return TranslationBatch(
-            self.src.to(device, non_blocking=True),
-            self.tgt_in.to(device, non_blocking=True),
-            self.tgt_out.to(device, non_blocking=True),
+            upload(self.src, device),  # pinned and asynchronous on CUDA: no host sync
+            upload(self.tgt_in, device),
+            upload(self.tgt_out, device),
             self.pad,
             self.index,
+            self.tgt_lengths,
         )
 
 
@@ -93,6 +97,7 @@ class TokenBatches:
             tgt_out=pad_sequences([[*self.tgt[i], v.eos] for i in indices], v.pad),
             pad=v.pad,
             index=torch.as_tensor(list(indices)),
+            tgt_lengths=torch.as_tensor([len(self.tgt[i]) + 1 for i in indices]),
         )
 
     def batches(self, generator: torch.Generator | None = None) -> Iterator[TranslationBatch]:

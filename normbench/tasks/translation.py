@@ -61,7 +61,7 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, epsilon: float, ignore_in
     nll = -logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
     smooth = -logp.sum(-1)
     loss = (1 - epsilon) * nll + epsilon / logits.shape[-1] * smooth
-    return loss[keep].sum(), nll[keep].sum()
+    return loss.masked_fill(~keep, 0.0).sum(), nll.masked_fill(~keep, 0.0).sum()  # no boolean indexing: no sync
 
 
 def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> tuple[float, str]:
