@@ -42,12 +42,22 @@ class BatchNormConfig(NormConfig):
 
 
 def _all_gather() -> BF.AllGather | None:
-    """A differentiable all-gather over the default process group, or None when not distributed."""
+    """A differentiable all-gather over the default process group, or None when not distributed.
+
+    torch's functional collective (traced by `torch.compile` into the graph: no graph break, unlike
+    ``torch.distributed.nn.functional.all_gather``); its backward sums each slot's gradient over
+    the processes (a reduce-scatter), as the single-process computation would."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return None
-    from torch.distributed.nn.functional import all_gather
+    from torch.distributed import _functional_collectives as fc
+
+    gather = getattr(fc, "all_gather_single_autograd", None) or fc.all_gather_tensor_autograd  # torch < 2.10
+    group = dist.group.WORLD
+
+    def all_gather(t: Tensor) -> tuple[Tensor, ...]:
+        return tuple(gather(t[None], 0, group).unbind(0))
 
     return all_gather
 

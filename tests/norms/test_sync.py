@@ -1,5 +1,6 @@
 """``bn`` with ``sync: true`` under 2 gloo processes on the CPU equals one process on the
-concatenated batch: outputs, input gradients, parameter gradients and running estimates."""
+concatenated batch: outputs, input gradients, parameter gradients and running estimates; and
+`torch.compile` traces it in one graph (the all-gather is a functional collective)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,10 @@ def _worker(rank: int, port: int, out: str) -> None:
     try:
         x, mask, dy = data()
         part = slice(3 * rank, 3 * rank + 3)
-        torch.save(step(make(), x[part], mask[part], dy[part]), Path(out) / f"rank{rank}.pt")
+        result = step(make(), x[part], mask[part], dy[part])
+        explained = torch._dynamo.explain(make())(x[part], mask[part])  # the synchronized forward, traced
+        result["graphs"] = (explained.graph_count, explained.graph_break_count)
+        torch.save(result, Path(out) / f"rank{rank}.pt")
         dist.barrier()  # neither rank tears gloo down while the other still uses it
     finally:
         dist.destroy_process_group()
@@ -63,6 +67,7 @@ def test_two_gloo_processes_equal_one_process(tmp_path: Path) -> None:
         torch.testing.assert_close(ranks[0][key] + ranks[1][key], single[key], atol=1e-12, rtol=0)
     for r in ranks:
         torch.testing.assert_close(r["rv"], single["rv"], atol=1e-12, rtol=0)
+        assert r["graphs"] == (1, 0), "norm.sync's all-gather breaks the compiled graph"
 
 
 def test_merged_moments_are_stable_far_from_zero() -> None:
