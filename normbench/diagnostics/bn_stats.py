@@ -128,7 +128,9 @@ class BNStatsHook(DiagnosticHook):
                         f"the graph (record_live_stats); {name!r} ({type(module).__name__}) cannot"
                     )
                 module.record_live_stats = True
-                module.register_forward_hook(self._capture_grads(name))
+                zeros = getattr(module, "running_mean", None)
+                zeros = torch.zeros(module.num_features) if not isinstance(zeros, Tensor) else torch.zeros_like(zeros)
+                module.stat_probes = {s: zeros.clone().requires_grad_(True) for s in ("mean", "var")}
 
     def due(self, step: int) -> bool:
         return False  # nothing to do before the step but copy the running statistics
@@ -137,6 +139,8 @@ class BNStatsHook(DiagnosticHook):
         return {}
 
     def before_step(self, step: int) -> None:
+        if self.cfg.grad_norms:  # type: ignore[attr-defined]
+            self._read_stat_grads(False)  # what other backward passes (the probes' diagnostics) left there
         self._recording = bool(self.pairs) and self.on_cadence(step)
         if self._recording:  # one concatenated copy: a single kernel, whatever the number of layers
             self._prev = torch.cat([self._running(i, s).detach().reshape(-1) for i, s in self.pairs])
@@ -187,6 +191,8 @@ class BNStatsHook(DiagnosticHook):
         self._resolved = True
 
     def after_step(self, step: int) -> None:
+        if self.cfg.grad_norms:  # type: ignore[attr-defined]
+            self._read_stat_grads(self._recording)
         if not self._recording or self._prev is None:
             return
         self._recording = False
@@ -227,24 +233,19 @@ class BNStatsHook(DiagnosticHook):
             return torch.ones((), dtype=torch.bool, device=device)
         return count.to(device) > (1 if stat in UNBIASED else 0)
 
-    def _capture_grads(self, name: str):
-        def forward_hook(module: nn.Module, args: Any, output: Any) -> None:
-            live = getattr(module, "last_stats_live", None)
-            if not self._recording or not module.training or not live:
-                return
-            for stat, tensor in live.items():
-                if isinstance(tensor, Tensor) and tensor.requires_grad:
-                    tensor.register_hook(self._grad_sink(f"{name}/{stat}_grad"))
-
-        return forward_hook
-
-    def _grad_sink(self, key: str):
-        def grad_hook(grad: Tensor) -> None:
-            value = torch.linalg.vector_norm(grad.detach().double()) / grad.numel()
-            self._grad_sums[key] = self._grad_sums[key].to(value.device) + value if key in self._grad_sums else value
-            self._grad_counts[key] = self._grad_counts.get(key, 0) + 1
-
-        return grad_hook
+    def _read_stat_grads(self, recorded: bool) -> None:
+        """Add (1/d)·‖∂L/∂stat‖₂ of each layer's probes to the epoch's sums (a recorded step), and
+        clear the probes for the next step (on the device: no host sync)."""
+        for name, module in self.layers:
+            probes = getattr(module, "stat_probes", None) or {}
+            for stat, probe in probes.items():
+                if recorded and probe.grad is not None:
+                    key = f"{name}/{stat}_grad"
+                    value = torch.linalg.vector_norm(probe.grad.detach().double()) / probe.numel()
+                    total = self._grad_sums.get(key)
+                    self._grad_sums[key] = value if total is None else total.to(value.device) + value
+                    self._grad_counts[key] = self._grad_counts.get(key, 0) + 1
+                probe.grad = None
 
     def epoch_end(self) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -128,6 +128,10 @@ class BatchNorm(Norm):
         self.record_live_stats = False
         self.last_stats: dict[str, Tensor] | None = None
         self.last_stats_live: dict[str, Tensor] | None = None
+        self.stat_probes: dict[str, Tensor] | None = None
+        """With ``record_live_stats``: zero leaf tensors ``{"mean", "var"}`` (C values, set by the
+        diagnostic, not parameters) added to the statistics; after backward their ``.grad`` is
+        ∂L/∂μ_B and ∂L/∂σ²_B (`batch_functional.batch_norm_composed`)."""
         self.population_sums: list[Tensor] | None = None
         """Set by `normbench.norms.population`: [Σn, Σn·μ_B, Σn·σ²_B, Σ(n − 1)] over batches."""
         self.population_ready = False
@@ -155,7 +159,8 @@ class BatchNorm(Norm):
         w = None if mask is None else mask.reshape(-1, 1).to(torch.float32 if x2.dtype in NF.HALF else x2.dtype)
         params = (self.weight, self.bias, self.eps)
         if group is not None or self.record_live_stats or self.eps <= 0:
-            y, mean, var, n = BF.batch_norm_composed(NF.upcast(x2), "NCHW", w, *params, self.renorm(), group)
+            probes = None if self.stat_probes is None else (self.stat_probes["mean"], self.stat_probes["var"])
+            y, mean, var, n = BF.batch_norm_composed(NF.upcast(x2), "NCHW", w, *params, self.renorm(), group, probes)
             if self.record_live_stats:
                 self.last_stats_live = {"mean": mean, "var": var}
         elif w is None and type(self).renorm is BatchNorm.renorm:  # torch's kernel (cuDNN) updates the running

@@ -195,14 +195,20 @@ def batch_norm_composed(
     eps: float,
     renorm: Renorm | None = None,
     all_gather: AllGather | None = None,
+    probes: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """BatchNorm (Ioffe & Szegedy 2015) over the real positions, in differentiable torch ops:
     y = (x − μ_B)/sqrt(σ²_B + eps)·γ + β (0 at padding); returns (y, μ_B, σ²_B, n) with the
     statistics live in the autograd graph. With ``renorm``, Batch Renormalization's r and d; with
-    ``all_gather``, the statistics of every process's batch together (`merge_moments`)."""
+    ``all_gather``, the statistics of every process's batch together (`merge_moments`); with
+    ``probes`` (two zero leaf tensors of C values, added to μ_B and σ²_B: the same numbers), the
+    gradients of the loss with respect to the statistics land in the probes' ``.grad`` — no tensor
+    hook, so `torch.compile` traces it in one graph."""
     mean, var, n = batch_moments(x, layout, w)
     if all_gather is not None:
         mean, var, n = merge_moments(all_gather, mean, var, n)
+    if probes is not None:  # zeros that are leaves: their .grad after backward is ∂L/∂μ_B and ∂L/∂σ²_B
+        mean, var = mean + probes[0], var + probes[1]
     shape = channel_shape(x, layout)
     xhat = (x - mean.view(shape)) * inverse_std(var, n, eps).view(shape)
     if renorm is not None:

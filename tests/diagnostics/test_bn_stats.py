@@ -206,7 +206,8 @@ def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_variance_not
 
 
 class LiveBatchNorm(Norm):
-    """A BatchNorm that keeps its batch statistics in the graph (``last_stats_live``), for the test."""
+    """A BatchNorm that adds the diagnostic's zero probes to its batch statistics (``stat_probes``,
+    the contract of a norm with ``record_live_stats``), written out for the test."""
 
     def __init__(self, num_features: int, **kw) -> None:
         super().__init__(num_features, **kw)
@@ -214,14 +215,14 @@ class LiveBatchNorm(Norm):
         self.register_buffer("running_var", torch.ones(num_features))
         self.record_stats = self.record_live_stats = False
         self.last_stats: dict[str, Tensor] | None = None
-        self.last_stats_live: dict[str, Tensor] | None = None
+        self.stat_probes: dict[str, Tensor] | None = None
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
         if self.record_stats:
             self.last_stats = {"mean": mean.detach(), "var": var.detach()}
-        if self.record_live_stats:
-            self.last_stats_live = {"var": var}
+        if self.record_live_stats and self.stat_probes is not None:
+            mean, var = mean + self.stat_probes["mean"], var + self.stat_probes["var"]
         y = (x - mean[:, None, None]) / (var[:, None, None] + self.eps).sqrt()
         return y * self.weight[:, None, None] + self.bias[:, None, None]
 
@@ -264,3 +265,32 @@ def test_grad_norms_need_live_statistics() -> None:
 
     with pytest.raises(ConfigError, match="record_live_stats.*'norm1' \\(PowerNorm\\)"):
         hook_for(TinyNet("pn"), grad_norms=True)
+
+
+def test_grad_norms_keep_the_model_one_compiled_graph() -> None:
+    """The gradients of the statistics come through zero probes added to them, not tensor hooks
+    registered in the forward (14 graph breaks on ResNet8 before)."""
+    from normbench.models import build_model
+    from normbench.norms import norm_factory
+
+    model = build_model({"name": "resnet20", "depth": 8}, norm_factory("bn"))
+    hook_for(model, grad_norms=True).before_step(0)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(torch.randn(4, 3, 32, 32))
+    torch._dynamo.reset()
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def test_grad_norms_leave_out_gradients_from_other_backward_passes() -> None:
+    """A diagnostic's own backward before the step (the probes) adds nothing to the step's value."""
+    torch.manual_seed(0)
+    model = nn.Sequential(build_norm("bn", C)).double()
+    hook = hook_for(model, grad_norms=True)
+    x, c = torch.randn(4, C, 3, 3, dtype=torch.float64), torch.randn(4, C, 3, 3).double()
+    (model(x) * 5 * c).sum().backward()  # e.g. a landscape probe, before the step
+    hook.before_step(0)
+    (model(x) * c).sum().backward()
+    hook.after_step(0)
+    var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
+    grad = -0.5 * (c * (x - mean[:, None, None])).sum((0, 2, 3)) * (var + 1e-5) ** -1.5
+    assert hook.epoch_end()["0/var_grad"] == pytest.approx(float(grad.norm() / C), rel=1e-10)
