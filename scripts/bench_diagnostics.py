@@ -16,13 +16,17 @@ beside it:
   landscape / predictiveness / β-smoothness hooks then share one gradient-step probe), so each
   cadence group is timed as a group; the total adds up the groups and bn_stats.
 
+Rows are written (and flushed) as they are measured, each ending with the versions of
+``bench_io.VERSION_COLUMNS`` (gpu, driver, cuda, cudnn, torch); the output defaults to
+``results/bench/diagnostics_<device type>.csv``.
+
     python scripts/bench_diagnostics.py --threads 1 --out results/bench/diagnostics_cpu.csv
+    python scripts/bench_diagnostics.py --device cuda        # -> results/bench/diagnostics_cuda.csv
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import time
 from collections import defaultdict
@@ -30,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from bench_io import CsvRows, versions
 from omegaconf import OmegaConf
 
 import normbench.data  # noqa: F401  (before normbench.tasks.classification)
@@ -140,11 +145,24 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed calls of each diagnostic (1 for hessian)")
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--configs", nargs="+", default=["default", "full"])
-    parser.add_argument("--out", type=Path, default=Path("results/bench/diagnostics_cpu.csv"))
+    parser.add_argument("--out", type=Path, default=None, help="default: results/bench/diagnostics_<device type>.csv")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
+    out = args.out or Path("results") / "bench" / f"diagnostics_{device.type}.csv"
+    with CsvRows(out, versions(device)) as sink:
+        measure_all(args, device, sink)
+    print(f"wrote {out}")
+
+
+def measure_all(args: argparse.Namespace, device: torch.device, sink: CsvRows) -> None:
+    """Every diagnostic of ``args.configs``: each row written to ``sink`` as soon as it is measured."""
+    columns = ["config", "diagnostic", "every_n_steps", "seconds_per_call", "call_in_steps", "added_share"]
+
+    def write(*values: Any) -> None:
+        sink.write(dict(zip(columns, values)))
+
     task, model, optimizer = setup(device, args.batch_size)
     stream = batches(task)
     for _ in range(3):  # warm-up
@@ -167,7 +185,6 @@ def main() -> None:
             measured[key] = call_ratio(hooks, task, model, optimizer, stream, device, repeats)
         return measured[key]
 
-    rows = []
     for config in args.configs:
         typed = diagnostics_config(OmegaConf.load(CONF / f"{config}.yaml"))
         groups: dict[int, list[str]] = defaultdict(list)
@@ -177,13 +194,13 @@ def main() -> None:
                 continue
             if name == "bn_stats":
                 added = bn_ratio / cfg.every_n_steps
-                rows.append([config, name, cfg.every_n_steps, "", f"{bn_ratio:.4f}", f"{added:.4f}"])
+                write(config, name, cfg.every_n_steps, "", f"{bn_ratio:.4f}", f"{added:.4f}")
                 total += added
                 continue
             groups[cfg.every_n_steps].append(name)
             call_s, steps = measure([name], typed)
             added = steps / cfg.every_n_steps
-            rows.append([config, name, cfg.every_n_steps, f"{call_s:.3f}", f"{steps:.2f}", f"{added:.4f}"])
+            write(config, name, cfg.every_n_steps, f"{call_s:.3f}", f"{steps:.2f}", f"{added:.4f}")
             print(
                 f"{config:8s} {name:16s} every {cfg.every_n_steps:4d}: {call_s:8.2f}s/call = {steps:6.2f} steps, "
                 f"adds {added:.2%}",
@@ -192,18 +209,11 @@ def main() -> None:
         for every, names in sorted(groups.items()):
             call_s, steps = measure(names, typed)
             if len(names) > 1:
-                rows.append([config, "+".join(names), every, f"{call_s:.3f}", f"{steps:.2f}", f"{steps / every:.4f}"])
+                write(config, "+".join(names), every, f"{call_s:.3f}", f"{steps:.2f}", f"{steps / every:.4f}")
                 print(f"{config:8s} {'+'.join(names)} every {every}: {steps:.2f} steps, adds {steps / every:.2%}")
             total += steps / every
-        rows.append([config, "TOTAL", "", "", "", f"{total:.4f}"])
+        write(config, "TOTAL", "", "", "", f"{total:.4f}")
         print(f"{config:8s} TOTAL adds {total:.2%} to the training time", flush=True)
-
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["config", "diagnostic", "every_n_steps", "seconds_per_call", "call_in_steps", "added_share"])
-        writer.writerows(rows)
-    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ torch.compile), and the training epoch time of the others comes from the runner'
 wall time). The validation accuracy is printed beside it, so a fast variant that learns nothing
 shows.
 
+Each variant's row is written (and flushed) as soon as the variant has run, so a run stopped
+part-way leaves the variants it finished; ``speedup_vs_fp32`` compares with an ``fp32`` row
+measured before it in the same run (the first variant by default). Every row ends with the
+versions of ``bench_io.VERSION_COLUMNS`` (gpu, driver, cuda, cudnn, torch).
+
     python scripts/bench_epoch.py --device cuda                 # results/bench/gpu_epoch_time.csv
     python scripts/bench_epoch.py --device cpu --num-train 2048 --num-test 512 --out /tmp/x.csv
 """
@@ -21,14 +26,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_io import CsvRows, versions  # noqa: E402
 from bench_overhead import compose_cfg  # noqa: E402
 
 from normbench import train  # noqa: E402
-from normbench.output import format_table, write_csv  # noqa: E402
+from normbench.output import format_table  # noqa: E402
 
 VARIANTS = {
     "fp32": [],
@@ -72,43 +79,45 @@ def main() -> None:
         "logger.progress_bar=false",
     ]
     print(f"[bench] {' '.join(base)}", flush=True)
-    rows = []
-    for name in args.variants:
-        cfg = compose_cfg(base + VARIANTS[name])
-        run_dir = work / name.replace("+", "_")
-        t0 = time.perf_counter()
-        result = train.run(cfg, run_dir)
-        wall = time.perf_counter() - t0
-        epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-        rates = [row["perf/samples_per_s"] for row in epochs if "perf/samples_per_s" in row][1:]
-        steps = args.num_train // args.batch_size
-        epoch_s = statistics.mean(steps * args.batch_size / r for r in rates)
-        summary = json.loads((run_dir / "summary.json").read_text())
-        rows.append(
-            {
-                "device": summary["device"],
-                "gpu": summary.get("gpu", ""),
-                "variant": name,
-                "batch_size": args.batch_size,
-                "num_train": args.num_train,
-                "timed_epochs": len(rates),
-                "train_epoch_s": round(epoch_s, 3),
-                "samples_per_s": round(statistics.mean(rates), 1),
-                "speedup_vs_fp32": "",
-                "run_wall_s": round(wall, 1),
-                "val_acc": round(float(result.get("val/acc", float("nan"))), 4),
-                "status": result["status"],
-                "torch": summary["torch"],
-                "cuda": summary["cuda"],
-            }
-        )
-        print(f"[bench] {name}: {epoch_s:.2f} s/epoch, val/acc {rows[-1]['val_acc']}", flush=True)
-    reference = next((r["train_epoch_s"] for r in rows if r["variant"] == "fp32"), None)
-    for row in rows:
-        if reference:
-            row["speedup_vs_fp32"] = round(reference / row["train_epoch_s"], 2)
-    print(format_table(rows, write_csv(out, rows)))
+    with CsvRows(out, versions(args.device)) as sink:
+        reference = None
+        for name in args.variants:
+            row = run_variant(name, base, work, args)
+            if name == "fp32":
+                reference = row["train_epoch_s"]
+            if reference:
+                row["speedup_vs_fp32"] = round(reference / row["train_epoch_s"], 2)
+            sink.write(row)
+            print(f"[bench] {name}: {row['train_epoch_s']:.2f} s/epoch, val/acc {row['val_acc']}", flush=True)
+    print(format_table(sink.rows, sink.columns))
     print(f"[bench] wrote {out}")
+
+
+def run_variant(name: str, base: list[str], work: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One variant through the runner: its row (without the versions)."""
+    cfg = compose_cfg(base + VARIANTS[name])
+    run_dir = work / name.replace("+", "_")
+    t0 = time.perf_counter()
+    result = train.run(cfg, run_dir)
+    wall = time.perf_counter() - t0
+    epochs = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    rates = [row["perf/samples_per_s"] for row in epochs if "perf/samples_per_s" in row][1:]
+    steps = args.num_train // args.batch_size
+    epoch_s = statistics.mean(steps * args.batch_size / r for r in rates)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {
+        "device": summary["device"],
+        "variant": name,
+        "batch_size": args.batch_size,
+        "num_train": args.num_train,
+        "timed_epochs": len(rates),
+        "train_epoch_s": round(epoch_s, 3),
+        "samples_per_s": round(statistics.mean(rates), 1),
+        "speedup_vs_fp32": "",
+        "run_wall_s": round(wall, 1),
+        "val_acc": round(float(result.get("val/acc", float("nan"))), 4),
+        "status": result["status"],
+    }
 
 
 if __name__ == "__main__":

@@ -22,7 +22,11 @@ ratio.
 
     python scripts/bench_norms.py --device cpu                 # -> results/bench/norms_cpu.csv
     python scripts/bench_norms.py --device cuda                # -> results/bench/norms_cuda.csv
-    python scripts/bench_norms.py --norms bn ln --modes eager  # a subset (not written)
+    python scripts/bench_norms.py --norms bn ln --modes eager  # a subset (written only with --out)
+
+Rows are written as they are measured (each flushed; a run stopped part-way leaves the rows it
+finished), the norms in the order of ``--norms``, images first; each row ends with the versions of
+``bench_io.VERSION_COLUMNS`` (gpu, driver, cuda, cudnn, torch; the GPU fields empty on the CPU).
 
 Allocation: on Linux/glibc the script first fixes malloc's mmap and trim thresholds at 64 and
 128 MiB (``mallopt``), so that a fresh multi-MB tensor comes from the heap rather than from new
@@ -46,9 +50,11 @@ from torch.utils import benchmark
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's normbench, not an installed one
 
+from bench_io import CsvRows, versions  # noqa: E402
+
 from normbench import hardware  # noqa: E402
 from normbench.norms import build_norm, list_norms  # noqa: E402
-from normbench.output import format_table, write_csv  # noqa: E402
+from normbench.output import format_table  # noqa: E402
 
 KW = {"gn": {"groups": 8}, "pn": {"groups": 4}}
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
@@ -130,8 +136,9 @@ def _groups(name: str, c: int) -> int:
 
 
 def bench_shape(
-    label: str, x: torch.Tensor, mask: torch.Tensor | None, args: argparse.Namespace, malloc: str
+    label: str, x: torch.Tensor, mask: torch.Tensor | None, args: argparse.Namespace, malloc: str, out: CsvRows
 ) -> list[dict]:
+    """Each norm and mode on ``x``: its row written to ``out`` as soon as it is measured."""
     layout = "NCHW" if x.dim() == 4 else "NTC"
     c = x.shape[1] if layout == "NCHW" else x.shape[-1]
     rows = []
@@ -151,20 +158,19 @@ def bench_shape(
                 times.append(timed(fn, args.min_time))
                 after = timed(ref_step, args.min_time)
                 ratios.append(times[-1] / (before * after) ** 0.5)
-            rows.append(
-                {
-                    "device": x.device.type,
-                    "threads": torch.get_num_threads(),
-                    "malloc": malloc,
-                    "shape": label,
-                    "norm": name,
-                    "mode": mode,
-                    "reference": f"F.{ref_kind}",
-                    "median_ms": round(statistics.median(times) * 1e3, 3),
-                    "ratio": round(statistics.median(ratios), 2),
-                }
-            )
-            print(" ".join(f"{v}" for v in rows[-1].values()), flush=True)
+            row = {
+                "device": x.device.type,
+                "threads": torch.get_num_threads(),
+                "malloc": malloc,
+                "shape": label,
+                "norm": name,
+                "mode": mode,
+                "reference": f"F.{ref_kind}",
+                "median_ms": round(statistics.median(times) * 1e3, 3),
+                "ratio": round(statistics.median(ratios), 2),
+            }
+            print(" ".join(f"{v}" for v in row.values()), flush=True)
+            rows.append(out.write(row))
     return rows
 
 
@@ -177,7 +183,9 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=["eager", "compiled"], default=["eager", "compiled"])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     parser.add_argument("--default-malloc", action="store_true", help="keep glibc's adaptive malloc thresholds")
-    parser.add_argument("--out", type=Path, default=None, help="CSV path (default: results/bench/norms_<device>.csv)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="CSV path (all norms and modes: results/bench/norms_<device>.csv)"
+    )
     args = parser.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_norms: --device cuda but no CUDA device is visible")
@@ -189,13 +197,13 @@ def main() -> None:
     img, _ = image_input(device)
     seq, mask = sequence_input(device)
     pad = 1 - mask.float().mean().item()
-    rows = bench_shape("image 128x64x16x16", img, None, args, malloc)
-    rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args, malloc)
-    written = "not written: a subset of norms or modes"
-    if sorted(args.norms) == sorted(list_norms()) and len(args.modes) == 2:
-        out = args.out or ROOT / "results" / "bench" / f"norms_{args.device}.csv"
-        write_csv(out, rows)
-        written = str(out)
+    out = args.out
+    if out is None and sorted(args.norms) == sorted(list_norms()) and len(args.modes) == 2:
+        out = ROOT / "results" / "bench" / f"norms_{args.device}.csv"
+    with CsvRows(out, versions(device)) as sink:
+        rows = bench_shape("image 128x64x16x16", img, None, args, malloc, sink)
+        rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args, malloc, sink)
+    written = str(out) if out is not None else "not written: a subset of norms or modes (no --out)"
     threads = torch.get_num_threads()
     print(f"\n{args.device}: torch {torch.__version__}, {threads} threads, malloc {malloc} -> {written}")
     print(format_table(rows, ["shape", "norm", "mode", "reference", "median_ms", "ratio"]))

@@ -25,6 +25,10 @@ Each time is given twice: wall clock, and CPU seconds (this process's threads pl
 descendants', i.e. W&B's service process). On a machine shared with other jobs the wall-clock
 ratios scatter; the CPU ratios measure the work the runner adds and scatter much less.
 
+The CSV is rewritten after every round with the medians over the rounds done so far (column
+``rounds``), so a run stopped part-way leaves the table of its complete rounds; every row ends
+with the versions of ``bench_io.VERSION_COLUMNS`` (gpu, driver, cuda, cudnn, torch).
+
     python scripts/bench_overhead.py                       # CPU: results/bench/overhead_cpu.csv
     python scripts/bench_overhead.py --device cuda --batch-size 512
     python scripts/bench_overhead.py --batch-size 2 --override model.depth=8   # the runner's per-step cost
@@ -40,6 +44,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +54,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_io import CsvRows, versions  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.core.global_hydra import GlobalHydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
@@ -59,7 +65,7 @@ from normbench.config import parse  # noqa: E402
 from normbench.models import build_model  # noqa: E402
 from normbench.norms import norm_factory  # noqa: E402
 from normbench.optim import build_optimizer, lr_factor  # noqa: E402
-from normbench.output import format_table, write_csv  # noqa: E402
+from normbench.output import format_table  # noqa: E402
 from normbench.tasks import build_task  # noqa: E402
 
 TARGETS = {"runner/diagnostics=off": 1.03, "runner/diagnostics=default (at its cadence)": 1.10}
@@ -286,30 +292,59 @@ def main() -> None:
         *args.override,
     ]
     print(f"[bench] {' '.join(base)}; load average {os.getloadavg()}", flush=True)
-    wall: dict[str, list[float]] = {v: [] for v in variants}
-    work_s: dict[str, list[float]] = {v: [] for v in variants}  # this process's + descendants' CPU
-    children: dict[str, list[float]] = {v: [] for v in variants}
-    losses: dict[str, float] = {}
-    costs: dict[str, list[dict[tuple[int, int], float]]] = {f"{v}/{c}": [] for v in once for c in ("wall", "cpu")}
-    data: list[dict[str, float]] = []
-    for r in range(args.rounds):
-        order = variants[r % len(variants) :] + variants[: r % len(variants)]
-        for variant in order:
-            cfg = compose_cfg(base + overrides[variant])
-            run_dir = Path(tempfile.mkdtemp(dir=work))
-            measure = plain_loop if variant == "plain" else runner
-            stopwatch, losses[variant] = measure(cfg, device, run_dir, args.warmup)
-            t = stopwatch.per_step()
-            wall[variant].append(t["wall"])
-            work_s[variant].append(t["cpu"] + t["children_cpu"])
-            children[variant].append(t["children_cpu"])
-            if variant in once:
-                for clock in ("wall", "cpu"):
-                    costs[f"{variant}/{clock}"].append(call_costs(stopwatch, once[variant][1], clock))
-        data.append(data_path(compose_cfg(base), device, work))
-        laps = ", ".join(f"{v} {wall[v][-1] * 1e3:.0f} ms ({work_s[v][-1] * 1e3:.0f} ms CPU)" for v in variants)
-        print(f"[bench] round {r + 1}/{args.rounds}: {laps}", flush=True)
+    m = Measured(variants, once, groups_of)
+    with CsvRows(out, versions(device)) as sink:
+        for r in range(args.rounds):
+            order = variants[r % len(variants) :] + variants[: r % len(variants)]
+            for variant in order:
+                cfg = compose_cfg(base + overrides[variant])
+                run_dir = Path(tempfile.mkdtemp(dir=work))
+                measure = plain_loop if variant == "plain" else runner
+                stopwatch, m.losses[variant] = measure(cfg, device, run_dir, args.warmup)
+                t = stopwatch.per_step()
+                m.wall[variant].append(t["wall"])
+                m.work_s[variant].append(t["cpu"] + t["children_cpu"])
+                m.children[variant].append(t["children_cpu"])
+                if variant in once:
+                    for clock in ("wall", "cpu"):
+                        m.costs[f"{variant}/{clock}"].append(call_costs(stopwatch, once[variant][1], clock))
+            m.data.append(data_path(compose_cfg(base), device, work))
+            laps = ", ".join(f"{v} {m.wall[v][-1] * 1e3:.0f} ms ({m.work_s[v][-1] * 1e3:.0f} ms CPU)" for v in variants)
+            print(f"[bench] round {r + 1}/{args.rounds}: {laps}", flush=True)
+            sink.replace(summary_rows(m, args.device))  # the rounds so far: a cut run leaves them
+    print(format_table(sink.rows, sink.columns))
+    setting = f"batch {args.batch_size}, {args.rounds} rounds x {args.steps - args.warmup} timed steps"
+    print(f"[bench] {setting}; torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"[bench] load average {os.getloadavg()}; wrote {out}")
 
+
+@dataclass
+class Measured:
+    """Each variant's per-round measurements (``wall``, ``work_s``: this process's + descendants'
+    CPU, ``children``: descendants' CPU; seconds per step), its last loss, the periodic groups'
+    cost per call (``costs["<variant>/<clock>"]``, one dict per round) and the data path's times."""
+
+    variants: list[str]
+    once: dict[str, tuple[str, dict[int, tuple[int, int]]]]  # variant -> (preset, step -> group)
+    groups_of: dict[str, dict[tuple[int, int], list[str]]]
+    wall: dict[str, list[float]] = field(default_factory=dict)
+    work_s: dict[str, list[float]] = field(default_factory=dict)
+    children: dict[str, list[float]] = field(default_factory=dict)
+    losses: dict[str, float] = field(default_factory=dict)
+    costs: dict[str, list[dict[tuple[int, int], float]]] = field(default_factory=dict)
+    data: list[dict[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        for series in (self.wall, self.work_s, self.children):
+            series.update({v: [] for v in self.variants})
+        self.costs.update({f"{v}/{c}": [] for v in self.once for c in ("wall", "cpu")})
+
+
+def summary_rows(m: Measured, device: str) -> list[dict[str, Any]]:
+    """The table over the complete rounds measured so far (``rounds``: how many)."""
+    wall, work_s, children, losses = dict(m.wall), dict(m.work_s), dict(m.children), dict(m.losses)
+    costs, once, data = m.costs, m.once, m.data
+    rounds = len(data)
     for variant, (p, _fired) in once.items():  # the preset at its cadence: every-step part + calls / N
         for clock, series in (("wall", wall), ("cpu", work_s)):
             series[f"runner/diagnostics={p} (at its cadence)"] = [
@@ -322,13 +357,13 @@ def main() -> None:
     amortized = [p for p, _ in once.values()]
     names = {f"runner/diagnostics={p}": f"runner/diagnostics={p} (every-step part)" for p in amortized}
     cadence_rows = [f"runner/diagnostics={p} (at its cadence)" for p in amortized]
-    for variant in [v for v in variants if v not in once] + cadence_rows:
+    for variant in [v for v in m.variants if v not in once] + cadence_rows:
         ratio, lo, hi = _ratio_stats(wall[variant], wall["plain"])
         cpu_ratio, cpu_lo, cpu_hi = _ratio_stats(work_s[variant], work_s["plain"])
         target = TARGETS.get(variant)
         rows.append(
             {
-                "device": args.device,
+                "device": device,
                 "variant": names.get(variant, variant),
                 "step_ms": round(statistics.median(wall[variant]) * 1e3, 1),
                 "ratio": round(ratio, 3),
@@ -341,6 +376,7 @@ def main() -> None:
                 "target": f"<= {target}" if target else "",
                 "meets_wall": (ratio <= target) if target else "",
                 "meets_cpu": (cpu_ratio <= target) if target else "",
+                "rounds": rounds,
             }
         )
     for variant, (p, fired) in once.items():  # each group's cost per call
@@ -350,8 +386,8 @@ def main() -> None:
             cpu_ratio, cpu_lo, cpu_hi = _ratio_stats([c / g[0] for c in per_call["cpu"]], work_s["plain"])
             rows.append(
                 {
-                    "device": args.device,
-                    "variant": f"call ({p}): {'+'.join(groups_of[p][g])} every {g[0]} (ratio: call / {g[0]} / plain)",
+                    "device": device,
+                    "variant": f"call ({p}): {'+'.join(m.groups_of[p][g])} every {g[0]} (ratio: call / {g[0]} / plain)",
                     "step_ms": round(statistics.median(per_call["wall"]) * 1e3, 1),
                     "ratio": round(ratio, 4),
                     "ratio_range": f"{lo:.4f}-{hi:.4f}",
@@ -363,13 +399,14 @@ def main() -> None:
                     "target": "",
                     "meets_wall": "",
                     "meets_cpu": "",
+                    "rounds": rounds,
                 }
             )
     data_ratio, data_lo, data_hi = _ratio_stats(wall["plain"], [d["wall"] for d in data])
     cpu_data_ratio, cpu_data_lo, cpu_data_hi = _ratio_stats(work_s["plain"], [d["cpu"] for d in data])
     rows.append(
         {
-            "device": args.device,
+            "device": device,
             "variant": "data_path (ratio: training step / batch making)",
             "step_ms": round(statistics.median(d["wall"] for d in data) * 1e3, 2),
             "ratio": round(data_ratio, 1),
@@ -382,12 +419,10 @@ def main() -> None:
             "target": f">= {DATA_PATH_TARGET}",
             "meets_wall": data_ratio >= DATA_PATH_TARGET,
             "meets_cpu": cpu_data_ratio >= DATA_PATH_TARGET,
+            "rounds": rounds,
         }
     )
-    print(format_table(rows, write_csv(out, rows)))
-    setting = f"batch {args.batch_size}, {args.rounds} rounds x {args.steps - args.warmup} timed steps"
-    print(f"[bench] {setting}; torch {torch.__version__}, {torch.get_num_threads()} threads")
-    print(f"[bench] load average {os.getloadavg()}; wrote {out}")
+    return rows
 
 
 if __name__ == "__main__":

@@ -1,13 +1,40 @@
 #!/usr/bin/env bash
-# GPU checks, under 10 minutes on one GPU (each step has its own time limit):
-#   1. the GPU-marked tests (pytest -m gpu)
-#   2. every norm eager and compiled against torch's fused op of its layout -> results/bench/norms_cuda.csv
-#   3. RMSNorm vs LayerNorm in the whole Transformer (transformer_iwslt, synthetic corpus, bf16), fused
-#      F.rms_norm vs fused F.layer_norm, eager and compiled -> results/bench/gpu_rmsnorm_speed.csv
-#   4. ResNet20 epoch time on a CIFAR-10-shaped task: fp32 / bf16 / channels_last / compile
-#      -> results/bench/gpu_epoch_time.csv
-#   5. hardware=ddp under torchrun with NCCL (one process per GPU, at most 2) -> results/bench/gpu_ddp.csv
-#   6. prints the full-scale presets' commands and their expected wall time on one GPU
+# Every GPU question in one run on one GPU, within 9 minutes (540 s) of device time: each step has
+# its own time limit (SIGINT at the limit, SIGKILL 5 s later), and limits plus kill-afters add up to
+# 536 s, torch.compile included. The expected times are ESTIMATES for one H200 with a cold compile
+# cache (no GPU has run this yet); the first real run replaces them (the log times every step).
+#
+#   step                  limit  expected  what                                           -> results/bench/
+#   0 versions               10      ~5 s  GPU, driver, CUDA, cuDNN, torch; torch.cuda.set_sync_debug_mode("warn")
+#                                          reports one .item() (log header only)
+#   1 gpu tests              70     ~45 s  pytest -m gpu: every norm under bf16 autocast on CUDA, a compiled
+#                                          bf16 channels_last ResNet8 run, divergence check without a sync
+#   2 bench norms            85     ~70 s  all 12 norms (ln, rms first) x images / sequences x eager / compiled
+#                                          (24 small compiles, ~2-3 s each) vs torch's fused op, 3 rounds x 0.02 s
+#                                                                                  norms_cuda.csv
+#   3 rmsnorm speed          95     ~80 s  the IWSLT14 recipe's Transformer (d_model 512, FFN 1024, 4 heads,
+#                                          pre-norm, Adam) at 3+3 layers instead of 6+6 (two cold compiles of
+#                                          6+6 would not fit), synthetic corpus, bf16, 4096 tokens per batch,
+#                                          60 steps (20 warm-up): eager ln, eager rms, compiled ln, compiled rms
+#   3b rmsnorm summary        8      ~3 s                                          gpu_rmsnorm_speed.csv
+#   4 epoch time             70     ~55 s  ResNet20, 50,000 + 2,000 synthetic CIFAR-shaped images, batch 512,
+#                                          2 epochs (1 timed): fp32, bf16, fp32+cl, bf16+cl, bf16+cl+compile
+#                                                                                  gpu_epoch_time.csv
+#   5 ddp                    50     ~30 s  2 ranks under torchrun, ResNet20 + BN with norm.sync=true, global
+#                                          batch 256 sharded 2 x 128, 2 epochs of 8 steps: NCCL one GPU per
+#                                          rank with >= 2 GPUs; gloo, both ranks on cuda:0, with one GPU
+#   5b ddp summary            8      ~3 s                                          gpu_ddp.csv
+#   6 overhead               55     ~45 s  bench_overhead.py --device cuda: plain loop vs runner (diagnostics
+#                                          off / default / full, W&B offline), batch 512, 2 rounds x 13 timed
+#                                          steps                                   overhead_cuda.csv
+#   7 sync debug             35     ~20 s  sync_debug.py: ResNet20 and transformer_tiny, 1 warm-up + 3 counted
+#                                          training steps under set_sync_debug_mode("warn") gpu_host_syncs.csv
+#   total: limits 486 + 10 x 5 s kill-after = 536 s (expected ~356 s)
+#
+# Every CSV is written row by row as its step measures (a step cut at its limit leaves the rows it
+# finished); every row ends with the columns gpu, driver, cuda, cudnn, torch (scripts/bench_io.py).
+# A failed step does not stop the others; the exit status is 1 if any failed.
+# At the end: the full-scale presets' commands and their expected wall time on one GPU.
 # Run from anywhere:  bash scripts/gpu_check.sh     (log: results/bench/gpu_check.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,59 +43,160 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p results/bench
 exec > >(tee results/bench/gpu_check.log) 2>&1
 
-python - <<'PY' || exit 1
-import torch
-assert torch.cuda.is_available(), "gpu_check.sh: no CUDA device visible"
-print(f"[gpu_check] torch {torch.__version__}, CUDA {torch.version.cuda}, "
-      f"{torch.cuda.device_count()} x {torch.cuda.get_device_name(0)}")
-PY
-
+KILL_AFTER=5
+BUDGET=540
 failed=()
-step() {  # step <name> <seconds> <command...>
+planned=0
+started=$SECONDS
+step() {  # step <name> <limit s> <command...>: SIGINT at the limit, SIGKILL KILL_AFTER s later
   local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  echo "[gpu_check] === $name (limit ${limit}s)"
-  if timeout --signal=INT --kill-after=15 "$limit" "$@"; then
+  local t0=$SECONDS rc=0
+  echo "[gpu_check] === $name (limit ${limit}s + ${KILL_AFTER}s; $((SECONDS - started))s so far)"
+  timeout --signal=INT --kill-after=$KILL_AFTER "$limit" "$@" || rc=$?
+  if ((rc == 0)); then
     echo "[gpu_check] === $name: ok in $((SECONDS - t0))s"
   else
-    echo "[gpu_check] === $name: FAILED (exit $?) after $((SECONDS - t0))s"
+    case $rc in 124 | 137) why="cut at its time limit" ;; *) why="exit $rc" ;; esac
+    echo "[gpu_check] === $name: FAILED ($why) after $((SECONDS - t0))s"
     failed+=("$name")
   fi
 }
+# the steps' limits in seconds (the table above)
+T_VERSIONS=10 T_TESTS=70 T_NORMS=85 T_RMS=95 T_RMS_SUMMARY=8 T_EPOCH=70 T_DDP=50 T_DDP_SUMMARY=8 T_OVERHEAD=55 T_SYNC=35
+limits=("$T_VERSIONS" "$T_TESTS" "$T_NORMS" "$T_RMS" "$T_RMS_SUMMARY" "$T_EPOCH" "$T_DDP" "$T_DDP_SUMMARY" "$T_OVERHEAD" "$T_SYNC")
+for l in "${limits[@]}"; do planned=$((planned + l + KILL_AFTER)); done
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
-step "gpu tests" 150 python -m pytest -m gpu -q -p no:cacheprovider
-step "bench norms" 150 python scripts/bench_norms.py --device cuda --rounds 3 --min-time 0.05
-rms_dir=$(mktemp -d)
-step "rmsnorm speed" 120 python -m normbench -m model=transformer_iwslt dataset=synthetic_translation \
-  dataset.max_tokens=4096 dataset.eval_bleu=false norm=ln,rms hardware=cuda_bf16 hardware.compile=false,true \
-  max_steps=150 throughput_warmup_steps=30 diagnostics=off logger=local logger.progress_bar=false \
-  checkpoint.enabled=false "hydra.sweep.dir=$rms_dir"
-python - "$rms_dir" <<'PY' || failed+=("rmsnorm summary")
-import csv, sys
-with open(f"{sys.argv[1]}/sweep_summary.csv") as f:
-    rows = list(csv.DictReader(f))
-out = [{"overrides": r["overrides"], "status": r["status"], "tokens_per_s": r.get("perf/tokens_per_s")} for r in rows]
-with open("results/bench/gpu_rmsnorm_speed.csv", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(out[0])); w.writeheader(); w.writerows(out)
-for r in out:
-    print("[gpu_check] rmsnorm speed:", r)
+echo "[gpu_check] $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "[gpu_check] ${#limits[@]} steps; limits + kill-after: ${planned}s of a ${BUDGET}s budget"
+step "versions" "$T_VERSIONS" python - "$work/gpus" <<'PY'
+import sys
+import warnings
+
+sys.path.insert(0, "scripts")
+import torch
+from bench_io import versions
+
+if not torch.cuda.is_available():
+    sys.exit("[gpu_check] no CUDA device is visible")
+v = versions("cuda")
+n = torch.cuda.device_count()
+print(f"[gpu_check] {n} x {v['gpu']}; driver {v['driver'] or '?'}, CUDA {v['cuda']}, cuDNN {v['cudnn']}, "
+      f"torch {v['torch']}")
+x = torch.ones(8, device="cuda")
+torch.cuda.synchronize()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    torch.cuda.set_sync_debug_mode("warn")
+    try:
+        mode = torch.cuda.get_sync_debug_mode()
+        (x * 2).sum()  # no sync
+        x.sum().item()  # one sync
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
+print(f"[gpu_check] torch.cuda.set_sync_debug_mode('warn'): get_sync_debug_mode() = {mode}; "
+      f"(x * 2).sum() then x.sum().item(): {len(syncs)} warning(s) (1 expected): {syncs[:1]}")
+with open(sys.argv[1], "w") as f:
+    f.write(str(n))
 PY
-step "epoch time" 120 python scripts/bench_epoch.py --device cuda --out results/bench/gpu_epoch_time.csv
-nproc=$(python -c "import torch; print(min(torch.cuda.device_count(), 2))")
-ddp_dir=$(mktemp -d)
-step "ddp nccl x$nproc" 90 python -m torch.distributed.run --standalone --nproc_per_node="$nproc" -m normbench \
-  hardware=ddp experiment=quickstart dataset.num_train=4096 dataset.num_test=1024 batch_size=256 epochs=2 \
-  norm=bn norm.sync=true logger=local logger.progress_bar=false "hydra.run.dir=$ddp_dir"
-python - "$ddp_dir" <<'PY' || failed+=("ddp summary")
-import csv, json, sys
-s = json.load(open(f"{sys.argv[1]}/summary.json"))
-row = {k: s.get(k) for k in ("status", "device", "gpu", "world_size", "dist_backend", "norm_sync", "precision",
-                            "perf/samples_per_s", "val/acc", "torch", "cuda")}
-with open("results/bench/gpu_ddp.csv", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=list(row)); w.writeheader(); w.writerow(row)
+if [[ ! -s "$work/gpus" ]]; then
+  echo "[gpu_check] no CUDA device: nothing else to check"
+  exit 1
+fi
+gpus=$(cat "$work/gpus")
+
+step "gpu tests" "$T_TESTS" python -m pytest -m gpu -q -p no:cacheprovider
+
+step "bench norms" "$T_NORMS" python scripts/bench_norms.py --device cuda --rounds 3 --min-time 0.02 \
+  --norms ln rms bn prms gn pn brn in ln_sample bn_noisy noise_only none --out results/bench/norms_cuda.csv
+
+# compile outermost: the eager pair first, then the compiled pair; one corpus (and BPE) for the four jobs
+step "rmsnorm speed" "$T_RMS" python -m normbench -m experiment=recipes/transformer_iwslt dataset=synthetic_translation \
+  model.encoder_layers=3 model.decoder_layers=3 dataset.max_tokens=4096 dataset.eval_bleu=false hardware=cuda_bf16 \
+  hardware.compile=false,true norm=ln,rms max_steps=60 throughput_warmup_steps=20 logger=local \
+  logger.progress_bar=false checkpoint.enabled=false "dataset.root=$work/corpus" "hydra.sweep.dir=$work/rms"
+step "rmsnorm summary" "$T_RMS_SUMMARY" python - "$work/rms" <<'PY'
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "scripts")
+from bench_io import CsvRows, versions
+
+from normbench import sweep
+
+ln_rate = {}
+with CsvRows(Path("results/bench/gpu_rmsnorm_speed.csv"), versions("cuda")) as out:
+    for job in sweep.job_dirs(Path(sys.argv[1])):
+        s = sweep.read_summary(job) or {"status": "killed (no summary.json)"}
+        overrides = sweep.recorded_overrides(job)
+        norm = next((o.split("=", 1)[1] for o in overrides if o.startswith("norm=")), "")
+        rate = s.get("perf/tokens_per_s")
+        compiled = str(s.get("compile", next((o.split("=", 1)[1] for o in overrides if "compile=" in o), ""))).lower()
+        if norm == "ln" and rate:
+            ln_rate[compiled] = rate
+        base = ln_rate.get(compiled)
+        row = out.write({
+            "norm": norm, "compile": compiled, "precision": s.get("precision", ""), "status": s.get("status"),
+            "steps": s.get("step", ""), "tokens_per_s": rate if rate is not None else "",
+            "vs_ln": round(rate / base, 3) if rate and base else "", "val_loss": s.get("val/loss", ""),
+            "wall_time_s": s.get("wall_time_s", ""), "overrides": " ".join(overrides),
+        })
+        print("[gpu_check] rmsnorm speed:", row)
+if not out.rows:
+    sys.exit("[gpu_check] rmsnorm speed: no job ran")
+PY
+
+step "epoch time" "$T_EPOCH" python scripts/bench_epoch.py --device cuda --epochs 2 --num-test 2000 \
+  --out results/bench/gpu_epoch_time.csv
+
+# two ranks even on one GPU: NCCL refuses two ranks on one device, so there gloo with both on cuda:0
+# (LOCAL_RANK=0 for both: normbench.distributed.init calls torch.cuda.set_device(LOCAL_RANK))
+ddp_batch=256
+if ((gpus >= 2)); then
+  backend=nccl
+  launch=(python -m torch.distributed.run --standalone --nproc_per_node=2 -m normbench hardware=ddp)
+else
+  backend=gloo
+  launch=(python -m torch.distributed.run --standalone --nproc_per_node=2 --no-python env LOCAL_RANK=0
+    python -m normbench hardware=ddp hardware.device=cuda:0 hardware.backend=gloo)
+fi
+step "ddp $backend x2 on $((gpus >= 2 ? 2 : 1)) GPU(s)" "$T_DDP" "${launch[@]}" experiment=quickstart \
+  dataset.num_train=2048 dataset.num_test=512 batch_size=$ddp_batch epochs=2 norm=bn norm.sync=true logger=local \
+  logger.progress_bar=false checkpoint.enabled=false "hydra.run.dir=$work/ddp"
+step "ddp summary" "$T_DDP_SUMMARY" python - "$work/ddp" "$backend" "$((gpus >= 2 ? 2 : 1))" "$ddp_batch" <<'PY'
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, "scripts")
+from bench_io import CsvRows, versions
+
+run_dir, backend, gpus, batch = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+try:
+    s = json.loads((run_dir / "summary.json").read_text())
+except (OSError, ValueError) as e:
+    s = {"status": f"no summary ({type(e).__name__})"}
+with CsvRows(Path("results/bench/gpu_ddp.csv"), versions("cuda")) as out:
+    row = out.write({
+        "status": s.get("status"), "backend": s.get("dist_backend", backend), "ranks": s.get("world_size", ""),
+        "gpus_used": gpus, "device_rank0": s.get("device", ""), "norm_sync": s.get("norm_sync", ""),
+        "global_batch": batch, "batch_stats_samples": s.get("batch_stats_samples", ""),
+        "precision": s.get("precision", ""), "steps": s.get("step", ""),
+        "samples_per_s": s.get("perf/samples_per_s", ""), "val_acc": s.get("val/acc", ""),
+        "error": s.get("error", ""),
+    })
 print("[gpu_check] ddp:", row)
-assert s["status"] == "finished" and s["dist_backend"] == "nccl", s
+ok = (s.get("status") == "finished" and s.get("dist_backend") == backend and s.get("world_size") == 2
+      and s.get("norm_sync") is True and s.get("batch_stats_samples") == batch)
+sys.exit(0 if ok else "[gpu_check] ddp: not the expected finished 2-rank run with synchronized BN")
 PY
+
+step "overhead" "$T_OVERHEAD" python scripts/bench_overhead.py --device cuda --batch-size 512 --rounds 2 --steps 16 --warmup 3 \
+  --out results/bench/overhead_cuda.csv
+
+step "sync debug" "$T_SYNC" python scripts/sync_debug.py --steps 3 --out results/bench/gpu_host_syncs.csv
 
 cat <<'TXT'
 [gpu_check] full-scale presets on one GPU (expected wall time: estimates from the papers' schedules and
@@ -83,8 +211,9 @@ cat <<'TXT'
 [gpu_check] see results/README.md for each preset's expected GPU hours.
 TXT
 
+echo "[gpu_check] done in $((SECONDS - started))s (budget ${BUDGET}s)"
 if ((${#failed[@]})); then
   echo "[gpu_check] FAILED: ${failed[*]}"
   exit 1
 fi
-echo "[gpu_check] all passed; results in results/bench/gpu_*.csv and overhead_cuda.csv"
+echo "[gpu_check] all passed; results in results/bench/*cuda*.csv and gpu_*.csv"
