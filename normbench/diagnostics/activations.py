@@ -9,6 +9,9 @@ distribution over training that Santurkar et al. draw in Fig. 1c and Fig. 2, kep
 ``metrics.jsonl``) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.Histogram`:
 W&B shows them as histograms; ``metrics.jsonl`` leaves them out), counted by a deterministic
 kernel (`histogram`), so the diagnostic also runs under ``hardware.deterministic=true`` on CUDA.
+Under data parallelism it summarizes the logging rank's shard of the step's batch: a sample of
+the same distribution as the global batch's values (quantiles of the union would gather every
+activation to one rank).
 """
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ before the step; the distances are accumulated on the device and read once per e
 the end of each epoch, as the mean over the epoch's recorded steps: ``<layer>/<stat>_dist`` for
 each layer and ``first_layer/<stat>_dist`` for the first norm layer (what the paper plots,
 against the percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``.
+Under data parallelism each rank's norm normalizes with its own shard's statistics (unless
+``norm.sync``), so a distance is taken per rank and the epoch's mean is over every rank's
+recorded steps (one ``all_reduce`` at the epoch's end, on every rank).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
+from normbench.diagnostics.vectors import ranks_mean, ranks_sum
 from normbench.errors import ConfigError
 
 RUNNING_BUFFERS = {"mean": "running_mean", "var": "running_var", "psi2": "running_psi2"}
@@ -249,8 +253,9 @@ class BNStatsHook(DiagnosticHook):
 
     def epoch_end(self) -> dict[str, float]:
         out: dict[str, float] = {}
-        if self._sum is not None and self._count is not None:
-            sums, steps = torch.stack([self._sum, self._count.to(self._sum).expand_as(self._sum)]).tolist()
+        if self._sum is not None and self._count is not None:  # under data parallelism: every rank's steps
+            per_rank = torch.stack([self._sum, self._count.to(self._sum).expand_as(self._sum)])
+            sums, steps = ranks_sum([per_rank])[0].tolist()
             first = self.pairs[0][0] if self.pairs else None
             for (i, stat), total, n in zip(self.pairs, sums, steps):
                 if n == 0:
@@ -258,8 +263,10 @@ class BNStatsHook(DiagnosticHook):
                 out[f"{self.layers[i][0]}/{stat}_dist"] = total / n
                 if i == first:
                     out[f"first_layer/{stat}_dist"] = total / n
-        for key, total in self._grad_sums.items():
-            out[key] = float(total) / self._grad_counts[key]
+        keys = sorted(self._grad_sums)
+        if keys:  # the ranks' means, averaged
+            totals = ranks_mean([torch.stack([self._grad_sums[k] for k in keys])])[0].tolist()
+            out.update({key: total / self._grad_counts[key] for key, total in zip(keys, totals)})
         self._sum, self._count = None, None
         self._grad_sums, self._grad_counts = {}, {}
         return out

@@ -13,9 +13,11 @@ the training step will find them: the variance is that of the data at one fixed 
 ``method=per_sample``: the gradients of each sample of the step's batch, through
 ``torch.func.vmap(torch.func.grad(...))``; ``per_sample_total`` = 1/(B − 1)·Σ‖g_i − ḡ‖² (unbiased)
 and ``total`` = per_sample_total / B, the variance of a B-sample mean gradient that it implies
-(comparable with ``method=batches``). Not for models whose norms use batch statistics
-(BatchNorm, PowerNorm): there each sample's output depends on the whole batch, so the batch
-loss is not a mean of per-sample losses and a per-sample gradient has no meaning.
+(comparable with ``method=batches``); under data parallelism the samples of every rank's shard,
+i.e. the global batch (Σ over ranks of counts and gradients, then of centred squares). Not for
+models whose norms use batch statistics (BatchNorm, PowerNorm): there each sample's output
+depends on the whole batch, so the batch loss is not a mean of per-sample losses and a
+per-sample gradient has no meaning.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from torch.utils._pytree import tree_map
 
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
-from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean
+from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean, ranks_sum
 from normbench.errors import ConfigError
 from normbench.norms.probes import uses_batch_statistics
 
@@ -126,11 +128,15 @@ def per_sample_gradient_variance(
 
     per = torch.func.vmap(torch.func.grad(sample_loss), in_dims=(None, 0), randomness="different")(named, batch)
     grads = [per[k].double() for k in named]  # each (B, *param shape)
-    size = grads[0].shape[0]
+    local = torch.full((), grads[0].shape[0], dtype=torch.float64, device=grads[0].device)
+    # under data parallelism the samples are the global batch's: (Σ count, Σ gradients) over the
+    # ranks give the mean, then the squared deviations from it (centred) are summed over the ranks
+    count, *sums = ranks_sum([local, *(g.sum(0) for g in grads)])
+    size = int(count)
     if size < 2:
         raise ValueError(f"per-sample gradient variance needs at least 2 samples, got {size}")
-    mean = [g.mean(0) for g in grads]
-    m2 = [(g - mu).pow(2).sum(0) for g, mu in zip(grads, mean)]
+    mean = [total / size for total in sums]
+    m2 = ranks_sum([(g - mu).pow(2).sum(0) for g, mu in zip(grads, mean)])
     out = _summary(mean, m2, size, groups)
     result = {"per_sample_total": out["total"], "total": out["total"] / size}
     result["relative"] = result["total"] / out["grad_sq_norm"]

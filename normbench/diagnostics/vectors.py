@@ -50,3 +50,16 @@ def ranks_mean(xs: Sequence[Tensor]) -> list[Tensor]:
     dist.all_reduce(flat)
     flat /= dist.get_world_size()
     return [chunk.view_as(x).to(x.dtype) for chunk, x in zip(torch.split(flat, [x.numel() for x in xs]), xs)]
+
+
+def ranks_sum(xs: Sequence[Tensor]) -> list[Tensor]:
+    """Under data parallelism, each tensor of ``xs`` summed over the ranks (one ``all_reduce`` of
+    their concatenation, in float64); one process: ``xs`` detached, as they are."""
+    import torch.distributed as dist
+
+    xs = [x.detach() for x in xs]
+    if not xs or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return xs
+    flat = torch.cat([x.reshape(-1).double() for x in xs])
+    dist.all_reduce(flat)
+    return [chunk.view_as(x).to(x.dtype) for chunk, x in zip(torch.split(flat, [x.numel() for x in xs]), xs)]

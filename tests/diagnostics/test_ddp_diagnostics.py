@@ -13,9 +13,11 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from normbench.diagnostics.grad_variance import gradient_variance
+from normbench.diagnostics import build_diagnostics
+from normbench.diagnostics.grad_variance import gradient_variance, per_sample_gradient_variance
 from normbench.diagnostics.hessian import HessianOperator, hessian_extremes
 from normbench.diagnostics.probe import gradient_step_probe
+from normbench.norms import build_norm
 
 
 def problem() -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
@@ -45,6 +47,19 @@ def shards(x: torch.Tensor, y: torch.Tensor, rank: int | None) -> list[tuple[tor
     return [(bx[half], by[half]) for bx, by in batches]
 
 
+def bn_stats_distance(rank: int | None) -> float:
+    """bn_stats' epoch value for a BatchNorm fed one step per rank: rank r's batch has mean r + 1."""
+    norm = build_norm("bn", 3, "NTC")
+    (hook,) = build_diagnostics({"bn_stats": {"every_n_steps": 1}})
+    hook.setup(torch.nn.Sequential(norm))
+    for r in [rank] if rank is not None else [0, 1]:
+        norm.running_mean.zero_()
+        hook.before_step(0)
+        norm(torch.randn(4, 5, 3, generator=torch.Generator().manual_seed(r)) + r + 1)
+        hook.after_step(0)
+    return hook.epoch_end()["0/mean_dist"]
+
+
 def rank_main(rank: int, world: int, init_file: str, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     try:
@@ -60,8 +75,10 @@ def rank_main(rank: int, world: int, init_file: str, out: str) -> None:
         )  # fmt: skip
         probe = gradient_step_probe(lambda: loss_of(model, x[shard], y[shard]), params, ETAS)
         variance = gradient_variance(lambda b: loss_of(model, *b), params, shards(x, y, rank))
+        per_sample = per_sample_gradient_variance(model, lambda m, b: loss_of(m, *b), (x[shard], y[shard]))
         np.savez(out.format(rank=rank), hv=hv, lmax=spectrum.lambda_max, lmin=spectrum.lambda_min,
-                 products=spectrum.products, probe=probe_numbers(probe), var=variance["total"])  # fmt: skip
+                 products=spectrum.products, probe=probe_numbers(probe), var=variance["total"],
+                 per_sample=per_sample["per_sample_total"], bn_dist=bn_stats_distance(rank))  # fmt: skip
     finally:
         dist.destroy_process_group()
 
@@ -88,3 +105,8 @@ def test_two_ranks_measure_the_global_batch_in_lockstep(tmp_path: Path) -> None:
     variance = gradient_variance(lambda b: loss_of(model, *b), params, shards(x, y, None))
     np.testing.assert_allclose(float(r0["var"]), variance["total"], rtol=1e-5)
     assert float(r0["var"]) == float(r1["var"])
+    whole = per_sample_gradient_variance(model, lambda m, b: loss_of(m, *b), (x, y))  # the 8 samples
+    np.testing.assert_allclose([float(r0["per_sample"])], [whole["per_sample_total"]], rtol=1e-9)
+    assert float(r0["per_sample"]) == float(r1["per_sample"])
+    np.testing.assert_allclose(float(r0["bn_dist"]), bn_stats_distance(None), rtol=1e-12)  # both ranks' steps
+    assert float(r0["bn_dist"]) == float(r1["bn_dist"])
