@@ -105,8 +105,9 @@ def init(hw: HardwareConfig, device_type: str) -> DistState:
         backend = "nccl" if device_type == "cuda" else "gloo"
     rank, world_size, local_rank = launched
     if not dist.is_initialized():
-        if device_type == "cuda":
-            torch.cuda.set_device(local_rank)
+        if device_type == "cuda":  # an explicit index (hardware.device=cuda:0) is every rank's: ranks may share a GPU
+            index = hw.device.partition(":")[2]
+            torch.cuda.set_device(int(index) if index else local_rank)
         dist.init_process_group(backend, rank=rank, world_size=world_size)
     return DistState(rank, world_size, local_rank, backend)
 

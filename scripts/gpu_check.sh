@@ -152,15 +152,15 @@ step "epoch time" "$T_EPOCH" python scripts/bench_epoch.py --device cuda --epoch
   --out results/bench/gpu_epoch_time.csv
 
 # two ranks even on one GPU: NCCL refuses two ranks on one device, so there gloo with both on cuda:0
-# (LOCAL_RANK=0 for both: normbench.distributed.init calls torch.cuda.set_device(LOCAL_RANK))
+# (an explicit hardware.device index is every rank's device: normbench.distributed.init)
 ddp_batch=256
 if ((gpus >= 2)); then
   backend=nccl
   launch=(python -m torch.distributed.run --standalone --nproc_per_node=2 -m normbench hardware=ddp)
 else
   backend=gloo
-  launch=(python -m torch.distributed.run --standalone --nproc_per_node=2 --no-python env LOCAL_RANK=0
-    python -m normbench hardware=ddp hardware.device=cuda:0 hardware.backend=gloo)
+  launch=(python -m torch.distributed.run --standalone --nproc_per_node=2 -m normbench hardware=ddp
+    hardware.device=cuda:0 hardware.backend=gloo)
 fi
 step "ddp $backend x2 on $((gpus >= 2 ? 2 : 1)) GPU(s)" "$T_DDP" "${launch[@]}" experiment=quickstart \
   dataset.num_train=2048 dataset.num_test=512 batch_size=$ddp_batch epochs=2 norm=bn norm.sync=true logger=local \

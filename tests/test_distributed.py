@@ -237,3 +237,19 @@ def test_submitit_job_with_two_tasks_trains_data_parallel(tmp_path: Path) -> Non
     assert [row["status"] for row in _sweep_rows(sweep)] == ["finished"]
     summary = json.loads((sweep / "0" / "summary.json").read_text())
     assert (summary["world_size"], summary["dist_backend"]) == (2, "gloo")
+
+
+@pytest.mark.parametrize(("device", "local_rank", "expected"), [("cuda", 1, 1), ("cuda:0", 1, 0), ("cuda:2", 0, 2)])
+def test_ranks_take_an_explicit_device_index_as_given(
+    monkeypatch: pytest.MonkeyPatch, device: str, local_rank: int, expected: int
+) -> None:
+    """``hardware.device=cuda:0`` puts every rank on GPU 0 (two ranks sharing one GPU with gloo);
+    ``cuda`` gives each its local rank's GPU."""
+    chosen: list[int] = []
+    monkeypatch.setattr(torch.cuda, "set_device", chosen.append)
+    monkeypatch.setattr(distributed.dist, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group", lambda *a, **k: None)
+    for key, value in {"RANK": local_rank, "WORLD_SIZE": 2, "LOCAL_RANK": local_rank}.items():
+        monkeypatch.setenv(key, str(value))
+    state = distributed.init(HardwareConfig(distributed=True, device=device, backend="gloo"), "cuda")
+    assert chosen == [expected] and state.backend == "gloo"
