@@ -108,5 +108,5 @@ def test_two_ranks_measure_the_global_batch_in_lockstep(tmp_path: Path) -> None:
     whole = per_sample_gradient_variance(model, lambda m, b: loss_of(m, *b), (x, y))  # the 8 samples
     np.testing.assert_allclose([float(r0["per_sample"])], [whole["per_sample_total"]], rtol=1e-9)
     assert float(r0["per_sample"]) == float(r1["per_sample"])
-    np.testing.assert_allclose(float(r0["bn_dist"]), bn_stats_distance(None), rtol=1e-12)  # both ranks' steps
+    np.testing.assert_allclose(float(r0["bn_dist"]), bn_stats_distance(None), rtol=1e-6)  # both ranks (float32)
     assert float(r0["bn_dist"]) == float(r1["bn_dist"])
