@@ -7,6 +7,11 @@
 #
 #   bash scripts/reproduce_cpu.sh                       # every _cpu paper preset, in this order
 #   bash scripts/reproduce_cpu.sh powernorm_stats_cpu   # some of them
+#   bash scripts/reproduce_cpu.sh leaderboard_cpu       # the leaderboard's three sweeps as one job list
+#
+# Every job runs as `python -m normbench` from this checkout (cwd first on sys.path), never the
+# `normbench` console script, which imports the package from wherever it was pip-installed
+# (an editable install of another checkout would run that checkout's code).
 #
 # Runs only from a clean tree (outside results/): results are refused from runs whose code differed
 # from a commit. Run folders: outputs/repro/<preset>-<UTC time>/<job>/ (never reused).
@@ -23,17 +28,36 @@ if [ -n "$dirty" ]; then
   exit 2
 fi
 commit=$(git rev-parse --short HEAD)
+
+jobs_of() {  # the preset's jobs, numbered; leaderboard_cpu: its three sweeps (conf/experiment/leaderboard_cpu.yaml),
+  # the long translation jobs first so that the two cores end together
+  if [ "$1" = leaderboard_cpu ]; then
+    { python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_enc_cpu' norm=bn,gn,pn &&
+      python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms &&
+      python scripts/sweep_jobs.py leaderboard_cpu; } | awk '{ $1 = NR - 1; print }'
+  else
+    python scripts/sweep_jobs.py "$1"
+  fi
+}
+
+analyse() {  # analyse <preset> <runs dir>: the claims and figures, or the leaderboard
+  if [ "$1" = leaderboard_cpu ]; then
+    python -m normbench.analysis.leaderboard_report "$2" --out "results/$1"
+  else
+    python -m normbench.analysis.figures_cli "$1" --runs "$2" --out "results/$1"
+  fi
+}
 total=0
 for preset in "${presets[@]}"; do
   out="outputs/repro/$preset-$(date -u +%Y%m%dT%H%M%S)"
   mkdir -p "$out" "results/$preset"
-  python scripts/sweep_jobs.py "$preset" > "$out/jobs.txt" || exit 2
+  jobs_of "$preset" > "$out/jobs.txt" || exit 2
   start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS
   # shellcheck disable=SC2016
   xargs -P 2 -L 1 bash -c 'python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1' "$out" < "$out/jobs.txt"
   status=$?
   wall=$((SECONDS - t0)); total=$((total + wall))
-  python -m normbench.analysis.figures_cli "$preset" --runs "$out" --out "results/$preset" > "$out/figures.log" 2>&1
+  analyse "$preset" "$out" > "$out/figures.log" 2>&1
   fig_status=$?
   {
     echo "preset: $preset"
@@ -41,9 +65,9 @@ for preset in "${presets[@]}"; do
     echo "rules hash: $(python -c "from normbench.rules import rules_hash; print(rules_hash('$preset'))")"
     echo "start (UTC): $start; wall clock: $((wall / 60)) min $((wall % 60)) s ($(wc -l < "$out/jobs.txt") runs, two at a time)"
     echo "commands:"
-    echo "  python scripts/sweep_jobs.py $preset > $out/jobs.txt"
+    echo "  jobs_of $preset > $out/jobs.txt   # scripts/reproduce_cpu.sh: scripts/sweep_jobs.py $preset [overrides]"
     echo "  xargs -P 2 -L 1 bash -c 'python -m normbench \"\${@:2}\" hydra.run.dir=\"\$0/\$1\"' $out < $out/jobs.txt"
-    echo "  normbench-figures $preset --runs $out --out results/$preset"
+    echo "  analyse $preset $out   # normbench-figures, or normbench-leaderboard for leaderboard_cpu"
     echo "  (the same jobs one after another: normbench -m experiment=$preset)"
     echo "exit status: runs $status, figures $fig_status"
   } > "results/$preset/RUN.txt"

@@ -6,6 +6,10 @@ parser and writes their product in Hydra's order (the first key varies slowest),
 time on two cores (``xargs -P 2``) instead of one after another.
 
     python scripts/sweep_jobs.py ln_axes_cpu
+    python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms
+
+Overrides after the preset replace the sweep's values of their keys (or add keys), as they do on
+``normbench -m`` 's command line.
 """
 
 from __future__ import annotations
@@ -30,11 +34,18 @@ def sweep_params(preset: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in params.items()}
 
 
-def jobs(preset: str) -> list[list[str]]:
-    """Every job's overrides (``experiment=<preset>`` first)."""
+def jobs(preset: str, overrides: list[str] | None = None) -> list[list[str]]:
+    """Every job's overrides (``experiment=<preset>`` first); ``overrides`` (``key=value``, sweeps
+    allowed) replace the preset's sweep values of their keys or add keys, in the given order."""
     parser = OverridesParser.create()
+    params = sweep_params(preset)
+    for override in overrides or []:
+        key, sep, value = override.partition("=")
+        if not sep:
+            raise SystemExit(f"sweep_jobs: override {override!r} is not key=value")
+        params[key] = value
     axes = []
-    for key, value in sweep_params(preset).items():
+    for key, value in params.items():
         override = parser.parse_overrides([f"{key}={value}"])[0]
         values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [value]
         axes.append([f"{key}={v}" for v in values])
@@ -44,8 +55,9 @@ def jobs(preset: str) -> list[list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("preset")
+    parser.add_argument("overrides", nargs="*", help="key=value (sweeps allowed): replace or add sweep keys")
     args = parser.parse_args(argv)
-    for i, overrides in enumerate(jobs(args.preset)):
+    for i, overrides in enumerate(jobs(args.preset, args.overrides)):
         print(i, *overrides)
     return 0
 
