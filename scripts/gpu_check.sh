@@ -5,11 +5,11 @@
 # cache (no GPU has run this yet); the first real run replaces them (the log times every step).
 #
 #   step                  limit  expected  what                                           -> results/bench/
-#   0 versions               10      ~5 s  GPU, driver, CUDA, cuDNN, torch; torch.cuda.set_sync_debug_mode("warn")
+#   0 versions               20     ~10 s  GPU, driver, CUDA, cuDNN, torch; torch.cuda.set_sync_debug_mode("warn")
 #                                          reports one .item() (log header only)
 #   1 gpu tests              70     ~45 s  pytest -m gpu: every norm under bf16 autocast on CUDA, a compiled
 #                                          bf16 channels_last ResNet8 run, divergence check without a sync
-#   2 bench norms            85     ~70 s  all 12 norms (ln, rms first) x images / sequences x eager / compiled
+#   2 bench norms            75     ~65 s  all 12 norms (ln, rms first) x images / sequences x eager / compiled
 #                                          (24 small compiles, ~2-3 s each) vs torch's fused op, 3 rounds x 0.02 s
 #                                                                                  norms_cuda.csv
 #   3 rmsnorm speed          95     ~80 s  the IWSLT14 recipe's Transformer (d_model 512, FFN 1024, 4 heads,
@@ -29,7 +29,8 @@
 #                                          steps                                   overhead_cuda.csv
 #   7 sync debug             35     ~20 s  sync_debug.py: ResNet20 and transformer_tiny, 1 warm-up + 3 counted
 #                                          training steps under set_sync_debug_mode("warn") gpu_host_syncs.csv
-#   total: limits 486 + 10 x 5 s kill-after = 536 s (expected ~356 s)
+#   total: limits 486 + 10 x 5 s kill-after = 536 s (expected ~356 s; the first import of torch and
+#   the CUDA context on a fresh machine are in step 0's 20 s, which writes the GPU count first)
 #
 # Every CSV is written row by row as its step measures (a step cut at its limit leaves the rows it
 # finished); every row ends with the columns gpu, driver, cuda, cudnn, torch (scripts/bench_io.py).
@@ -62,7 +63,7 @@ step() {  # step <name> <limit s> <command...>: SIGINT at the limit, SIGKILL KIL
   fi
 }
 # the steps' limits in seconds (the table above)
-T_VERSIONS=10 T_TESTS=70 T_NORMS=85 T_RMS=95 T_RMS_SUMMARY=8 T_EPOCH=70 T_DDP=50 T_DDP_SUMMARY=8 T_OVERHEAD=55 T_SYNC=35
+T_VERSIONS=20 T_TESTS=70 T_NORMS=75 T_RMS=95 T_RMS_SUMMARY=8 T_EPOCH=70 T_DDP=50 T_DDP_SUMMARY=8 T_OVERHEAD=55 T_SYNC=35
 limits=("$T_VERSIONS" "$T_TESTS" "$T_NORMS" "$T_RMS" "$T_RMS_SUMMARY" "$T_EPOCH" "$T_DDP" "$T_DDP_SUMMARY" "$T_OVERHEAD" "$T_SYNC")
 for l in "${limits[@]}"; do planned=$((planned + l + KILL_AFTER)); done
 work=$(mktemp -d)
@@ -80,8 +81,10 @@ from bench_io import versions
 
 if not torch.cuda.is_available():
     sys.exit("[gpu_check] no CUDA device is visible")
-v = versions("cuda")
 n = torch.cuda.device_count()
+with open(sys.argv[1], "w") as f:  # first: the later steps need only this, even if the rest is cut
+    f.write(str(n))
+v = versions("cuda")
 print(f"[gpu_check] {n} x {v['gpu']}; driver {v['driver'] or '?'}, CUDA {v['cuda']}, cuDNN {v['cudnn']}, "
       f"torch {v['torch']}")
 x = torch.ones(8, device="cuda")
@@ -98,8 +101,6 @@ with warnings.catch_warnings(record=True) as caught:
 syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
 print(f"[gpu_check] torch.cuda.set_sync_debug_mode('warn'): get_sync_debug_mode() = {mode}; "
       f"(x * 2).sum() then x.sum().item(): {len(syncs)} warning(s) (1 expected): {syncs[:1]}")
-with open(sys.argv[1], "w") as f:
-    f.write(str(n))
 PY
 if [[ ! -s "$work/gpus" ]]; then
   echo "[gpu_check] no CUDA device: nothing else to check"
