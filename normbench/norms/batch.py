@@ -33,6 +33,10 @@ class BatchNormConfig(NormConfig):
     """``running``: the EMA estimates; ``population``: exact statistics of ``population_batches``
     training batches, recomputed before each evaluation (`normbench.norms.population`)."""
     population_batches: int = 50
+    count_padding: bool = False
+    """Sequences: take the batch statistics over every position of the padded batch, padding
+    included (what ``nn.BatchNorm1d`` does on a padded batch; an ablation, issue 27); off: over
+    the real tokens only (Shen et al. 2020). Outputs at padding are 0 either way."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -106,6 +110,7 @@ class BatchNorm(Norm):
         sync: bool = False,
         eval_stats: str = "running",
         population_batches: int = 50,
+        count_padding: bool = False,
         **kw,
     ) -> None:
         if eval_stats not in EVAL_STATS:
@@ -117,6 +122,7 @@ class BatchNorm(Norm):
         self.sync = sync
         self.eval_stats = eval_stats
         self.population_batches = population_batches
+        self.count_padding = count_padding
         self.register_buffer("running_mean", torch.zeros(num_features))
         self.register_buffer("running_var", torch.ones(num_features))
         self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
@@ -151,6 +157,8 @@ class BatchNorm(Norm):
         NF.check_mask(x, self.layout, mask)
         if not self.training:
             return self._normalize_fixed(x, mask)
+        if self.count_padding and mask is not None:  # statistics over every position, then 0 at padding
+            return NF.apply_mask(self.forward(x), NF.token_weights(mask, x.dtype))
         if mask is None and x.numel() // x.shape[NF.channel_dim(self.layout)] < 2:
             raise ValueError(f"BatchNorm needs more than 1 value per channel in training, got input {tuple(x.shape)}")
         self.num_batches_tracked.add_(1)
@@ -210,7 +218,7 @@ class BatchNorm(Norm):
         return NF.apply_mask(y, NF.token_weights(mask, y.dtype))
 
     def extra_repr(self) -> str:
-        extra = ", sync=True" if self.sync else ""
+        extra = (", sync=True" if self.sync else "") + (", count_padding=True" if self.count_padding else "")
         return f"{super().extra_repr()}, momentum={self.momentum}, eval_stats={self.eval_stats}{extra}"
 
 

@@ -272,3 +272,18 @@ def test_masked_batch_of_one_real_token_with_eps_zero_is_finite(name: str) -> No
     torch.testing.assert_close(y[0, 0], m.bias.detach(), atol=1e-12, rtol=0)
     assert (y[~mask] == 0).all() and (x.grad == 0).all()
     assert torch.isfinite(m.running_mean).all() and torch.isfinite(m.running_var).all()
+
+
+def test_count_padding_takes_the_statistics_over_every_position() -> None:
+    """``count_padding=True`` (the ablation of issue 27): torch's BatchNorm1d on the padded batch
+    flattened to (N·T, C), padding rows included, then 0 at padding; running estimates as torch's."""
+    x, mask = seq_batch()
+    m = with_params(build_norm("bn", C, "NTC", count_padding=True))
+    reference = torch.nn.BatchNorm1d(C, eps=m.eps, momentum=m.momentum).double()
+    reference.load_state_dict(m.state_dict())
+    y = m(x, mask)
+    expected = reference(x.reshape(-1, C)).reshape(x.shape) * mask.unsqueeze(-1)
+    torch.testing.assert_close(y, expected, atol=1e-12, rtol=0)
+    torch.testing.assert_close(m.running_var, reference.running_var, atol=1e-12, rtol=0)
+    real_only = with_params(build_norm("bn", C, "NTC"))(x, mask)  # the default: real tokens only
+    assert (y - real_only).abs().max() > 0.1
