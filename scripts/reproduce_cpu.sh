@@ -20,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true PYTHONUNBUFFERED=1
 presets=("$@")
-((${#presets[@]})) || presets=(powernorm_stats_cpu ln_axes_cpu powernorm_mt_cpu gn_batch_size_cpu rmsnorm_speed_cpu santurkar_vgg_cpu)
+((${#presets[@]})) || presets=(powernorm_stats_cpu ln_axes_cpu powernorm_mt_cpu gn_batch_size_cpu gn_groups_cpu rmsnorm_speed_cpu santurkar_vgg_cpu)
 dirty=$(git status --porcelain --untracked-files=normal -- . ':!results' ':!outputs')
 if [ -n "$dirty" ]; then
   echo "reproduce_cpu: error: the tree differs from commit $(git rev-parse --short HEAD) outside results/:" \

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from normbench.analysis import batch_size, measures, powernorm, santurkar, transformer
+from normbench.analysis import batch_size, groups, measures, powernorm, santurkar, transformer
 from normbench.analysis.claims import Claim, judge
 from normbench.analysis.plot import FigureResult, write_outputs
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
@@ -37,6 +37,7 @@ FIGURES: dict[str, FigureFn] = {
     "powernorm_mt": transformer.powernorm_mt,
     "rmsnorm_speed": transformer.rmsnorm_speed,
     "gn_batch_size": batch_size.gn_batch_size,
+    "gn_groups": groups.gn_groups,
     "ln_axes": transformer.ln_axes,
 }
 """Each preset's figure function (its ``_cpu`` variant uses the same one)."""
@@ -49,6 +50,7 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "gn_batch_size": re.compile(r"^val/acc$"),
+    "gn_groups": re.compile(r"^(val/acc|train/loss)$"),
     "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
 }
 """The history keys each preset's figures plot: what `normbench-figures` fetches from W&B."""

@@ -135,9 +135,10 @@ MEASURE_PANELS: dict[str, Any] = {
 """Measure name → its panels (a function of the measure's parameters in the rules). The keys are
 those the measures in ``normbench/analysis/`` read, as W&B holds them."""
 
-SHOW_EVERY_VALUE: dict[str, tuple[str, ...]] = {"gn_batch_size": ("batch_size",)}
+SHOW_EVERY_VALUE: dict[str, tuple[str, ...]] = {"gn_batch_size": ("batch_size",), "gn_groups": ("norm.groups",)}
 """Figure → keys whose every swept value the figure draws, though its claims name only some
-(Wu & He 2018, Fig. 1: the error at every batch size from 32 to 2; the claims compare 32 and 2)."""
+(Wu & He 2018, Fig. 1: the error at every batch size from 32 to 2; the claims compare 32 and 2;
+Table 3: the error at every group count; the claims compare G = 8 with G = 1 and with IN)."""
 
 LEADERBOARD_COLUMNS: dict[str, tuple[str, ...]] = {
     "images": (
