@@ -49,7 +49,7 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "powernorm_stats": re.compile(r"^bn_stats/first_layer/.*$"),
     "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
-    "gn_batch_size": re.compile(r"^val/acc$"),
+    "gn_batch_size": re.compile(r"^(val/acc|train/loss)$"),  # train/loss: its plateau check and loss panel
     "gn_groups": re.compile(r"^(val/acc|train/loss)$"),
     "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
 }
