@@ -12,7 +12,7 @@ the same steps on every rank, with the same seeds), so the collectives run in lo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -41,25 +41,25 @@ def grads_or_zeros(grads: Sequence[Tensor | None], params: Sequence[Tensor]) -> 
 def ranks_mean(xs: Sequence[Tensor]) -> list[Tensor]:
     """Under data parallelism, each tensor of ``xs`` averaged over the ranks (one ``all_reduce``
     of their concatenation, in its dtype); one process: ``xs`` detached, as they are."""
-    import torch.distributed as dist
-
-    xs = [x.detach() for x in xs]
-    if not xs or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return xs
-    flat = torch.cat([x.reshape(-1).to(xs[0].dtype) for x in xs])
-    dist.all_reduce(flat)
-    flat /= dist.get_world_size()
-    return [chunk.view_as(x).to(x.dtype) for chunk, x in zip(torch.split(flat, [x.numel() for x in xs]), xs)]
+    return _ranks_reduce(xs, lambda first: first.dtype, mean=True)
 
 
 def ranks_sum(xs: Sequence[Tensor]) -> list[Tensor]:
     """Under data parallelism, each tensor of ``xs`` summed over the ranks (one ``all_reduce`` of
     their concatenation, in float64); one process: ``xs`` detached, as they are."""
+    return _ranks_reduce(xs, lambda first: torch.float64, mean=False)
+
+
+def _ranks_reduce(xs: Sequence[Tensor], dtype_of: Callable[[Tensor], torch.dtype], mean: bool) -> list[Tensor]:
+    """One ``all_reduce`` (sum, or mean with ``mean``) of the concatenation of ``xs`` in
+    ``dtype_of(xs[0])``, split back into their shapes and dtypes."""
     import torch.distributed as dist
 
     xs = [x.detach() for x in xs]
     if not xs or not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
         return xs
-    flat = torch.cat([x.reshape(-1).double() for x in xs])
+    flat = torch.cat([x.reshape(-1).to(dtype_of(xs[0])) for x in xs])
     dist.all_reduce(flat)
+    if mean:
+        flat /= dist.get_world_size()
     return [chunk.view_as(x).to(x.dtype) for chunk, x in zip(torch.split(flat, [x.numel() for x in xs]), xs)]
