@@ -40,7 +40,7 @@ from normbench.divergence import DivergenceMonitor, non_finite
 from normbench.interrupts import Interrupts
 from normbench.models import build_model
 from normbench.norms import norm_factory
-from normbench.norms.population import refresh_population_stats
+from normbench.norms.population import evaluate_each, refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.progress import progress_display
 from normbench.run_policy import Ending, print_summary, resume_state, write_summary
@@ -367,14 +367,14 @@ def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
 
 def evaluate(run: Run, epoch: int) -> dict[str, Any]:
     """The task's evaluation metrics under ``no_grad``, in eval mode (population statistics
-    first for ``norm.eval_stats=population``)."""
-    # norm.eval_stats=population: exact BN statistics of K training batches (no-op otherwise)
+    first for ``norm.eval_stats=population``; with ``both``, evaluated with each estimate)."""
+    # norm.eval_stats=population|both: exact BN statistics of K training batches (no-op otherwise)
     refresh_population_stats(
         run.model, partial(run.task.train_batches, epoch), run.task.forward_loss, run.config.seed + epoch
     )
     run.model.eval()
     with torch.no_grad(), run.autocast:
-        return run.task.evaluate(run.step_model)
+        return evaluate_each(run.model, partial(run.task.evaluate, run.step_model))
 
 
 def end_epoch(run: Run, epoch: int, metrics: dict[str, Any]) -> None:

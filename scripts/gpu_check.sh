@@ -204,9 +204,17 @@ cat <<'TXT'
 [gpu_check] the epoch times above; the data roots must point at real CIFAR-10 / IWSLT14):
   normbench -m experiment=santurkar_vgg dataset.root=<cifar>      # VGG16, 4 arms x seeds
   normbench -m experiment=gn_batch_size dataset.root=<cifar>      # ResNet, 5 norms x 5 batch sizes
-  normbench -m experiment=ln_axes dataset.root=<cifar>
+  normbench -m experiment=gn_groups dataset.root=<cifar>          # ResNet, GN's group count, 6 arms x 5 seeds
+  normbench -m experiment=bn_eval_stats dataset.root=<cifar>      # ResNet20 30 epochs, BN's EMA vs population, 3 arms x 5 seeds
+  normbench -m experiment=bn_dropout dataset.root=<cifar>         # VGG16 60 epochs, BN x dropout, 4 arms x 5 seeds
+  normbench -m experiment=bn_saturation dataset.root=<cifar>      # sigmoid VGG16 20 epochs, standard vs BN, 5 seeds
+  normbench -m experiment=bn_lr_range dataset.root=<cifar>        # ResNet20 30 epochs, 4 norms x 6 lrs x 5 seeds (120 runs)
+  normbench -m experiment=bn_padding dataset.root=<iwslt14>       # Transformer 30k steps, BN over padding or not, 5 arms x 5 seeds
+  normbench -m experiment=ln_axes dataset.root=<iwslt14>          # Transformer encoder ln / ln_sample / in
   normbench -m experiment=powernorm_stats                          # each arm reads its own data set (see the preset)
+  normbench -m experiment=powernorm_grads                          # the same arms with the gradients through the statistics
   normbench -m experiment=powernorm_mt dataset.root=<iwslt14>     # Transformer, pn vs ln (and bn)
+  normbench -m experiment=powernorm_chain dataset.root=<iwslt14>  # encoder bn / pn_v / pn / ln: 20 runs, 4/3 x powernorm_mt's time
   normbench -m experiment=rmsnorm_speed dataset.root=<iwslt14>    # Transformer, ln / rms / prms
   normbench -m experiment=leaderboard                             # every norm x model, 3 seeds
 [gpu_check] see results/README.md for each preset's expected GPU hours.

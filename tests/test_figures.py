@@ -266,6 +266,35 @@ def test_powernorm_stats_figure(tmp_path: Path) -> None:
     assert claim_row(out, "fig2_var_dist")["scale"].startswith("paper scale: ResNet20 on CIFAR-10")
 
 
+def test_powernorm_grads_figure(tmp_path: Path) -> None:
+    """Fig. 3: the NLP input gradient through σ²_B 50x the CV one (supported); its within-epoch
+    variation the same in both arms but for the seeds' spread (inconclusive)."""
+    root, job, total = tmp_path / "multirun", 0, 50
+    for model, dataset, scale in (("resnet20", "cifar10", 0.01), ("transformer_tiny", "iwslt14", 0.5)):
+        for seed in SEEDS:
+            rows = [
+                {
+                    "step": step,
+                    "epoch": step // 10,
+                    "bn_stats/first_layer/var_input_grad": scale * (1 + seed) * step,
+                    "bn_stats/first_layer/mean_input_grad": scale,
+                    "bn_stats/first_layer/var_input_grad_cv": 0.3 * (1 + 0.2 * seed) + (0.01 if scale == 0.5 else 0),
+                }
+                for step in range(10, total + 1, 10)
+            ]
+            cfg = {"model": {"name": model}, "dataset": {"name": dataset}, "norm": {"name": "bn"}, "seed": seed}
+            write_run(root, job, cfg, rows, {"step": total})
+            job += 1
+    out = tmp_path / "out"
+    build("powernorm_grads_cpu", root, out)
+    rows = read_csv(out / "powernorm_fig3.csv")
+    assert_point(
+        rows, "var_input_grad", "NLP: Transformer + BN, translation", 60.0, [0.5 * (1 + s) * 30 for s in SEEDS]
+    )
+    assert claims(out) == {"fig3_input_grad_larger": SUPPORTED, "fig3_input_grad_more_variable": INCONCLUSIVE}
+    assert claim_row(out, "fig3_input_grad_larger")["scale"].startswith("reduced: ResNet20 on the 10,000-image")
+
+
 # ---------------------------------------------------------------- Transformer figures
 
 
@@ -290,8 +319,10 @@ def _mt_runs(
                 }
                 for e, s in enumerate((100, 200, 300), start=1)
             ]
-            if key == "encoder":
-                cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": {"name": norm}}}
+            if key == "encoder":  # pn_v: PowerNorm with forward_stats=batch, as the pn_v arm writes it
+                enc = {"name": "pn", "forward_stats": "batch" if norm == "pn_v" else "running"} if "pn" in norm else {}
+                enc = {"name": norm, **enc}
+                cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc}}
             else:
                 cfg = {"norm": {"name": norm}, "model": {"name": "transformer_tiny"}}
             cfg["hardware"] = {"compile": mode}
@@ -311,6 +342,22 @@ def test_powernorm_mt_figure(tmp_path: Path) -> None:
     assert verdicts["bn_below_ln"] == SUPPORTED and verdicts["bn_below_pn"] == SUPPORTED
     row = claim_row(out, "pn_above_ln")
     assert float(row["estimate"]) == pytest.approx(0.5) and float(row["p"]) > 0.5
+
+
+def test_powernorm_chain_figure(tmp_path: Path) -> None:
+    """PN and PN-V share the norm name pn: the arms (and the claims' selectors) part them by forward_stats."""
+    _mt_runs(tmp_path / "runs", {"bn": 10.0, "pn_v": 19.5, "pn": 30.0, "ln": 20.0}, "encoder")
+    out = tmp_path / "out"
+    build("powernorm_chain_cpu", tmp_path / "runs", out)
+    rows = read_csv(out / "powernorm_chain.csv")
+    assert_point(rows, "bleu", "pn_v", 2.0, [19.5 + s for s in SEEDS])
+    assert_point(rows, "bleu", "pn", 2.0, [30.0 + s for s in SEEDS])
+    verdicts = claims(out)
+    assert verdicts["pnv_above_bn"] == SUPPORTED and verdicts["pn_above_pnv"] == SUPPORTED
+    assert verdicts["pn_above_ln"] == SUPPORTED
+    assert verdicts["ln_above_pnv"] == INCONCLUSIVE  # 0.5 apart, the seeds spread over 4
+    row = claim_row(out, "pn_above_pnv")
+    assert float(row["estimate"]) == pytest.approx(10.5) and row["a_n"] == "5" and row["b_n"] == "5"
 
 
 def test_rmsnorm_speed_figure(tmp_path: Path) -> None:

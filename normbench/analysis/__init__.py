@@ -11,7 +11,18 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Sequence
 
-from normbench.analysis import batch_size, groups, measures, powernorm, santurkar, transformer
+from normbench.analysis import (
+    batch_size,
+    eval_stats,
+    groups,
+    lr_range,
+    measures,
+    powernorm,
+    regularization,
+    santurkar,
+    saturation,
+    transformer,
+)
 from normbench.analysis.claims import Claim, judge
 from normbench.analysis.plot import FigureResult, write_outputs
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
@@ -34,10 +45,17 @@ def santurkar_vgg(runs: Sequence[Run]) -> list[FigureResult]:
 FIGURES: dict[str, FigureFn] = {
     "santurkar_vgg": santurkar_vgg,
     "powernorm_stats": powernorm.powernorm_stats,
+    "powernorm_grads": powernorm.powernorm_grads,
     "powernorm_mt": transformer.powernorm_mt,
+    "powernorm_chain": transformer.powernorm_chain,
     "rmsnorm_speed": transformer.rmsnorm_speed,
     "gn_batch_size": batch_size.gn_batch_size,
     "gn_groups": groups.gn_groups,
+    "bn_eval_stats": eval_stats.bn_eval_stats,
+    "bn_dropout": regularization.bn_dropout,
+    "bn_saturation": saturation.bn_saturation,
+    "bn_lr_range": lr_range.bn_lr_range,
+    "bn_padding": transformer.bn_padding,
     "ln_axes": transformer.ln_axes,
 }
 """Each preset's figure function (its ``_cpu`` variant uses the same one)."""
@@ -47,10 +65,17 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
         r"|activations/.*/post_q\d\d)$"
     ),
     "powernorm_stats": re.compile(r"^bn_stats/first_layer/.*$"),
+    "powernorm_grads": re.compile(r"^bn_stats/first_layer/.*$"),
     "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+    "powernorm_chain": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "gn_batch_size": re.compile(r"^(val/acc|train/loss)$"),  # train/loss: its plateau check and loss panel
     "gn_groups": re.compile(r"^(val/acc|train/loss)$"),
+    "bn_eval_stats": re.compile(r"^(val/acc|val/acc_population|eval_stats/first_layer/.*)$"),
+    "bn_dropout": re.compile(r"^(val/acc|train_eval/acc)$"),
+    "bn_saturation": re.compile(r"^saturation/.*$"),
+    "bn_lr_range": re.compile(r"^val/acc$"),
+    "bn_padding": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|bn_stats/first_layer/.*)$"),
     "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
 }
 """The history keys each preset's figures plot: what `normbench-figures` fetches from W&B."""

@@ -79,6 +79,9 @@ class Scale:
 class Arm:
     label: str
     select: dict[str, Any]
+    measure: str | None = None
+    """This arm's own measure (e.g. the same runs evaluated another way; test ``paired``)."""
+    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,12 @@ def _scale(node: Mapping[str, Any], where: str) -> Scale:
     return Scale(node["kind"], str(node.get("note", "")))
 
 
+def _arm(node: Mapping[str, Any]) -> Arm:
+    """An arm of a rule: its label, selector, and (optionally) its own measure."""
+    name, params = _measure_spec(node["measure"]) if "measure" in node else (None, {})
+    return Arm(node["label"], dict(node["select"]), name, params)
+
+
 def _measure_spec(node: Any) -> tuple[str, dict[str, Any]]:
     """A rule's ``measure``: a name, or a mapping of its name and its parameters."""
     spec = dict(node) if isinstance(node, Mapping) else {"name": node}
@@ -149,7 +158,7 @@ def load_rules(preset: str) -> Rules | None:
         rule = ClaimRule(
             id=c["id"], claim=c["claim"], paper=c.get("paper", ""), figure=c["figure"],
             measure=measure_name, params=measure_params,
-            a=Arm(c["a"]["label"], dict(c["a"]["select"])), b=Arm(c["b"]["label"], dict(c["b"]["select"])),
+            a=_arm(c["a"]), b=_arm(c["b"]),
             relation=c["relation"], test=c["test"], better=c["better"], margin=c.get("margin"),
             variants=tuple(c.get("variants", ("full", "cpu"))),
             scale={k: _scale(v, f"{where}, {c['id']}") for k, v in (c.get("scale") or {}).items()},
@@ -239,12 +248,16 @@ def _call(fn: Measure, run: Run, params: Mapping[str, Any]) -> float:
 
 
 def arm_values(runs: Sequence[Run], arm: Arm, fn: Measure, params: Mapping[str, Any], better: str) -> list[float]:
-    """One value per run of ``arm`` (a diverged run: the worst value of the measure); the arm's
-    runs must be seeds of one setting (`check_seeds_only`)."""
+    """One value per run of ``arm``, in the order of the runs' seeds (a diverged run: the worst
+    value of the measure); the arm's runs must be seeds of one setting (`check_seeds_only`)."""
     worst = -math.inf if better == "higher" else math.inf
-    members = matching(runs, arm.select)
+    members = sorted(matching(runs, arm.select), key=lambda r: r.seed)
     check_seeds_only(members, f"arm {arm.label!r}")
     return [worst if r.status == "diverged" else _call(fn, r, params) for r in members]
+
+
+def _seeds(runs: Sequence[Run], arm: Arm) -> list[int]:
+    return sorted(r.seed for r in matching(runs, arm.select))
 
 
 def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
@@ -264,9 +277,15 @@ def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
         if var not in rule.variants:
             claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
             continue
-        fn = registered_measure(rule.measure, f"rules of {preset}, {rule.id}")
-        params = {**rules.params, **rule.params}
-        va, vb = (arm_values(runs, arm, fn, params, rule.better) for arm in (rule.a, rule.b))
+        where = f"rules of {preset}, {rule.id}"
+        va, vb = (
+            arm_values(runs, arm, registered_measure(arm.measure or rule.measure, where),
+                       {**rules.params, **(arm.params if arm.measure else rule.params)}, rule.better)
+            for arm in (rule.a, rule.b)
+        )  # fmt: skip
+        if rule.test == "paired" and _seeds(runs, rule.a) != _seeds(runs, rule.b):
+            raise ConfigError(f"{where}: test paired needs the same seeds in both arms; got "
+                              f"{_seeds(runs, rule.a)} and {_seeds(runs, rule.b)}")  # fmt: skip
         claim.a, claim.b = summarize_arm(va, rule.test, rules.alpha), summarize_arm(vb, rule.test, rules.alpha)
         if min(claim.a.n, claim.b.n) < rules.min_seeds:
             claim.note = (f"n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per arm; "

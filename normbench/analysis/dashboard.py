@@ -127,6 +127,19 @@ MEASURE_PANELS: dict[str, Any] = {
     "key_window_median": lambda p: [Panel(str(p["key"]), (str(p["key"]),))],
     "median_logged": lambda p: [Panel(f"{p['key']} (per epoch)", (str(p["key"]),), x=EPOCH)],
     "final": lambda p: [Panel(str(p["key"]), (str(p["key"]),), x=EPOCH)],
+    "train_test_gap": lambda p: [
+        Panel("accuracy: training images (eval mode) and test", ("train_eval/acc", "val/acc"), x=EPOCH)
+    ],
+    "saturated_fraction": lambda p: [
+        Panel("saturated pre-activations (first norm layer; mean over layers)", _layered("saturation", "saturated"))
+    ],
+    "grad_norm_ratio": lambda p: [
+        Panel(
+            "gradient norm per layer (first layer; mean over layers)",
+            _layered("saturation", "grad_norm"),
+            note=f"the claim reads {p['first']} over {p['last']}; {_table_note('saturation')}",
+        )
+    ],
     "error": lambda p: [Panel("validation accuracy (error = 1 − accuracy)", ("val/acc",), x=EPOCH)],
     "remaining_loss": lambda p: [Panel("training loss (epoch mean)", ("train/loss",), x=EPOCH)],
     "bleu": lambda p: [Panel("BLEU (valid each evaluation; test at the end)", ("val/bleu", "test/bleu"), x=EPOCH)],
@@ -235,11 +248,12 @@ def build_dashboard(preset: str) -> Dashboard:
         group_by = list(dict.fromkeys([*swept_config_keys(swept), *chosen]))
         select = {k: v for k, v in chosen.items() if k not in SHOW_EVERY_VALUE.get(figure, ())}
         panels: list[Panel] = []
-        for c in mine:
-            spec = c["measure"] if isinstance(c["measure"], Mapping) else {"name": c["measure"]}
-            for panel in measure_panels(spec["name"], {k: v for k, v in spec.items() if k != "name"}):
-                if all((p.kind, p.x, p.y) != (panel.kind, panel.x, panel.y) for p in panels):
-                    panels.append(panel)
+        for c in mine:  # the rule's measure, and an arm's own (a paired claim's second evaluation)
+            for node in [c["measure"], *(c[side]["measure"] for side in ("a", "b") if "measure" in c.get(side, {}))]:
+                spec = node if isinstance(node, Mapping) else {"name": node}
+                for panel in measure_panels(spec["name"], {k: v for k, v in spec.items() if k != "name"}):
+                    if all((p.kind, p.x, p.y) != (panel.kind, panel.x, panel.y) for p in panels):
+                        panels.append(panel)
         finals = tuple(dict.fromkeys(k for p in panels for k in p.y))
         panels.append(Panel("runs: the final values per arm", finals, kind="table"))
         described = [{"id": c["id"], "claim": c["claim"], "paper": str(c.get("paper", ""))} for c in mine]

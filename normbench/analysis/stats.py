@@ -8,6 +8,10 @@ in each preset's rules (``normbench/rules/<preset>.yaml``) before its runs:
   effect size Hedges' g (pooled standard deviation, small-sample corrected).
 - ``welch_log``: the same on the logarithms of positive values: a *ratio* of geometric means and
   its interval (throughputs, distances, smoothness constants: quantities compared as multiples).
+- ``paired``: the two arms are the same runs measured two ways (e.g. one evaluation with each of
+  two estimates on the same weights), paired by seed: the mean of the per-seed differences with
+  its one-sample t-interval (n − 1 degrees of freedom), as ``scipy.stats.ttest_rel``; effect size
+  d_z (the mean difference over the differences' standard deviation, small-sample corrected).
 - ``rank``: Mann–Whitney: the Hodges–Lehmann shift (median of all pairwise differences) with its
   exact distribution-free interval, two-sided exact p; effect size the probability of
   superiority P(a > b) + ½·P(a = b). Used, whatever the rule names, when a run diverged (it counts
@@ -24,7 +28,7 @@ the equivalence tests use one code path:
 
 The family of claims a preset judges is controlled by Holm's step-down (`holm`). ``detectable``:
 the smallest difference the seeds could detect with 80 % power at two-sided α, (t_{1−α/2} +
-t_{0.8})·SE on Welch's degrees of freedom (for ``rank`` too, from the finite values).
+t_{0.8})·SE on Welch's degrees of freedom (``paired``: n − 1; for ``rank`` too, from the finite values).
 
 NaN values are left out; ``n`` says how many values a number rests on.
 """
@@ -40,7 +44,7 @@ from scipy import stats as sps
 
 ALPHA = 0.05
 POWER = 0.8
-TESTS = ("welch", "welch_log", "rank")
+TESTS = ("welch", "welch_log", "paired", "rank")
 
 # Verdicts: directional claims, equivalence claims, and claims the rules do not let us judge.
 SUPPORTED, OPPOSITE, INCONCLUSIVE = "supported", "opposite", "inconclusive"
@@ -183,11 +187,21 @@ def _welch_parts(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
     return float(a.mean() - b.mean()), se, df
 
 
+def _paired_parts(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """(mean of the differences a_i − b_i, its standard error, n − 1)."""
+    d = a - b
+    return float(d.mean()), float(d.std(ddof=1)) / math.sqrt(d.size), float(d.size - 1)
+
+
+def _t_parts(a: np.ndarray, b: np.ndarray, test: str) -> tuple[float, float, float]:
+    return _paired_parts(a, b) if test == "paired" else _welch_parts(a, b)
+
+
 def _p_greater(a: np.ndarray, b: np.ndarray, test: str, shift: float) -> float:
     """One-sided p-value of H0: d ≤ shift against d > shift (d: the test's location difference)."""
     if test == "rank":
         return float(sps.mannwhitneyu(a - shift, b, alternative="greater", method=_mwu_method(a - shift, b)).pvalue)
-    d, se, df = _welch_parts(a, b)
+    d, se, df = _t_parts(a, b, test)
     if se == 0:
         return 0.0 if d > shift else 1.0
     return float(sps.t.sf((d - shift) / se, df))
@@ -246,6 +260,8 @@ def compare(
     a, b = _clean(a_values), _clean(b_values)
     if a.size < 2 or b.size < 2:
         raise ValueError(f"a comparison needs at least 2 values per arm, got {a.size} and {b.size}")
+    if test == "paired" and a.size != b.size:
+        raise ValueError(f"a paired comparison needs one value of each arm per seed, got {a.size} and {b.size}")
     ratio = test == "welch_log"
     if ratio:
         a, b = _log(a), _log(b)
@@ -257,11 +273,14 @@ def compare(
         u = sps.mannwhitneyu(a, b, method=_mwu_method(a, b)).statistic
         effect = float(u) / (a.size * b.size)
     else:
-        estimate, se, df = _welch_parts(a, b)
+        estimate, se, df = _t_parts(a, b, test)
         half = float(sps.t.ppf(1 - alpha / 2, df)) * se
         lo, hi = estimate - half, estimate + half
-        pooled = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
-        correction = 1 - 3 / (4 * (a.size + b.size) - 9)
+        if test == "paired":  # d_z: the differences' own spread, Hedges' correction on n − 1
+            pooled, correction = float((a - b).std(ddof=1)), 1 - 3 / (4 * df - 1)
+        else:
+            pooled = math.sqrt(((a.size - 1) * a.var(ddof=1) + (b.size - 1) * b.var(ddof=1)) / (a.size + b.size - 2))
+            correction = 1 - 3 / (4 * (a.size + b.size) - 9)
         if pooled > 0:
             effect = estimate / pooled * correction
         else:  # no spread in either arm: any difference is infinitely many standard deviations
@@ -269,7 +288,7 @@ def compare(
     fa, fb = a[np.isfinite(a)], b[np.isfinite(b)]
     detectable = math.nan
     if fa.size >= 2 and fb.size >= 2:
-        _, se_f, df_f = _welch_parts(fa, fb)
+        _, se_f, df_f = _t_parts(fa, fb, test) if fa.size == fb.size else _welch_parts(fa, fb)
         detectable = (float(sps.t.ppf(1 - alpha / 2, df_f)) + float(sps.t.ppf(POWER, df_f))) * se_f
     p = min(1.0, 2 * min(_p_greater(a, b, test, 0.0), _p_greater(b, a, test, 0.0)))
     p_eq = p_diff = math.nan

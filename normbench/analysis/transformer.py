@@ -3,8 +3,12 @@
 
 - `powernorm_mt`: Shen et al. 2020, their IWSLT14 table: encoder norm LN / BN / PN (decoder
   LN); reported BLEU 35.5 (LN), 35.9 (PN), BN well below.
+- `powernorm_chain`: the same setup, their chain BN → PN-V → PN beside LN (PN-V: PowerNorm with
+  ``forward_stats=batch``, shown as ``pn_v``).
 - `rmsnorm_speed`: Zhang & Sennrich 2019: LN / RMSNorm / partial RMSNorm, tokens per second
   and quality at equal steps.
+- `bn_padding`: BN in the encoder with its statistics over real tokens or over the padding too,
+  length-bucketed or mixed batches, beside LN.
 - `ln_axes`: LayerNorm per token (``ln``) against per sentence (``ln_sample``) and instance
   norm over time (``in``), in the encoder (LN decoder: the decoder must stay causal).
 
@@ -90,6 +94,33 @@ def _norm_figure(
         )
         finish_axes(axes[0, 2], "norm", "training tokens / s", "throughput (median over epochs)", legend=False)
     return res
+
+
+def chain_norm(run: Run) -> str:
+    """The encoder norm, with PowerNorm's chain step: ``pn_v`` for PN with ``forward_stats=batch``."""
+    name = encoder_norm(run)
+    return "pn_v" if name == "pn" and run.get("model.encoder_norm.forward_stats") == "batch" else name
+
+
+def powernorm_chain(runs: Sequence[Run]) -> list[FigureResult]:
+    groups = _groups(runs, ("bn", "pn_v", "pn", "ln"), chain_norm)
+    title = "Shen et al. 2020, Table 1: BN → PN-V → PN in the Transformer encoder, beside LN (decoder LN)"
+    return [_norm_figure(runs, groups, "powernorm_chain", title, False)]
+
+
+def padding_arm(run: Run) -> str:
+    """``bn masked`` / ``bn padded`` / ``ln``, then ``(bucketed)`` or ``(mixed)`` (the bn_padding arms)."""
+    name = encoder_norm(run)
+    counted = " padded" if name == "bn" and run.get("model.encoder_norm.count_padding") else ""
+    masked = " masked" if name == "bn" and not counted else ""
+    return f"{name}{counted}{masked} ({'bucketed' if run.get('dataset.bucket_by_length', True) else 'mixed'})"
+
+
+def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
+    order = [f"{n} ({b})" for b in ("bucketed", "mixed") for n in ("bn masked", "bn padded", "ln")]
+    groups = _groups(runs, order, padding_arm)
+    title = "BatchNorm over padded batches: masked vs padding counted, length-bucketed vs mixed (decoder LN)"
+    return [_norm_figure(runs, groups, "bn_padding", title, False)]
 
 
 def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:

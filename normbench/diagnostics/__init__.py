@@ -2,7 +2,7 @@
 
 One module per measurement (registered on import): ``landscape``, ``predictiveness`` and
 ``beta_smoothness`` (sharing the gradient-step probe of ``probe``), ``ics``, ``hessian``,
-``grad_variance``, ``bn_stats`` and ``activations``. ``registry`` holds the hook protocol,
+``grad_variance``, ``bn_stats``, ``activations`` and ``saturation``. ``registry`` holds the hook protocol,
 the typed config and `run_hooks`; ``state`` the exact save/restore of the training state.
 """
 
@@ -15,6 +15,7 @@ from normbench.diagnostics import (  # noqa: F401  (registration)
     ics,
     landscape,
     predictiveness,
+    saturation,
 )
 from normbench.diagnostics.registry import (
     DIAGNOSTICS,

@@ -13,7 +13,9 @@ layer's input (and its mask). A step that left a running estimate as it was (the
 n < 2, the mean's at n = 0) is left out of that statistic's epoch mean. For PowerNorm the same
 for ψ²_B against the running ψ² (an EMA of ψ²_B itself: no correction). With ``grad_norms``,
 also (1/d)·‖∂L/∂σ²_B‖₂ of the biased σ²_B the norm uses (and for each other live statistic) —
-their Figure 3.
+their Figure 3 — the part of ‖∂L/∂x‖₂ over the layer's input that flows through each statistic,
+and how much each varies from step to step within the epoch (the coefficient of variation s/m of
+the recorded steps' values, s with n − 1).
 
 Cheap: nothing is recomputed. The norms record their batch statistics inside the training
 forward (``record_stats = True`` makes them keep ``last_stats``, detached; ``record_live_stats =
@@ -21,7 +23,9 @@ True`` also ``last_stats_live`` in the graph, for the gradients); the running bu
 before the step; the distances are accumulated on the device and read once per epoch. Logged at
 the end of each epoch, as the mean over the epoch's recorded steps: ``<layer>/<stat>_dist`` for
 each layer and ``first_layer/<stat>_dist`` for the first norm layer (what the paper plots,
-against the percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``.
+against the percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``,
+``<layer>/<stat>_input_grad`` and each one's ``…_cv`` (also as ``first_layer/…`` for the first
+norm layer).
 Under data parallelism each rank's norm normalizes with its own shard's statistics (unless
 ``norm.sync``), so a distance is taken per rank and the epoch's mean is over every rank's
 recorded steps (one ``all_reduce`` at the epoch's end, on every rank).
@@ -87,6 +91,16 @@ def compute(
     return out
 
 
+def grad_moments(total: float, square: float, n: int) -> tuple[float, float]:
+    """(m, s/m) of n values from their sum and sum of squares: the mean and the coefficient of
+    variation, s the sample standard deviation (n − 1); s/m is NaN for n < 2 or m = 0."""
+    mean = total / n
+    if n < 2 or mean == 0:
+        return mean, float("nan")
+    var = max(square - n * mean * mean, 0.0) / (n - 1)
+    return mean, var**0.5 / mean
+
+
 @dataclass
 class BNStatsConfig(CadenceConfig):
     """``every_n_steps``: the steps recorded (1 = every step); the log is per epoch."""
@@ -110,6 +124,7 @@ class BNStatsHook(DiagnosticHook):
         self._input_counts: dict[int, Tensor] = {}  # values per channel, for norms that do not record them
         self._recording = False
         self._grad_sums: dict[str, Tensor] = {}
+        self._grad_sq_sums: dict[str, Tensor] = {}
         self._grad_counts: dict[str, int] = {}
 
     def setup(self, model: nn.Module) -> None:
@@ -238,18 +253,40 @@ class BNStatsHook(DiagnosticHook):
         return count.to(device) > (1 if stat in UNBIASED else 0)
 
     def _read_stat_grads(self, recorded: bool) -> None:
-        """Add (1/d)·‖∂L/∂stat‖₂ of each layer's probes to the epoch's sums (a recorded step), and
-        clear the probes for the next step (on the device: no host sync)."""
-        for name, module in self.layers:
+        """Add each layer's (1/d)·‖∂L/∂stat‖₂ from its probes, and ‖∂L/∂x‖₂ through the statistic,
+        to the epoch's sums (a recorded step); clear the probes for the next step (on the device:
+        no host sync)."""
+        for i, (name, module) in enumerate(self.layers):
             probes = getattr(module, "stat_probes", None) or {}
             for stat, probe in probes.items():
                 if recorded and probe.grad is not None:
-                    key = f"{name}/{stat}_grad"
-                    value = torch.linalg.vector_norm(probe.grad.detach().double()) / probe.numel()
-                    total = self._grad_sums.get(key)
-                    self._grad_sums[key] = value if total is None else total.to(value.device) + value
-                    self._grad_counts[key] = self._grad_counts.get(key, 0) + 1
+                    grad = probe.grad.detach().double()
+                    self._add_grad(f"{name}/{stat}_grad", torch.linalg.vector_norm(grad) / probe.numel())
+                    through = self._input_grad(i, stat, grad)
+                    if through is not None:
+                        self._add_grad(f"{name}/{stat}_input_grad", through)
                 probe.grad = None
+
+    def _add_grad(self, key: str, value: Tensor) -> None:
+        for sums, v in ((self._grad_sums, value), (self._grad_sq_sums, value * value)):
+            total = sums.get(key)
+            sums[key] = v if total is None else total.to(v.device) + v
+        self._grad_counts[key] = self._grad_counts.get(key, 0) + 1
+
+    def _input_grad(self, i: int, stat: str, grad: Tensor) -> Tensor | None:
+        """‖∂L/∂x‖₂ over the layer's input of the part that flows through the batch statistic
+        (Shen et al. 2020, Fig. 3 as we read it: the gradient through σ_B): with n values per channel,
+        ∂μ_B/∂x = 1/n and ∂σ²_B/∂x = 2(x − μ_B)/n give per channel |g_μ|/√n and 2·|g_σ²|·σ_B/√n."""
+        n = self._values_per_channel(i)
+        if n is None:
+            return None
+        n = n.double().to(grad.device).clamp_min(1)
+        if stat == "mean":
+            return torch.linalg.vector_norm(grad) / n.sqrt()
+        var = self._batch(i, stat)
+        if var is None:
+            return None
+        return 2 * torch.linalg.vector_norm(grad * var.detach().double().to(grad.device).clamp_min(0).sqrt()) / n.sqrt()
 
     def epoch_end(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -264,12 +301,24 @@ class BNStatsHook(DiagnosticHook):
                 if i == first:
                     out[f"first_layer/{stat}_dist"] = total / n
         keys = sorted(self._grad_sums)
-        if keys:  # the ranks' means, averaged
-            totals = ranks_mean([torch.stack([self._grad_sums[k] for k in keys])])[0].tolist()
-            out.update({key: total / self._grad_counts[key] for key, total in zip(keys, totals)})
+        if keys:  # the ranks' sums, averaged (every rank records the same steps)
+            sums = torch.stack([torch.stack([self._grad_sums[k] for k in keys]), self._grad_sq_sums_of(keys)])
+            totals, squares = ranks_mean([sums])[0].tolist()
+            first = self.layers[0][0] if self.layers else None
+            for key, total, square in zip(keys, totals, squares):
+                values = grad_moments(total, square, self._grad_counts[key])
+                layer, stat = key.rsplit("/", 1)
+                names = [key, f"first_layer/{stat}"] if layer == first else [key]
+                kept = [(suffix, v) for suffix, v in zip(("", "_cv"), values) if v == v]  # no NaN cv (n < 2)
+                out.update({f"{name}{suffix}": v for name in names for suffix, v in kept})
         self._sum, self._count = None, None
-        self._grad_sums, self._grad_counts = {}, {}
+        self._grad_sums, self._grad_sq_sums, self._grad_counts = {}, {}, {}
         return out
+
+    def _grad_sq_sums_of(self, keys: list[str]) -> Tensor:
+        """The sums of squares (NaN for a checkpoint written before they were kept: no cv logged)."""
+        first = self._grad_sums[keys[0]]
+        return torch.stack([self._grad_sq_sums.get(k, torch.full_like(first, float("nan"))) for k in keys])
 
     def state_dict(self) -> dict[str, Any]:
         """The epoch's accumulators so far (on the CPU), for checkpoints."""
@@ -277,6 +326,7 @@ class BNStatsHook(DiagnosticHook):
             "sum": None if self._sum is None else self._sum.detach().cpu(),
             "count": None if self._count is None else self._count.detach().cpu(),
             "grad_sums": {k: v.detach().cpu() for k, v in self._grad_sums.items()},
+            "grad_sq_sums": {k: v.detach().cpu() for k, v in self._grad_sq_sums.items()},
             "grad_counts": dict(self._grad_counts),
             "pairs": [list(p) for p in self.pairs],
         }
@@ -288,6 +338,7 @@ class BNStatsHook(DiagnosticHook):
             count = count.expand_as(self._sum).clone()  # a count of steps shared by all pairs
         self._count = count
         self._grad_sums = dict(state["grad_sums"])
+        self._grad_sq_sums = dict(state.get("grad_sq_sums", {}))
         self._grad_counts = dict(state["grad_counts"])
         self.pairs = [(int(i), str(s)) for i, s in state["pairs"]]
         self._resolved = False  # re-index the flat copy at the next recorded step

@@ -2,11 +2,15 @@
 Santurkar et al. 2018 ("How does batch normalization help optimization?").
 
 3×3 convs (padding 1, with bias, so that the network without a norm — ``norm=none``, the paper's
-"standard" VGG — keeps its biases), each followed by the norm and a ReLU; a 2×2 max-pool ends each
-stage, so 32×32 inputs end at 512×1×1; a linear classifier on those 512 features.
+"standard" VGG — keeps its biases), each followed by the norm and the activation (``activation``:
+ReLU, or tanh / sigmoid for the saturation experiments); a 2×2 max-pool ends each stage, so 32×32
+inputs end at 512×1×1; a linear classifier on those 512 features. ``dropout`` p > 0: dropout
+after every conv block's activation and before the classifier (training only; off by default).
+Module names and indices are the same whatever the activation and dropout.
 
 Initialization (``init``): ``glorot`` (Xavier-uniform, what Santurkar et al. used) or ``kaiming``
-(He-normal, fan-out, for ReLU); biases zero in both. Norms keep their own ``reset_parameters``.
+(He-normal, fan-out, with the activation's gain); biases zero in both. Norms keep their own
+``reset_parameters``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -27,32 +32,53 @@ STAGES: dict[str, list[int | str]] = {
     "vgg16": [64, 64, POOL, 128, 128, POOL, 256, 256, 256, POOL, 512, 512, 512, POOL, 512, 512, 512, POOL],
 }
 INITS = ("glorot", "kaiming")
+ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
-class ConvNormReLU(nn.Module):
-    def __init__(self, c_in: int, c_out: int, norm_layer: NormLayer) -> None:
+class ConvNormAct(nn.Module):
+    """conv → norm → activation (→ dropout when p > 0, in training)."""
+
+    def __init__(
+        self, c_in: int, c_out: int, norm_layer: NormLayer, activation: str = "relu", dropout: float = 0.0
+    ) -> None:
         super().__init__()
         self.conv = nn.Conv2d(c_in, c_out, 3, padding=1)
         self.norm = norm_layer(c_out, "NCHW")
+        self.activation, self.dropout = activation, dropout
 
     def forward(self, x: Tensor) -> Tensor:
-        return F.relu(self.norm(self.conv(x)))
+        y = ACTIVATIONS[self.activation](self.norm(self.conv(x)))
+        return F.dropout(y, self.dropout, self.training) if self.dropout > 0 else y
+
+    def extra_repr(self) -> str:
+        return f"activation={self.activation}" + (f", dropout={self.dropout:g}" if self.dropout > 0 else "")
 
 
 class VGG(nn.Module):
     def __init__(
-        self, layout: list[int | str], norm_layer: NormLayer, num_classes: int = 10, init: str = "glorot"
+        self,
+        layout: list[int | str],
+        norm_layer: NormLayer,
+        num_classes: int = 10,
+        init: str = "glorot",
+        activation: str = "relu",
+        dropout: float = 0.0,
     ) -> None:
         super().__init__()
         if init not in INITS:
             raise ConfigError(f"model.init={init!r}; valid choices: {', '.join(INITS)}")
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"model.activation={activation!r}; valid choices: {', '.join(ACTIVATIONS)}")
+        if not 0.0 <= dropout < 1.0:
+            raise ConfigError(f"model.dropout={dropout}; valid: a probability in [0, 1)")
+        self.activation, self.dropout = activation, dropout
         layers: list[nn.Module] = []
         c_in = 3
         for item in layout:
             if item == POOL:
                 layers.append(nn.MaxPool2d(2))
             else:
-                layers.append(ConvNormReLU(c_in, int(item), norm_layer))
+                layers.append(ConvNormAct(c_in, int(item), norm_layer, activation, dropout))
                 c_in = int(item)
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(c_in, num_classes)
@@ -64,25 +90,35 @@ class VGG(nn.Module):
                 if init == "glorot":
                     nn.init.xavier_uniform_(m.weight)
                 else:
-                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                    nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity=self.activation)
                 nn.init.zeros_(m.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.features(x)  # (B, 512, 1, 1) for 32×32 inputs
-        return self.classifier(x.flatten(1))  # (B, classes)
+        x = self.features(x).flatten(1)  # (B, 512) for 32×32 inputs
+        if self.dropout > 0:
+            x = F.dropout(x, self.dropout, self.training)
+        return self.classifier(x)  # (B, classes)
 
 
 @dataclass
 class VGGConfig(ModelConfig):
     init: str = "glorot"
     """``glorot`` (Santurkar et al.) | ``kaiming``."""
+    activation: str = "relu"
+    """``relu`` | ``tanh`` | ``sigmoid`` (saturating: BN's "keeps activations out of saturation")."""
+    dropout: float = 0.0
+    """Dropout probability after every conv block and before the classifier (0: none)."""
+
+
+def _vgg(name: str, cfg: VGGConfig, norm_layer: NormLayer, num_classes: int) -> VGG:
+    return VGG(STAGES[name], norm_layer, num_classes, cfg.init, cfg.activation, cfg.dropout)
 
 
 @register_model("vgg11", VGGConfig, input_kind="image")
 def vgg11(cfg: VGGConfig, norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
-    return VGG(STAGES["vgg11"], norm_layer, num_classes, cfg.init)
+    return _vgg("vgg11", cfg, norm_layer, num_classes)
 
 
 @register_model("vgg16", VGGConfig, input_kind="image")
 def vgg16(cfg: VGGConfig, norm_layer: NormLayer, num_classes: int = 10, **_: Any) -> nn.Module:
-    return VGG(STAGES["vgg16"], norm_layer, num_classes, cfg.init)
+    return _vgg("vgg16", cfg, norm_layer, num_classes)

@@ -21,7 +21,7 @@ from normbench.norms import schedule
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm
 
-EVAL_STATS = ("running", "population")
+EVAL_STATS = ("running", "population", "both")
 
 
 @dataclass
@@ -31,7 +31,10 @@ class BatchNormConfig(NormConfig):
     """All-reduce the statistics across processes when torch.distributed is initialized."""
     eval_stats: str = "running"
     """``running``: the EMA estimates; ``population``: exact statistics of ``population_batches``
-    training batches, recomputed before each evaluation (`normbench.norms.population`)."""
+    training batches, recomputed before each evaluation (`normbench.norms.population`); ``both``:
+    each evaluation twice on the same weights, with the EMA estimates (the usual metrics) and with
+    the population ones (the metrics again as ``<key>_population``), and the distance between the
+    two estimates per layer (`normbench.norms.population.evaluate_each`)."""
     population_batches: int = 50
     count_padding: bool = False
     """Sequences: take the batch statistics over every position of the padded batch, padding
@@ -76,7 +79,8 @@ class BatchNorm(Norm):
     n/(n−1)·σ²_B (as torch does); a masked batch with fewer than 2 real tokens leaves them as
     they were (never NaN). Evaluation: the running estimates, or with ``eval_stats="population"``
     the buffers ``population_mean`` / ``population_var`` that
-    `normbench.norms.population.refresh_population_stats` fills before each evaluation.
+    `normbench.norms.population.refresh_population_stats` fills before each evaluation (with
+    ``"both"``, one evaluation with each).
 
     Paths, one maths: unmasked inputs run torch's fused ``F.batch_norm`` (cuDNN on GPU; bf16
     inputs stay bf16 with float32 statistics), which also updates the running estimates and whose
@@ -126,7 +130,10 @@ class BatchNorm(Norm):
         self.register_buffer("running_mean", torch.zeros(num_features))
         self.register_buffer("running_var", torch.ones(num_features))
         self.register_buffer("num_batches_tracked", torch.tensor(0, dtype=torch.long))
-        if eval_stats == "population":
+        self.eval_with_population = eval_stats == "population"
+        """What evaluation reads: the population buffers, or the running ones (``both``: switched by
+        `normbench.norms.population.evaluate_each` for its second evaluation)."""
+        if eval_stats != "running":
             self.register_buffer("population_mean", torch.zeros(num_features))
             self.register_buffer("population_var", torch.ones(num_features))
             self.register_buffer("population_count", torch.tensor(0.0, dtype=torch.float64))
@@ -196,7 +203,7 @@ class BatchNorm(Norm):
 
     def eval_statistics(self) -> tuple[Tensor, Tensor]:
         """(mean, variance) used in evaluation."""
-        if self.eval_stats == "population":
+        if self.eval_with_population:
             if not self.population_ready:  # once per module (a loaded state): read the count
                 if float(self.population_count) == 0:
                     raise RuntimeError(

@@ -1,5 +1,5 @@
 """The maths of the batch-statistic norms (BatchNorm, Batch Renormalization, the noise of
-Santurkar et al. 2018, PowerNorm), as pure functions of tensors in torch ops.
+Santurkar et al. 2018; PowerNorm in `power_functional`), as pure functions of tensors in torch ops.
 
 Inputs keep their layout (``NCHW``: channels on axis 1; ``NTC``: channels last); batch statistics
 are per channel over every other axis, restricted to real tokens by 0/1 weights ``w`` of shape
@@ -10,7 +10,6 @@ noise is drawn on the input's device with torch's generator.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -244,120 +243,3 @@ def santurkar_noise(
     if r_sigma > 0:
         s = torch.randn(x.shape, **draw).mul(r_sigma).add(s)
     return m.to(x.dtype), s.to(x.dtype), mu.to(x.dtype), sigma.to(x.dtype)
-
-
-# ---------------------------------------------------------------------------------------------
-# PowerNorm
-
-
-def exact_precision(method: Callable) -> Callable:
-    """For an autograd Function's forward/backward: run with autocast off, so that its reductions
-    keep the dtype of the tensors given (autocast would run matrix products in half precision)."""
-
-    @functools.wraps(method)
-    def run(ctx, first: Tensor, *args):
-        with torch.autocast(first.device.type, enabled=False):
-            return method(ctx, first, *args)
-
-    return run
-
-
-class _PowerNormFunction(torch.autograd.Function):
-    """PowerNorm's training step, GroupScaling included, with its approximate backward
-    (Shen et al. 2020, Alg. 1 as in the authors' released code). Input (A, G, C/G, L), row
-    weights (A, 1, 1, 1) or None; see `power_norm_train`. x̃ = x·s is recomputed from x in the
-    backward rather than kept."""
-
-    @staticmethod
-    @exact_precision
-    def forward(ctx, x4, w4, weight, bias, psi2_running, use_running, ema_gz, eps, alpha_bkw):  # type: ignore[override]
-        a, groups, cg, length = x4.shape
-        # GroupScaling: s = 1 / sqrt(mean over the group of x² + eps) per position and group.
-        inv = x4.square().mean(2, keepdim=True).add(eps).rsqrt()  # (A, G, 1, L)
-        if w4 is not None:
-            inv = inv * w4  # 0 at padding
-        xt = x4 * inv  # x̃, 0 at padding
-        n = x4.new_tensor(float(a * length)) if w4 is None else w4.sum() * length
-        psi2_batch = xt.square().sum((0, 3)) / n.clamp_min(1)  # mean of x̃² over real positions, (G, C/G)
-        # ψ² = running (past the warm-up) or batch. Under torch.compile, AOT autograd would recompute
-        # `scale` in the backward from the running-ψ² buffer *after* this step's in-place update
-        # (wrong gradients; torch 2.14, pytorch/pytorch#197039). A detached value is saved by the
-        # default partitioner and a reduction is never recomputed by the min-cut one, so the choice
-        # is written as a (bit-exact) weighted sum. tests/norms/test_compile.py checks it.
-        choice = torch.stack([use_running, ~use_running]).to(psi2_batch.dtype).view(2, 1, 1)
-        psi2 = (torch.stack([psi2_running.view(groups, cg), psi2_batch]) * choice).sum(0)
-        scale = (psi2 + eps).rsqrt().detach()
-        coef = scale if weight is None else scale * weight.view(groups, cg)
-        y = xt * coef[:, :, None]
-        if bias is not None:
-            b = bias.view(groups, cg, 1)
-            y = y + (b if w4 is None else w4 * b)
-        ctx.save_for_backward(x4, inv, w4, weight, scale, psi2_batch, n)
-        ctx.ema_gz = ema_gz  # a buffer the backward updates in place: read when the backward runs, as the authors do
-        ctx.eps, ctx.alpha_bkw = eps, alpha_bkw
-        ctx.mark_non_differentiable(psi2_batch)
-        return y, psi2_batch.view(-1)
-
-    @staticmethod
-    @exact_precision
-    def backward(ctx, dy, _dpsi2):  # type: ignore[override]
-        x4, inv, w4, weight, scale, psi2_batch, n = ctx.saved_tensors
-        groups, cg = scale.shape
-        gamma = torch.ones_like(scale) if weight is None else weight.view(groups, cg)
-        dbias = None
-        if ctx.needs_input_grad[3]:
-            dbias = (dy if w4 is None else dy * w4).sum((0, 3)).view(-1)
-        # ĝ = γ·dy − (1 − α_bkw)·ema_gz·z with z = x̃·scale; dx̃ = ĝ/sqrt(ψ²_B + eps) = dy·p − x̃·q
-        ema = ctx.ema_gz.view(groups, cg)
-        damp = 1 - ctx.alpha_bkw
-        inv_batch = (psi2_batch + ctx.eps).rsqrt()
-        p = gamma * inv_batch
-        q = damp * ema * scale * inv_batch
-        xt = x4 * inv
-        dy_xt = dy * xt
-        sum_dy_xt = dy_xt.sum((0, 3))  # Σ dy·x̃ over real positions (x̃ = 0 at padding)
-        dweight = (sum_dy_xt * scale).view(-1) if weight is not None and ctx.needs_input_grad[2] else None
-        # GroupScaling's backward needs Σ_group dx̃·x̂ = Σ p·dy·x̃ − Σ q·x̃²  (x̂ = x̃ at real positions)
-        dxt = dy * p[:, :, None] - xt * q[:, :, None]
-        dot = (dxt * xt).sum(2, keepdim=True)  # (A, G, 1, L)
-        # ema_gz += Σ ĝ·z / n with Σ dy·z = scale·Σ dy·x̃ and Σ z² = n·ψ²_B·scale² (with the old ema)
-        with torch.no_grad():  # a running estimate, not part of any graph (a double backward records none)
-            ema.add_((gamma * sum_dy_xt * scale - damp * ema * n * psi2_batch * scale.square()) / n.clamp_min(1))
-        # dx = s·(dx̃ − x̃·mean_group(dx̃·x̃)) — the exact backward of x̃ = x·s, s = 1/rms_group(x)
-        dx = inv * (dxt - xt * (dot / cg))
-        return dx, None, dweight, dbias, None, None, None, None, None
-
-
-def power_norm_train(
-    x4: Tensor,
-    w4: Tensor | None,
-    weight: Tensor | None,
-    bias: Tensor | None,
-    psi2_running: Tensor,
-    use_running: Tensor,
-    ema_gz: Tensor,
-    eps: float,
-    alpha_bkw: float,
-) -> tuple[Tensor, Tensor]:
-    """PowerNorm's training step on x viewed as (A, G, C/G, L): G GroupScaling groups, batch
-    statistics over axes 0 and 3 (``NCHW`` → (N, G, C/G, H·W); ``NTC`` → (N·T, G, C/G, 1) with
-    row weights ``w4`` (N·T, 1, 1, 1) from the mask). Returns (y, ψ²_B), ψ²_B per channel.
-
-    Forward: x̃ = x / sqrt(mean over the group of x² + eps) (0 at padding); ψ²_B = mean over
-    real positions of x̃²; z = x̃ / sqrt(ψ² + eps) with ψ² = ``psi2_running`` where
-    ``use_running`` (a bool tensor: past the warm-up) and ψ²_B otherwise; y = γ·z + β (0 at
-    padding). Backward (approximate, not the derivative of the forward): ĝ = γ·dy −
-    (1 − α_bkw)·ema_gz·z; ema_gz += mean over real positions of ĝ·z (in place, ĝ with the old
-    ema_gz); dx̃ = ĝ / sqrt(ψ²_B + eps); then the exact backward of GroupScaling. No gradient
-    reaches padding. One autograd node.
-    """
-    return _PowerNormFunction.apply(x4, w4, weight, bias, psi2_running, use_running, ema_gz, eps, alpha_bkw)
-
-
-def acl(x: Tensor, layout: str) -> Tensor:
-    """View ``x`` as (A, C, L) with batch statistics over axes 0 and 2: ``NCHW`` → (N, C, H·W),
-    ``NTC`` → (N·T, C, 1)."""
-    if layout == "NCHW":
-        return x.reshape(x.shape[0], x.shape[1], -1)
-    return x.reshape(-1, x.shape[-1], 1)
-

@@ -1,4 +1,5 @@
-"""Population statistics for BatchNorm evaluation ("precise BN"; ``norm.eval_stats=population``).
+"""Population statistics for BatchNorm evaluation ("precise BN"; ``norm.eval_stats=population``,
+or ``both``: one evaluation with each estimate on the same weights, `evaluate_each`).
 
 Before an evaluation, `refresh_population_stats` runs the model in training mode over K
 training batches drawn with its own generator and sets, per BatchNorm layer,
@@ -19,14 +20,47 @@ from itertools import islice
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from normbench.norms.batch import BatchNorm
 
 
 def population_layers(model: nn.Module) -> list[BatchNorm]:
-    """The BatchNorm layers of ``model`` that evaluate with population statistics."""
-    return [m for m in model.modules() if isinstance(m, BatchNorm) and m.eval_stats == "population"]
+    """The BatchNorm layers of ``model`` that evaluate with population statistics (or with both)."""
+    return [m for m in model.modules() if isinstance(m, BatchNorm) and m.eval_stats != "running"]
+
+
+def estimate_distance(a: Tensor, b: Tensor) -> float:
+    """(1/d)·‖a − b‖₂ over the d channels (as `normbench.diagnostics.bn_stats` measures)."""
+    return float(torch.linalg.vector_norm(a.double() - b.double()) / a.numel())
+
+
+def evaluate_each(model: nn.Module, evaluate: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``evaluate()``'s metrics; where layers have ``eval_stats="both"`` (population statistics
+    already refreshed), also the metrics of a second evaluation on the same weights with the
+    population estimates, as ``<key>_population``, and per such layer the distance between the
+    two estimates, ``eval_stats/<layer>/{mean,var}_dist`` = (1/d)·‖population − running‖₂ (the
+    variance's both unbiased), with ``eval_stats/first_layer/…`` for the first."""
+    metrics = evaluate()
+    both = [(name or "model", m) for name, m in model.named_modules() if getattr(m, "eval_stats", None) == "both"]
+    if not both:
+        return metrics
+    for _, m in both:
+        m.eval_with_population = True
+    try:
+        second = evaluate()
+    finally:
+        for _, m in both:
+            m.eval_with_population = False
+    out = {**metrics, **{f"{k}_population": v for k, v in second.items()}}
+    for i, (name, m) in enumerate(both):
+        dists = {
+            "mean_dist": estimate_distance(m.population_mean, m.running_mean),
+            "var_dist": estimate_distance(m.population_var, m.running_var),
+        }
+        for layer in [name, "first_layer"] if i == 0 else [name]:
+            out.update({f"eval_stats/{layer}/{k}": v for k, v in dists.items()})
+    return out
 
 
 @torch.no_grad()

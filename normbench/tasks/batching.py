@@ -51,17 +51,24 @@ def pad_sequences(seqs: Sequence[Sequence[int]], pad: int) -> Tensor:
     return out
 
 
-def token_buckets(src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: int) -> list[list[int]]:
+def token_buckets(
+    src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: int, by_length: bool = True
+) -> list[list[int]]:
     """Group pairs into batches of at most ``max_tokens`` padded tokens (as fairseq counts them:
     sentences × the longest source or target in the batch), after sorting by length so that
-    pairs of similar length share a batch. Deterministic; order of the batches is the caller's."""
+    pairs of similar length share a batch; ``by_length=False``: in one fixed random order
+    instead (seed 0), so that a batch mixes lengths and holds much padding (the padding ablation).
+    Deterministic; order of the batches is the caller's."""
     longest_pair = max((max(s, t) for s, t in zip(src_lens, tgt_lens)), default=0)
     if longest_pair > max_tokens:
         raise ConfigError(
             f"dataset.max_tokens={max_tokens} is smaller than a sentence of {longest_pair} tokens; raise it "
             f"or lower dataset.max_positions"
         )
-    order = sorted(range(len(src_lens)), key=lambda i: (tgt_lens[i], src_lens[i], i))
+    if by_length:
+        order = sorted(range(len(src_lens)), key=lambda i: (tgt_lens[i], src_lens[i], i))
+    else:
+        order = torch.randperm(len(src_lens), generator=torch.Generator().manual_seed(0)).tolist()
     batches: list[list[int]] = []
     current: list[int] = []
     longest = 0
@@ -80,11 +87,13 @@ def token_buckets(src_lens: Sequence[int], tgt_lens: Sequence[int], max_tokens: 
 class TokenBatches:
     """The pairs of one split, encoded and bucketed into padded token batches."""
 
-    def __init__(self, src: list[list[int]], tgt: list[list[int]], vocab: Vocabulary, max_tokens: int) -> None:
+    def __init__(
+        self, src: list[list[int]], tgt: list[list[int]], vocab: Vocabulary, max_tokens: int, by_length: bool = True
+    ) -> None:
         self.vocab = vocab
         self.src = [s + [vocab.eos] for s in src]
         self.tgt = tgt
-        self.buckets = token_buckets([len(s) for s in self.src], [len(t) + 1 for t in tgt], max_tokens)
+        self.buckets = token_buckets([len(s) for s in self.src], [len(t) + 1 for t in tgt], max_tokens, by_length)
 
     def __len__(self) -> int:
         return len(self.buckets)

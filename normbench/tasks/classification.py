@@ -50,6 +50,7 @@ class ImageClassificationTask:
         mean: tuple[float, ...] = CIFAR10_MEAN,
         std: tuple[float, ...] = CIFAR10_STD,
         memory_format: torch.memory_format = torch.contiguous_format,
+        eval_train: bool = False,
     ) -> None:
         if batch_size > len(train_images):
             raise ConfigError(
@@ -68,6 +69,7 @@ class ImageClassificationTask:
         self.mean = torch.tensor(mean, device=device)
         self.std = torch.tensor(std, device=device)
         self.memory_format = memory_format
+        self.eval_train = eval_train
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes}
@@ -107,17 +109,23 @@ class ImageClassificationTask:
         return {f"{prefix}/loss": sums["loss_sum"] / count, f"{prefix}/acc": sums["correct"] / count}
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """``val/loss`` and top-1 ``val/acc`` on the held-out split; call under ``no_grad``."""
+        """``val/loss`` and top-1 ``val/acc`` on the held-out split (and, with ``eval_train``,
+        ``train_eval/loss`` and ``train_eval/acc`` on the training images, unaugmented, in the
+        same evaluation mode: the train–test gap without dropout's or augmentation's noise);
+        call under ``no_grad``."""
+        out = self._evaluate_split(model, self.test_x, self.test_y, "val")
+        if self.eval_train:
+            out.update(self._evaluate_split(model, self.train_x, self.train_y, "train_eval"))
+        return out
+
+    def _evaluate_split(self, model: nn.Module, images: Tensor, labels: Tensor, prefix: str) -> dict[str, float]:
         sums = {"loss_sum": 0.0, "correct": 0.0, "count": 0.0}
-        for i in range(0, len(self.test_x), self.eval_batch_size):
-            batch = (
-                self._prepare(self.test_x[i : i + self.eval_batch_size]),
-                self.test_y[i : i + self.eval_batch_size],
-            )
+        for i in range(0, len(images), self.eval_batch_size):
+            batch = (self._prepare(images[i : i + self.eval_batch_size]), labels[i : i + self.eval_batch_size])
             out = self.forward_loss(model, batch)
             for k, v in out.stats.items():
                 sums[k] += float(v)
-        return self.summarize(sums, "val")
+        return self.summarize(sums, prefix)
 
 
 @dataclass
@@ -130,6 +138,8 @@ class CIFAR10Config(DatasetConfig):
     """4-px pad + random crop, random horizontal flip."""
     train_limit: int | None = None
     """Train on the first N training images only (null: all); the test split stays whole."""
+    eval_train: bool = False
+    """Also evaluate on the training images (``train_eval/*``: the train–test gap)."""
 
     def __post_init__(self) -> None:
         limit = self.train_limit
@@ -146,6 +156,7 @@ class SyntheticImagesConfig(DatasetConfig):
     """The pixel noise's standard deviation, in 0-255 units."""
     seed: int = 0
     augment: bool = True
+    eval_train: bool = False
 
     def __post_init__(self) -> None:
         require(self.num_train > 0, "dataset.num_train", self.num_train, "a positive integer")
@@ -161,6 +172,7 @@ def _task(
     device: torch.device,
     batch_size: int,
     eval_batch_size: int,
+    eval_train: bool = False,
 ) -> ImageClassificationTask:
     return ImageClassificationTask(
         train_images=train[0],
@@ -172,6 +184,7 @@ def _task(
         eval_batch_size=eval_batch_size,
         augment=augment,
         device=device,
+        eval_train=eval_train,
     )
 
 
@@ -188,7 +201,7 @@ def cifar10(
             raise ConfigError(f"dataset.train_limit={limit} must be in 1..{len(train[1])} (the training images there)")
         train = (train[0][:limit], train[1][:limit], train[2])
     test = load_cifar10(cfg.root, False, **kw)
-    return _task(train, test, cfg.augment, device, batch_size, eval_batch_size)
+    return _task(train, test, cfg.augment, device, batch_size, eval_batch_size, cfg.eval_train)
 
 
 def synthetic_root(cfg: SyntheticImagesConfig, run_dir: Path) -> Path:
@@ -210,4 +223,4 @@ def synthetic_images(
         write_cifar_batches(root, train, test)
     kw = {"download": False, "verify_checksums": False}
     train, test = load_cifar10(root, True, **kw), load_cifar10(root, False, **kw)
-    return _task(train, test, cfg.augment, device, batch_size, eval_batch_size)
+    return _task(train, test, cfg.augment, device, batch_size, eval_batch_size, cfg.eval_train)

@@ -90,7 +90,7 @@ class TranslationTask:
         self.max_len_a, self.max_len_b = cfg.max_len_a, cfg.max_len_b
         self.eval_bleu = cfg.eval_bleu
         self.bleu_max_sentences = cfg.bleu_max_sentences
-        self.train = TokenBatches(*data.splits["train"], self.vocab, self.max_tokens)
+        self.train = TokenBatches(*data.splits["train"], self.vocab, self.max_tokens, cfg.bucket_by_length)
         self.valid = TokenBatches(*data.splits["valid"], self.vocab, self.max_tokens)
         self.signature: str | None = None
 
@@ -205,6 +205,8 @@ class TranslationConfig(DatasetConfig):
     """Where the BPE goes when the data folder is read-only; default ``~/.cache/normbench/bpe``."""
     max_tokens: int = 4096
     """Padded tokens per batch (translation batches by tokens; the run's ``batch_size`` does not apply)."""
+    bucket_by_length: bool = True
+    """Training batches of similar lengths (little padding); false: lengths mixed (much padding)."""
     max_positions: int = 1024
     label_smoothing: float = 0.1
     beam: int = 5

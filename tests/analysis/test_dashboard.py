@@ -23,8 +23,16 @@ from tests.conf.test_compose import compose_cfg
 from tests.conftest import requires_extra, run_cli
 
 PRESETS = [*all_presets(), *all_presets(cpu=True)]
-TRANSLATION_SECTIONS = {"powernorm_mt", "ln_axes", "rmsnorm_speed", "leaderboard_translation"}
-BOTH = {"powernorm_fig2"}  # powernorm_stats: a ResNet20 arm and a Transformer arm
+TRANSLATION_SECTIONS = {
+    "powernorm_mt",
+    "powernorm_chain",
+    "bn_padding",
+    "ln_axes",
+    "rmsnorm_speed",
+    "leaderboard_translation",
+}
+BOTH = {"powernorm_fig2", "powernorm_fig3"}  # powernorm_stats / _grads: a ResNet20 arm and a Transformer arm
+GRAD_KEYS = tuple(f"{s}_{g}{cv}" for s in ("mean", "var") for g in ("grad", "input_grad") for cv in ("", "_cv"))
 
 # Rows as the runner writes them (key shapes taken from real runs: a ResNet20 run with every
 # diagnostic on, a Transformer run with BN in the encoder; the slow test below re-checks them).
@@ -48,9 +56,17 @@ IMAGE_ROWS: list[dict[str, Any]] = [
         "train/acc": 0.1,
         "val/loss": 2.3,
         "val/acc": 0.1,
+        "val/acc_population": 0.1,  # norm.eval_stats=both
+        "train_eval/acc": 0.1,  # dataset.eval_train=true
+        **{f"saturation/{layer}/{m}": 0.1 for layer in LAYERS for m in ("saturated", "grad_norm")},
+        **{f"eval_stats/{layer}/{m}": 0.1 for layer in ("first_layer", *LAYERS) for m in ("mean_dist", "var_dist")},
         "perf/samples_per_s": 90.0,
         "perf/diag_seconds": 1.0,
-        **{f"bn_stats/{layer}/{m}": 0.1 for layer in ("first_layer", *LAYERS) for m in ("mean_dist", "var_dist")},
+        **{
+            f"bn_stats/{layer}/{m}": 0.1
+            for layer in ("first_layer", *LAYERS)
+            for m in ("mean_dist", "var_dist", *GRAD_KEYS)  # grad_norms=true
+        },
     },
 ]
 TRANSLATION_ROWS: list[dict[str, Any]] = [
@@ -65,7 +81,7 @@ TRANSLATION_ROWS: list[dict[str, Any]] = [
         **{
             f"bn_stats/{layer}/{m}": 0.1
             for layer in ("first_layer", "encoder.layers.0.norm1")
-            for m in ("mean_dist", "var_dist")
+            for m in ("mean_dist", "var_dist", *GRAD_KEYS)
         },
     },
     {"step": 4, "epoch": 1, "test/bleu": 0.1, "test/loss": 9.0},

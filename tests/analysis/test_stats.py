@@ -157,3 +157,35 @@ def test_arms_without_spread() -> None:
 def test_an_arm_prints_diverged_only_for_a_run_that_diverged() -> None:
     assert summarize_arm([3.0], "welch").fmt() == "3 [-inf, inf]"  # one value: an unbounded interval
     assert summarize_arm([1.0, 2.0, math.inf], "welch").fmt() == "2 [1, diverged], 1 diverged"
+
+
+PAIRED = [
+    (x + RNG.normal(shift, 0.3, x.size), x)
+    for shift, x in ((0.0, RNG.normal(70, 5, 5)), (0.5, RNG.normal(60, 10, 6)), (-1.0, RNG.normal(0, 1, 8)))
+]
+
+
+@pytest.mark.parametrize("a, b", PAIRED)
+def test_paired_interval_p_and_tost_match_scipy_ttest_rel(a: np.ndarray, b: np.ndarray) -> None:
+    """Two evaluations of the same runs: the seeds' shared spread drops out of the paired test."""
+    c = compare(a, b, "paired", margin=0.5)
+    ref = sps.ttest_rel(a, b)
+    ci = ref.confidence_interval(0.95)
+    assert c.estimate == pytest.approx((a - b).mean(), rel=1e-12)
+    assert (c.lo, c.hi) == pytest.approx((ci.low, ci.high), rel=1e-10)
+    assert c.p == pytest.approx(ref.pvalue, rel=1e-10)
+    d = a - b
+    lower = sps.ttest_1samp(d, -0.5, alternative="greater").pvalue
+    upper = sps.ttest_1samp(d, 0.5, alternative="less").pvalue
+    assert c.p_eq == pytest.approx(max(lower, upper), rel=1e-10)
+    assert c.effect_size == pytest.approx(d.mean() / d.std(ddof=1) * (1 - 3 / (4 * (d.size - 1) - 1)), rel=1e-12)
+    t = sps.t.ppf(0.975, d.size - 1) + sps.t.ppf(0.8, d.size - 1)
+    assert c.detectable == pytest.approx(t * d.std(ddof=1) / math.sqrt(d.size), rel=1e-10)
+    # the unpaired test cannot see a 0.5 shift under a spread of 10 between seeds; the paired one can
+    if d.mean() > 0.3 and b.std() > 5:
+        assert compare(a, b, "welch").p > 0.5 and c.p < 0.05
+
+
+def test_paired_needs_one_value_per_seed_in_each_arm() -> None:
+    with pytest.raises(ValueError, match="one value of each arm per seed, got 3 and 4"):
+        compare([1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], "paired")

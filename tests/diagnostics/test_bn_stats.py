@@ -294,3 +294,73 @@ def test_grad_norms_leave_out_gradients_from_other_backward_passes() -> None:
     var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
     grad = -0.5 * (c * (x - mean[:, None, None])).sum((0, 2, 3)) * (var + 1e-5) ** -1.5
     assert hook.epoch_end()["0/var_grad"] == pytest.approx(float(grad.norm() / C), rel=1e-10)
+
+
+def test_grad_norms_epoch_mean_and_step_to_step_variation_match_the_closed_form() -> None:
+    """Three recorded steps: the epoch's value is the mean of the three closed-form (1/d)‖∂L/∂σ²_B‖₂,
+    its ``_cv`` their sample standard deviation over their mean; the first layer's also as first_layer/…."""
+    import statistics
+
+    torch.manual_seed(0)
+    model = nn.Sequential(build_norm("bn", C)).double()
+    hook = hook_for(model, grad_norms=True)
+    values = []
+    for step, scale in enumerate((1.0, 3.0, 0.5)):
+        x, c = torch.randn(4, C, 3, 3, dtype=torch.float64) * scale, torch.randn(4, C, 3, 3).double()
+        hook.before_step(step)
+        (model(x) * c).sum().backward()
+        hook.after_step(step)
+        var, mean = torch.var_mean(x, dim=(0, 2, 3), correction=0)
+        grad = -0.5 * (c * (x - mean[:, None, None])).sum((0, 2, 3)) * (var + 1e-5) ** -1.5
+        values.append(float(grad.norm() / C))
+    out = hook.epoch_end()
+    want_mean, want_cv = statistics.fmean(values), statistics.stdev(values) / statistics.fmean(values)
+    assert out["0/var_grad"] == pytest.approx(want_mean, rel=1e-10)
+    assert out["0/var_grad_cv"] == pytest.approx(want_cv, rel=1e-8)
+    assert out["first_layer/var_grad"] == out["0/var_grad"] and out["first_layer/var_grad_cv"] == out["0/var_grad_cv"]
+    assert "first_layer/mean_grad" in out and "first_layer/mean_grad_cv" in out
+
+
+def test_grad_moments_of_one_value_have_no_variation() -> None:
+    from normbench.diagnostics.bn_stats import grad_moments
+
+    assert grad_moments(2.0, 4.0, 1)[0] == 2.0 and grad_moments(2.0, 4.0, 1)[1] != grad_moments(2.0, 4.0, 1)[1]
+    mean, cv = grad_moments(6.0, 14.0, 3)  # 1, 2, 3: mean 2, s = 1
+    assert (mean, cv) == pytest.approx((2.0, 0.5))
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["NCHW", "NTC-masked"])
+def test_input_gradient_through_each_statistic_matches_autograd(masked: bool) -> None:
+    """‖∂L/∂x‖₂ through σ²_B (through μ_B): autograd of the loss with every other use of x detached."""
+    torch.manual_seed(0)
+    layout = "NTC" if masked else "NCHW"
+    norm = build_norm("bn", C, layout).double()
+    with torch.no_grad():
+        norm.weight.copy_(torch.tensor([1.0, 2.0, -0.5]))
+    hook = hook_for(nn.Sequential(norm), grad_norms=True)
+    if masked:
+        x, c = torch.randn(3, 5, C, dtype=torch.float64) * 2, torch.randn(3, 5, C, dtype=torch.float64)
+        mask = torch.arange(5)[None] < torch.tensor([5, 2, 4])[:, None]
+        hook.before_step(0)
+        (norm(x, mask) * c).sum().backward()
+        rows, crow = x[mask], c[mask]  # (n, C) real tokens
+    else:
+        x, c = torch.randn(4, C, 3, 3, dtype=torch.float64) * 2, torch.randn(4, C, 3, 3, dtype=torch.float64)
+        hook.before_step(0)
+        (norm(x) * c).sum().backward()
+        rows, crow = x.movedim(1, -1).reshape(-1, C), c.movedim(1, -1).reshape(-1, C)
+    hook.after_step(0)
+    out = hook.epoch_end()
+    gamma = norm.weight.detach()
+
+    def through(stat: str) -> float:
+        xr = rows.clone().requires_grad_(True)
+        mean, var = xr.mean(0), xr.var(0, correction=0)
+        mu = mean if stat == "mean" else mean.detach()
+        s2 = var if stat == "var" else var.detach()
+        y = gamma * (xr.detach() - mu) / torch.sqrt(s2 + 1e-5)
+        (y * crow).sum().backward()
+        return float(xr.grad.norm())
+
+    assert out["0/var_input_grad"] == pytest.approx(through("var"), rel=1e-10)
+    assert out["0/mean_input_grad"] == pytest.approx(through("mean"), rel=1e-10)

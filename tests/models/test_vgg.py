@@ -83,3 +83,47 @@ def test_init_follows_its_formula(init: str) -> None:
 def test_unknown_init_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="model.init='xavier'; valid choices: glorot, kaiming"):
         build_model({"name": "vgg16", "init": "xavier"}, factory("bn"))
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "sigmoid"])
+def test_activation_is_applied_to_every_norm_output(activation: str) -> None:
+    torch.manual_seed(0)
+    model = build_model({"name": "vgg11", "activation": activation}, factory("bn"))
+    block = model.features[0]
+    x = torch.randn(2, 3, 32, 32)
+    want = {"relu": torch.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}[activation](block.norm(block.conv(x)))
+    torch.testing.assert_close(block(x), want)
+
+
+def test_dropout_is_training_only_and_keeps_the_module_names() -> None:
+    """Dropout p after each block and before the classifier: eval equals the p = 0 network with the
+    same weights; training zeroes about p of each block's outputs; the module tree (the names the
+    diagnostics address, e.g. features.7.conv) is the p = 0 one."""
+    torch.manual_seed(0)
+    plain = build_model({"name": "vgg11"}, factory("none"))
+    dropped = build_model({"name": "vgg11", "dropout": 0.3}, factory("none"))
+    assert [n for n, _ in plain.named_modules()] == [n for n, _ in dropped.named_modules()]
+    dropped.load_state_dict(plain.state_dict())
+    x = torch.randn(4, 3, 32, 32)
+    plain.eval(), dropped.eval()
+    torch.testing.assert_close(dropped(x), plain(x))
+    dropped.train()
+    out = dropped.features[0](x)
+    zero = (out == 0).float().mean().item() - (torch.relu(dropped.features[0].conv(x)) == 0).float().mean().item()
+    assert zero == pytest.approx(0.3 * 0.5, abs=0.03)  # ReLU leaves about half non-zero; dropout takes 30 % of those
+
+
+def test_kaiming_init_uses_the_activations_gain() -> None:
+    torch.manual_seed(0)
+    w = build_model({"name": "vgg11", "init": "kaiming", "activation": "tanh"}, factory("none")).features[2].conv.weight
+    assert w.std().item() == pytest.approx(5 / 3 / math.sqrt(128 * 9), rel=0.02)  # gain(tanh) / sqrt(fan_out)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [("activation", "gelu", "model.activation='gelu'; valid choices: relu, tanh, sigmoid"),
+     ("dropout", 1.0, r"model.dropout=1.0; valid: a probability in \[0, 1\)")],
+)  # fmt: skip
+def test_bad_activation_or_dropout_is_a_config_error(key: str, value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        build_model({"name": "vgg11", key: value}, factory("bn"))

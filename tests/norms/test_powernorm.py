@@ -17,7 +17,9 @@ from normbench.norms import build_norm
 C, GROUPS, EPS, A_FWD, A_BKW, WARMUP = 8, 2, 1e-5, 0.8, 0.7, 2
 
 
-def group_scale(x: torch.Tensor) -> torch.Tensor:  # (M, C) real tokens
+def group_scale(x: torch.Tensor, on: bool = True) -> torch.Tensor:  # (M, C) real tokens
+    if not on:  # group_scaling=False
+        return x
     g = x.view(x.shape[0], GROUPS, C // GROUPS)
     return (g / torch.sqrt(g.pow(2).mean(-1, keepdim=True) + EPS)).view_as(x)
 
@@ -28,10 +30,11 @@ def rows(mask: torch.Tensor | None, v: torch.Tensor) -> torch.Tensor:
 
 
 class Reference:
-    """PowerNorm on the (M, C) matrix of real positions, from the formulas."""
+    """PowerNorm on the (M, C) matrix of real positions, from the formulas; ``batch``: PN-V (ψ²_B
+    in every forward, the derivative of that forward as the backward); ``scaling``: GroupScaling."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor) -> None:
-        self.weight, self.bias = weight, bias
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, batch: bool = False, scaling: bool = True) -> None:
+        self.weight, self.bias, self.batch, self.scaling = weight, bias, batch, scaling
         self.running = torch.ones(C, dtype=torch.float64)
         self.ema_gz = torch.zeros(C, dtype=torch.float64)
         self.t = 0
@@ -39,7 +42,16 @@ class Reference:
     def step(self, x: torch.Tensor, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
         self.t += 1
         x = x.clone().requires_grad_(True)
-        xs = group_scale(x)
+        xs = group_scale(x, self.scaling)
+        if self.batch:  # PN-V: y = γ·x̃/sqrt(mean(x̃²) + eps) + β, differentiated by autograd
+            psi2_b = xs.pow(2).mean(0)
+            z = xs / torch.sqrt(psi2_b + EPS)
+            (dy * z * self.weight).sum().backward()
+            psi2_b = psi2_b.detach()
+            if self.t < WARMUP:
+                self.running = self.running * (self.t - 1) / self.t + psi2_b / self.t
+            self.running = A_FWD * self.running + (1 - A_FWD) * psi2_b
+            return self.weight * z.detach() + self.bias, x.grad, (dy * z.detach()).sum(0), dy.sum(0)
         psi2_b = xs.detach().pow(2).mean(0)
         psi2 = psi2_b if self.t <= WARMUP else self.running.clone()
         z = xs.detach() / torch.sqrt(psi2 + EPS)
@@ -55,14 +67,21 @@ class Reference:
 
 
 @pytest.mark.parametrize("layout", ["NTC", "NCHW"])
-def test_matches_reference_over_warmup_and_after(layout: str) -> None:
+@pytest.mark.parametrize(
+    ("forward_stats", "group_scaling"),
+    [("running", True), ("running", False), ("batch", True), ("batch", False)],
+    ids=["pn", "pn-no-groupscaling", "pn-v", "pn-v-no-groupscaling"],
+)
+def test_matches_reference_over_warmup_and_after(layout: str, forward_stats: str, group_scaling: bool) -> None:
+    """Each step of the BN → PN-V → PN chain, and each with and without GroupScaling."""
     m = build_norm(
-        "pn", C, layout, eps=EPS, alpha_fwd=A_FWD, alpha_bkw=A_BKW, warmup_iters=WARMUP, groups=GROUPS
-    ).double()
+        "pn", C, layout, eps=EPS, alpha_fwd=A_FWD, alpha_bkw=A_BKW, warmup_iters=WARMUP, groups=GROUPS,
+        forward_stats=forward_stats, group_scaling=group_scaling,
+    ).double()  # fmt: skip
     g = torch.Generator().manual_seed(0)
     for p in m.parameters():
         p.data = torch.randn(p.shape, generator=g, dtype=p.dtype)
-    ref = Reference(m.weight.detach().clone(), m.bias.detach().clone())
+    ref = Reference(m.weight.detach().clone(), m.bias.detach().clone(), forward_stats == "batch", group_scaling)
     for t in range(5):
         if layout == "NTC":
             x = torch.randn(4, 6, C, generator=g, dtype=torch.float64) * (1 + t) + 0.5
@@ -87,7 +106,7 @@ def test_matches_reference_over_warmup_and_after(layout: str) -> None:
             assert (y[~mask] == 0).all() and (xi.grad[~mask] == 0).all()
     m.eval()
     y = m(x, mask)
-    z = group_scale(rows(mask, x)) / torch.sqrt(ref.running + EPS)
+    z = group_scale(rows(mask, x), group_scaling) / torch.sqrt(ref.running + EPS)
     torch.testing.assert_close(rows(mask, y), ref.weight * z + ref.bias, atol=1e-10, rtol=0)
 
 
@@ -113,3 +132,34 @@ def test_bfloat16_input_keeps_fp32_statistics() -> None:
         assert m16.running_psi2.dtype == torch.float32
         torch.testing.assert_close(y16.float(), y32, atol=0.05, rtol=0.02)
         torch.testing.assert_close(m16.running_psi2, m32.running_psi2)
+
+
+def test_pn_v_is_batchnorm_without_the_mean() -> None:
+    """PN-V without GroupScaling on zero-mean data equals BatchNorm's training forward and backward
+    (the chain's first step removes only the mean subtraction): torch's own layer as the reference."""
+    pnv = build_norm("pn", C, "NCHW", eps=EPS, forward_stats="batch", group_scaling=False).double()
+    bn = torch.nn.BatchNorm2d(C, eps=EPS).double()
+    x = torch.randn(6, C, 3, 3, dtype=torch.float64)
+    x = x - x.mean((0, 2, 3), keepdim=True)  # per-channel batch mean 0: ψ²_B = σ²_B
+    dy = torch.randn(x.shape, dtype=torch.float64)
+    grads = []
+    for layer in (pnv, bn):
+        xi = x.clone().requires_grad_(True)
+        y = layer(xi)
+        (y * dy).sum().backward()
+        grads.append((y.detach(), xi.grad))
+    torch.testing.assert_close(grads[0][0], grads[1][0], atol=1e-10, rtol=0)
+    # BN's backward has a mean term Σdy/n per channel that PN-V's lacks: equal only where it is 0
+    dy0 = dy - dy.mean((0, 2, 3), keepdim=True)
+    xs = [x.clone().requires_grad_(True) for _ in range(2)]
+    for layer, xi in zip((pnv, bn), xs, strict=True):
+        (layer(xi) * dy0).sum().backward()
+    torch.testing.assert_close(xs[0].grad, xs[1].grad, atol=1e-10, rtol=0)
+
+
+def test_unknown_forward_stats_is_refused() -> None:
+    from normbench.errors import ConfigError
+    from normbench.norms.power import PowerNormConfig
+
+    with pytest.raises(ConfigError, match="norm.forward_stats=mean is not allowed; .* one of running, batch"):
+        PowerNormConfig(forward_stats="mean")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import OmegaConf
 
 from normbench.errors import ConfigError
 from normbench.norms import build_norm, norm_factory
@@ -188,3 +189,17 @@ def test_powernorm_mt_keeps_pn_warmup_at_the_lr_warmup() -> None:
     pn = norm_factory(cfg.model.encoder_norm)(16, "NTC")
     pn.plan_schedule(123_456)
     assert pn.warmup_iters == cfg.schedule.warmup_steps == 8000
+
+
+def test_powernorm_chain_pn_v_arm_differs_from_pn_only_in_the_forward_statistics() -> None:
+    """powernorm_chain's PN-V arm is the PN arm (GroupScaling groups, warm-up) with
+    forward_stats=batch, and builds a PowerNorm in that mode."""
+    arm = "experiment/arms/powernorm_mt@_global_"
+    pn, pn_v = (compose_cfg(["experiment=powernorm_chain_cpu", f"{arm}={a}"]) for a in ("pn", "pn_v"))
+    a, b = OmegaConf.to_container(pn.model.encoder_norm), OmegaConf.to_container(pn_v.model.encoder_norm)
+    assert {k for k in a if a[k] != b[k]} == {"forward_stats"} and (a["forward_stats"], b["forward_stats"]) == (
+        "running",
+        "batch",
+    )
+    assert pn_v.model.decoder_norm.name == "ln" and pn_v.epochs == 2
+    assert norm_factory(pn_v.model.encoder_norm)(16, "NTC").forward_stats == "batch"

@@ -26,6 +26,23 @@ def test_token_buckets_respect_max_tokens_and_cover_every_pair() -> None:
         token_buckets(src, tgt, 30)
 
 
+def test_mixed_length_buckets_hold_the_padding_the_ablation_wants() -> None:
+    """``by_length=False``: the same cover of the pairs under max_tokens, in a fixed random order, so
+    that batches mix lengths: the padded share is far above the length-sorted buckets'."""
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(2, 40, (500,), generator=g).tolist()
+    tgt = [s + int(d) for s, d in zip(src, torch.randint(-1, 2, (500,), generator=g))]  # a translation's length
+    real = sum(max(s, t) for s, t in zip(src, tgt))
+
+    def padded_share(buckets: list[list[int]]) -> float:
+        return sum(len(b) * max(max(src[i], tgt[i]) for i in b) for b in buckets) / real
+
+    mixed = token_buckets(src, tgt, 256, by_length=False)
+    assert sorted(i for b in mixed for i in b) == list(range(500)) and mixed == token_buckets(src, tgt, 256, False)
+    assert all(len(b) * max(max(src[i], tgt[i]) for i in b) <= 256 for b in mixed)
+    assert padded_share(mixed) > 1.4 > 1.1 > padded_share(token_buckets(src, tgt, 256))
+
+
 def test_batches_are_padded_masked_and_reshuffled_each_epoch(tmp_path) -> None:
     text = {
         s: make_synthetic_parallel(300 if s == "train" else 40, seed=i)

@@ -1,4 +1,5 @@
-"""The CIFAR-10 task: ``dataset.train_limit`` trains on the first N training images only."""
+"""The CIFAR-10 task: ``dataset.train_limit`` trains on the first N training images only;
+``dataset.eval_train`` also evaluates on them (the train–test gap)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,9 @@ def _cifar(root: Path) -> tuple[np.ndarray, np.ndarray]:
     return train
 
 
-def _task(root: Path, limit: int | None):
+def _task(root: Path, limit: int | None, eval_train: bool = False):
     cfg = {"name": "cifar10", "root": str(root), "download": False, "verify_checksums": False, "augment": False,
-           "train_limit": limit}  # fmt: skip
+           "train_limit": limit, "eval_train": eval_train}  # fmt: skip
     return build_task(cfg, torch.device("cpu"), root, batch_size=8, eval_batch_size=10)
 
 
@@ -40,3 +41,19 @@ def test_a_train_limit_beyond_the_data_is_one_error(tmp_path: Path) -> None:
     _cifar(tmp_path)
     with pytest.raises(ConfigError, match=r"dataset.train_limit=51 must be in 1..50"):
         _task(tmp_path, 51)
+
+
+def test_eval_train_scores_the_training_images_as_the_test_ones(tmp_path: Path) -> None:
+    """A model that answers the label of a pixel's value: accuracy by hand on each split."""
+    _cifar(tmp_path)
+    task = _task(tmp_path, 30, eval_train=True)
+
+    class PixelModel(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.nn.functional.one_hot((x[:, 0, 0, 0] > 0).long() * 3, 10).float()
+
+    out = task.evaluate(PixelModel())
+    for split, images, labels in (("val", task.test_x, task.test_y), ("train_eval", task.train_x, task.train_y)):
+        predicted = (task._prepare(images)[:, 0, 0, 0] > 0).long() * 3
+        assert out[f"{split}/acc"] == pytest.approx(float((predicted == labels).float().mean()))
+    assert "train_eval/acc" not in _task(tmp_path, 30).evaluate(PixelModel())

@@ -1,0 +1,83 @@
+"""``saturation``: how many units sit in a saturating activation's flat tails, and how large the
+gradients of each layer's weights are (BN's "keeps activations out of saturation" claim, the
+classic motivation of Ioffe & Szegedy 2015, §1; issue 27's saturation preset).
+
+One extra forward and backward of the step's batch at θ_t, in train mode as the step (same RNG
+draws and norm state: `DiagContext.closure`), with forward hooks on every normbench norm (``none``
+included): a norm's output is the pre-activation of the activation that follows it in normbench's
+conv nets. Logged per layer:
+
+- ``<norm layer>/saturated``: the fraction of its output elements with |z| > ``threshold`` (real
+  tokens only under a padding mask). tanh′(2) = 0.07 and σ′(4) = 0.018: a unit beyond the
+  threshold passes almost no gradient;
+- ``<module>/grad_norm``: ‖∂L/∂θ‖₂ over each module's own parameters (weights and biases), from
+  ``torch.autograd.grad`` (the step's ``.grad`` is not touched). Vanishing gradients show as the
+  first layers' norms falling by orders of magnitude.
+
+The W&B layout adds ``first_layer/…`` and ``layer_mean/…`` headlines of each.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from normbench.diagnostics.activations import real_values
+from normbench.diagnostics.layers import model_layers, norm_layers
+from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
+from normbench.errors import ConfigError
+
+
+def saturated_fraction(z: Tensor, threshold: float) -> Tensor:
+    """The fraction of the elements of ``z`` with |z| > ``threshold`` (NaN counts as saturated)."""
+    z = z.detach()
+    return (~(z.abs() <= threshold)).double().mean()  # exact counts (float32 rounds past 2**24 elements)
+
+
+@dataclass
+class SaturationConfig(CadenceConfig):
+    threshold: float = 2.0
+    """|pre-activation| beyond which a unit counts as saturated (2 for tanh, 4 for sigmoid)."""
+
+    def check(self, name: str) -> None:
+        super().check(name)
+        if not (math.isfinite(self.threshold) and self.threshold > 0):
+            raise ConfigError(f"diagnostics.{name}.threshold={self.threshold} must be a positive number")
+
+
+@register_diagnostic("saturation", SaturationConfig)
+class SaturationHook(DiagnosticHook):
+    def __call__(self, ctx: DiagContext) -> dict[str, Any]:
+        threshold = float(self.cfg.threshold)  # type: ignore[attr-defined]
+        fractions: dict[str, Tensor] = {}
+
+        def record(name: str, module: nn.Module):
+            def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+                mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
+                z = real_values(output, mask, getattr(mod, "layout", "NCHW"))
+                fractions.setdefault(name, saturated_fraction(z, threshold))
+
+            return module.register_forward_hook(hook, with_kwargs=True)
+
+        layers = model_layers(ctx.model)
+        params = [p for _, own in layers for p in own]
+        handles = [record(name, m) for name, m in norm_layers(ctx.model)]
+        try:
+            loss = ctx.closure()()
+        finally:
+            for h in handles:
+                h.remove()
+        grads = torch.autograd.grad(loss, params, allow_unused=True)
+        out: dict[str, Any] = {f"{name}/saturated": float(f) for name, f in fractions.items()}
+        i = 0
+        for name, own in layers:
+            g = [x for x in grads[i : i + len(own)] if x is not None]
+            i += len(own)
+            if g:
+                out[f"{name}/grad_norm"] = float(torch.linalg.vector_norm(torch.stack([x.norm() for x in g])))
+        ctx.reset()
+        return out

@@ -1,0 +1,153 @@
+"""The bn_dropout and bn_saturation presets (issue 27, items 4 and 5): their figures and claims
+from synthetic run directories, and their arms as composed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from normbench.analysis.stats import SUPPORTED
+from tests.conf.test_compose import compose_cfg
+from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
+
+DROPOUT_ARMS = {"standard": ("none", 0.0), "standard_dropout": ("none", 0.3), "bn": ("bn", 0.0),
+                "bn_dropout": ("bn", 0.3)}  # fmt: skip
+
+
+def test_bn_dropout_gap_and_claims(tmp_path: Path) -> None:
+    # (train_eval acc, val acc) at the end: the standard VGG overfits (gap 0.5), dropout halves it,
+    # BN narrows it to 0.3 and tests higher
+    final = {"standard": (1.0, 0.5), "standard_dropout": (0.8, 0.55), "bn": (1.0, 0.7), "bn_dropout": (0.9, 0.72)}
+    job = 0
+    for arm, (norm, p) in DROPOUT_ARMS.items():
+        for seed in SEEDS:
+            train, val = final[arm]
+            rows = [{"step": 70, "epoch": 10, "val/acc": val / 2, "train_eval/acc": train / 2},
+                    {"step": 210, "epoch": 30, "val/acc": val + 0.01 * seed, "train_eval/acc": train}]  # fmt: skip
+            write_run(tmp_path / "runs", job, {"norm": {"name": norm}, "model": {"dropout": p}, "seed": seed}, rows, {})
+            job += 1
+    out = tmp_path / "out"
+    build("bn_dropout_cpu", tmp_path / "runs", out)
+    verdicts = claims(out)
+    assert verdicts == {"dropout_narrows_gap": SUPPORTED, "bn_narrows_gap": SUPPORTED, "bn_higher_test_acc": SUPPORTED}
+    assert float(claim_row(out, "bn_narrows_gap")["estimate"]) == pytest.approx(0.3 - 0.5)
+    rows = read_csv(out / "bn_dropout.csv")
+    assert_point(rows, "train_test_gap", "BN", 2.0, [0.3 - 0.01 * s for s in SEEDS])
+
+
+@pytest.mark.parametrize("arm", DROPOUT_ARMS)
+def test_bn_dropout_arms_compose(arm: str) -> None:
+    cfg = compose_cfg(["experiment=bn_dropout_cpu", f"experiment/arms/bn_dropout@_global_={arm}"])
+    assert (cfg.norm.name, cfg.model.dropout) == DROPOUT_ARMS[arm]
+    assert cfg.model.name == "vgg11" and cfg.dataset.eval_train and not cfg.dataset.augment
+    assert cfg.dataset.train_limit == 500
+
+
+def _saturation_rows(saturated: list[float], grads: dict[str, float], seed: int) -> list[dict]:
+    layers = [f"features.{i}.norm" for i in (0, 2, 4)]
+    rows = []
+    for step in (0, 25, 50):
+        row = {"step": step, **{f"saturation/{layer}/saturated": s for layer, s in zip(layers, saturated)}}
+        row.update({f"saturation/{name}/grad_norm": g * (1 + 0.05 * seed) for name, g in grads.items()})
+        rows.append(row)
+    return rows
+
+
+def test_bn_saturation_measures_and_claims(tmp_path: Path) -> None:
+    """Standard: 60 % of units saturated on average, first-layer gradient 1e-4 of the classifier's;
+    BN: 10 %, ratio 0.1."""
+    job = 0
+    for norm, saturated, first in (("none", [0.5, 0.6, 0.7], 1e-4), ("bn", [0.05, 0.1, 0.15], 0.1)):
+        for seed in SEEDS:
+            rows = _saturation_rows([s + 0.01 * seed for s in saturated], {"features.0.conv": first,
+                                    "features.2.conv": 0.5, "classifier": 1.0}, seed)  # fmt: skip
+            write_run(tmp_path / "runs", job, {"norm": {"name": norm}, "seed": seed}, rows, {})
+            job += 1
+    out = tmp_path / "out"
+    build("bn_saturation_cpu", tmp_path / "runs", out)
+    assert claims(out) == {"bn_fewer_saturated": SUPPORTED, "early_gradients_vanish_without_bn": SUPPORTED}
+    row = claim_row(out, "early_gradients_vanish_without_bn")
+    assert float(row["estimate"]) == pytest.approx(1e-4 / 0.1)  # the ratio of geometric means
+    assert float(claim_row(out, "bn_fewer_saturated")["estimate"]) == pytest.approx(0.1 - 0.6)
+    rows = read_csv(out / "bn_saturation.csv")
+    assert_point(rows, "saturated", "standard", 25, [0.6 + 0.01 * s for s in SEEDS])
+
+
+@pytest.mark.parametrize("arm", ["standard", "bn"])
+def test_bn_saturation_arms_compose(arm: str) -> None:
+    cfg = compose_cfg(["experiment=bn_saturation_cpu", f"experiment/arms/bn_saturation@_global_={arm}"])
+    assert cfg.norm.name == ("none" if arm == "standard" else "bn") and cfg.model.activation == "sigmoid"
+    assert cfg.diagnostics.saturation.threshold == 4.0 and cfg.max_steps == 300 and cfg.model.name == "vgg11"
+
+
+def test_bn_lr_range_counts_a_diverged_run_as_the_worst(tmp_path: Path) -> None:
+    """none diverges at lr 3 and is poor at lr 1; BN trains at both; GN matches BN at 1, diverges at 3."""
+    acc = {("none", 1.0): 0.3, ("bn", 1.0): 0.6, ("gn", 1.0): 0.6, ("bn", 3.0): 0.5}
+    job = 0
+    for norm in ("none", "bn", "gn"):
+        for lr in (0.1, 0.3, 1.0, 3.0):
+            for seed in SEEDS:
+                cfg = {"norm": {"name": norm}, "lr": lr, "seed": seed}
+                if (norm, lr) in acc or lr < 1.0:
+                    rows = [{"step": 156, "epoch": 4, "val/acc": acc.get((norm, lr), 0.5) + 0.01 * seed}]
+                    write_run(tmp_path / "runs", job, cfg, rows, {})
+                else:
+                    d = write_run(tmp_path / "runs", job, cfg, [{"step": 3, "train/batch_loss": float("nan")}], {})
+                    (d / "summary.json").write_text('{"status": "diverged"}')
+                job += 1
+    out = tmp_path / "out"
+    build("bn_lr_range_cpu", tmp_path / "runs", out)
+    verdicts = claims(out)
+    assert verdicts["bn_above_none_lr1"] == SUPPORTED and verdicts["bn_above_none_lr3"] == SUPPORTED
+    assert verdicts["bn_above_gn_lr1"] != SUPPORTED and verdicts["bn_above_gn_lr3"] == SUPPORTED
+    assert (
+        claim_row(out, "bn_above_none_lr3")["test"] == "rank"
+        and claim_row(out, "bn_above_none_lr3")["b_diverged"] == "5"
+    )
+    rows = read_csv(out / "bn_lr_range.csv")
+    assert_point(rows, "final_val_acc", "gn", 3.0, [0.0] * 5)
+    assert_point(rows, "final_val_acc", "bn", 1.0, [0.6 + 0.01 * s for s in SEEDS])
+
+
+PADDING_ARMS = {  # arm: (encoder norm, count_padding, bucket_by_length)
+    "bn_bucketed": ("bn", False, True),
+    "bn_padded_bucketed": ("bn", True, True),
+    "bn_mixed": ("bn", False, False),
+    "bn_padded_mixed": ("bn", True, False),
+    "ln_mixed": ("ln", None, False),
+}
+
+
+def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
+    bleu = {"bn_bucketed": 14.0, "bn_padded_bucketed": 13.8, "bn_mixed": 13.0, "bn_padded_mixed": 8.0, "ln_mixed": 14.0}
+    job = 0
+    for arm, (norm, counted, bucketed) in PADDING_ARMS.items():
+        enc = {"name": norm} if counted is None else {"name": norm, "count_padding": counted}
+        for seed in SEEDS:
+            cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
+                   "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
+            dist = 0.5 if arm == "bn_padded_mixed" else 0.1
+            rows = [
+                {"step": 160, "epoch": 1, "val/loss": 4.0, "bn_stats/first_layer/var_dist": dist * (1 + 0.1 * seed)}
+            ]
+            write_run(tmp_path / "runs", job, cfg, rows, {"test/bleu": bleu[arm] + 0.5 * seed})
+            job += 1
+    out = tmp_path / "out"
+    build("bn_padding_cpu", tmp_path / "runs", out)
+    verdicts = claims(out)
+    assert verdicts["padding_hurts_mixed"] == SUPPORTED and verdicts["ln_above_padded_bn_mixed"] == SUPPORTED
+    assert verdicts["padded_variance_strays_mixed"] == SUPPORTED
+    assert verdicts["padding_hurts_bucketed"] != SUPPORTED  # 0.2 apart, seeds spread over 2
+    assert claim_row(out, "padding_hurts_mixed")["a_n"] == "5"  # the LN arm (no count_padding) is not selected
+    assert_point(read_csv(out / "bn_padding.csv"), "bleu", "bn padded (mixed)", 3.0, [8.0 + 0.5 * s for s in SEEDS])
+
+
+@pytest.mark.parametrize("arm", PADDING_ARMS)
+def test_bn_padding_arms_compose(arm: str) -> None:
+    cfg = compose_cfg(["experiment=bn_padding_cpu", f"experiment/arms/bn_padding@_global_={arm}"])
+    norm, counted, bucketed = PADDING_ARMS[arm]
+    assert cfg.model.encoder_norm.name == norm and cfg.dataset.bucket_by_length == bucketed
+    if counted is not None:
+        assert cfg.model.encoder_norm.count_padding == counted and cfg.model.encoder_norm.momentum == 0.05
+    assert cfg.model.decoder_norm.name == "ln" and cfg.max_steps == 160
