@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError
+from normbench.errors import ConfigError, require_in
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.registry import NormLayer
 
@@ -108,6 +108,9 @@ class VGGConfig(ModelConfig):
     """``relu`` | ``tanh`` | ``sigmoid`` (saturating: BN's "keeps activations out of saturation")."""
     dropout: float = 0.0
     """Dropout probability after every conv block and before the classifier (0: none)."""
+
+    def __post_init__(self) -> None:
+        require_in("model.dropout", self.dropout, "[0, 1)")  # NaN too, when the config is parsed
 
 
 def _vgg(name: str, cfg: VGGConfig, norm_layer: NormLayer, num_classes: int) -> VGG:

@@ -122,7 +122,7 @@ def test_kaiming_init_uses_the_activations_gain() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [("activation", "gelu", "model.activation='gelu'; valid choices: relu, tanh, sigmoid"),
-     ("dropout", 1.0, r"model.dropout=1.0; valid: a probability in \[0, 1\)")],
+     ("dropout", 1.0, r"model.dropout=1.0 is not allowed; model.dropout must be in \[0, 1\)")],
 )  # fmt: skip
 def test_bad_activation_or_dropout_is_a_config_error(key: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
