@@ -9,6 +9,7 @@ import itertools
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -234,27 +235,24 @@ def test_a_diverged_run_counts_in_its_arm(santurkar_runs: Path, tmp_path: Path) 
 # ---------------------------------------------------------------- Shen et al. 2020, Figure 2
 
 
-def test_powernorm_stats_figure(tmp_path: Path) -> None:
-    root, job, total = tmp_path / "multirun", 0, 50
+def _cv_nlp_runs(root: Path, total: int, row: Callable[[float, int, int], dict[str, float]]) -> None:
+    """A ResNet20 (CV, scale 0.01) and a Transformer (NLP, scale 0.5) arm, 5 seeds each, a row
+    ``row(scale, seed, step)`` every 10 steps."""
+    job = 0
     for model, dataset, scale in (("resnet20", "cifar10", 0.01), ("transformer_tiny", "iwslt14", 0.5)):
         for seed in SEEDS:
-            rows = [
-                {
-                    "step": step,
-                    "epoch": step // 10,
-                    "bn_stats/first_layer/mean_dist": scale * (1 + seed) * step,
-                    "bn_stats/first_layer/var_dist": 2 * scale * (1 + seed),
-                }
-                for step in range(10, total + 1, 10)
-            ]
-            write_run(
-                root,
-                job,
-                {"model": {"name": model}, "dataset": {"name": dataset}, "norm": {"name": "bn"}, "seed": seed},
-                rows,
-                {"step": total},
-            )
+            rows = [{"step": step, "epoch": step // 10, **row(scale, seed, step)} for step in range(10, total + 1, 10)]
+            cfg = {"model": {"name": model}, "dataset": {"name": dataset}, "norm": {"name": "bn"}, "seed": seed}
+            write_run(root, job, cfg, rows, {"step": total})
             job += 1
+
+
+def test_powernorm_stats_figure(tmp_path: Path) -> None:
+    root, total = tmp_path / "multirun", 50
+    _cv_nlp_runs(root, total, lambda scale, seed, step: {
+        "bn_stats/first_layer/mean_dist": scale * (1 + seed) * step,
+        "bn_stats/first_layer/var_dist": 2 * scale * (1 + seed),
+    })  # fmt: skip
     out = tmp_path / "out"
     build("powernorm_stats", root, out)
     rows = read_csv(out / "powernorm_fig2.csv")
@@ -269,22 +267,12 @@ def test_powernorm_stats_figure(tmp_path: Path) -> None:
 def test_powernorm_grads_figure(tmp_path: Path) -> None:
     """Fig. 3: the NLP input gradient through σ²_B 50x the CV one (supported); its within-epoch
     variation the same in both arms but for the seeds' spread (inconclusive)."""
-    root, job, total = tmp_path / "multirun", 0, 50
-    for model, dataset, scale in (("resnet20", "cifar10", 0.01), ("transformer_tiny", "iwslt14", 0.5)):
-        for seed in SEEDS:
-            rows = [
-                {
-                    "step": step,
-                    "epoch": step // 10,
-                    "bn_stats/first_layer/var_input_grad": scale * (1 + seed) * step,
-                    "bn_stats/first_layer/mean_input_grad": scale,
-                    "bn_stats/first_layer/var_input_grad_cv": 0.3 * (1 + 0.2 * seed) + (0.01 if scale == 0.5 else 0),
-                }
-                for step in range(10, total + 1, 10)
-            ]
-            cfg = {"model": {"name": model}, "dataset": {"name": dataset}, "norm": {"name": "bn"}, "seed": seed}
-            write_run(root, job, cfg, rows, {"step": total})
-            job += 1
+    root, total = tmp_path / "multirun", 50
+    _cv_nlp_runs(root, total, lambda scale, seed, step: {
+        "bn_stats/first_layer/var_input_grad": scale * (1 + seed) * step,
+        "bn_stats/first_layer/mean_input_grad": scale,
+        "bn_stats/first_layer/var_input_grad_cv": 0.3 * (1 + 0.2 * seed) + (0.01 if scale == 0.5 else 0),
+    })  # fmt: skip
     out = tmp_path / "out"
     build("powernorm_grads_cpu", root, out)
     rows = read_csv(out / "powernorm_fig3.csv")
