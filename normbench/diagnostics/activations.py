@@ -16,6 +16,8 @@ activation to one rank).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +81,30 @@ def summarize(x: Tensor, bins: int) -> tuple[Tensor, Tensor, Histogram]:
     return mean, std, Histogram(counts.tolist(), edges.tolist())
 
 
+@contextmanager
+def norm_inputs_outputs(model: nn.Module) -> Iterator[dict[str, tuple[Tensor, Tensor]]]:
+    """While inside: each normbench norm's (input, output) of its first call, at real positions
+    (`real_values`), detached, by layer name; the forward hooks are removed on leaving."""
+    seen: dict[str, tuple[Tensor, Tensor]] = {}
+
+    def record(name: str, module: nn.Module):
+        def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
+            mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
+            layout = getattr(mod, "layout", "NCHW")
+            seen.setdefault(
+                name, (real_values(args[0], mask, layout).detach(), real_values(output, mask, layout).detach())
+            )
+
+        return module.register_forward_hook(hook, with_kwargs=True)
+
+    handles = [record(name, m) for name, m in norm_layers(model)]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
 @dataclass
 class ActivationsConfig(CadenceConfig):
     bins: int = 64
@@ -93,23 +119,8 @@ class ActivationsConfig(CadenceConfig):
 class ActivationsHook(DiagnosticHook):
     def __call__(self, ctx: DiagContext) -> dict[str, Any]:
         bins = self.cfg.bins  # type: ignore[attr-defined]
-        seen: dict[str, tuple[Tensor, Tensor]] = {}
-
-        def record(name: str, module: nn.Module):
-            def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-                mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
-                layout = getattr(mod, "layout", "NCHW")
-                seen.setdefault(name, (real_values(args[0], mask, layout), real_values(output, mask, layout)))
-
-            return module.register_forward_hook(hook, with_kwargs=True)
-
-        handles = [record(name, m) for name, m in norm_layers(ctx.model)]
-        try:
-            with torch.no_grad():
-                ctx.closure()()
-        finally:
-            for h in handles:
-                h.remove()
+        with norm_inputs_outputs(ctx.model) as seen, torch.no_grad():
+            ctx.closure()()
         out: dict[str, Any] = {}
         for name, (pre, post) in seen.items():
             for side, x in (("pre", pre), ("post", post)):

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from normbench.diagnostics.activations import real_values
-from normbench.diagnostics.layers import model_layers, norm_layers
+from normbench.diagnostics.activations import norm_inputs_outputs
+from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.errors import ConfigError
 
@@ -53,26 +53,14 @@ class SaturationConfig(CadenceConfig):
 class SaturationHook(DiagnosticHook):
     def __call__(self, ctx: DiagContext) -> dict[str, Any]:
         threshold = float(self.cfg.threshold)  # type: ignore[attr-defined]
-        fractions: dict[str, Tensor] = {}
-
-        def record(name: str, module: nn.Module):
-            def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-                mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
-                z = real_values(output, mask, getattr(mod, "layout", "NCHW"))
-                fractions.setdefault(name, saturated_fraction(z, threshold))
-
-            return module.register_forward_hook(hook, with_kwargs=True)
-
         layers = model_layers(ctx.model)
         params = [p for _, own in layers for p in own]
-        handles = [record(name, m) for name, m in norm_layers(ctx.model)]
-        try:
+        with norm_inputs_outputs(ctx.model) as seen:
             loss = ctx.closure()()
-        finally:
-            for h in handles:
-                h.remove()
         grads = torch.autograd.grad(loss, params, allow_unused=True)
-        out: dict[str, Any] = {f"{name}/saturated": float(f) for name, f in fractions.items()}
+        out: dict[str, Any] = {
+            f"{name}/saturated": float(saturated_fraction(post, threshold)) for name, (_, post) in seen.items()
+        }
         i = 0
         for name, own in layers:
             g = [x for x in grads[i : i + len(own)] if x is not None]
