@@ -43,6 +43,9 @@ NORM_COLORS = {
     "rms": "tab:cyan",
     "prms": "tab:olive",
     "pn": "goldenrod",
+    "bn_l1": "darkred",
+    "bn_l2": "salmon",
+    "bn_linf": "maroon",
 }
 
 

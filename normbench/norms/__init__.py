@@ -1,6 +1,6 @@
 """Normalization layers, one file per family, all reachable through the registry."""
 
-from normbench.norms import batch, group, identity, layer, noisy, power  # noqa: F401  (registration)
+from normbench.norms import batch, group, identity, layer, lp_batch, noisy, power  # noqa: F401  (registration)
 from normbench.norms.registry import (
     LAYOUTS,
     NORMS,

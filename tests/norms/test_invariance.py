@@ -27,6 +27,10 @@ EXPECTED: dict[str, dict[str, tuple[bool, ...]]] = {
     "bn": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
     "bn_noisy": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},  # the same noise: BN's invariances carry over
     "brn": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},  # a fresh module is in its warm-up: plain BN
+    # ℓp BN: centred per unit like BN, and the ℓp deviation scales with the unit as σ does
+    "bn_l1": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
+    "bn_l2": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
+    "bn_linf": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
     # per sample, over groups of 2 channels × positions: one unit scaled or a per-unit shift changes its
     # group's statistics; a per-position shift γᵀx is not removed; one sequence (not token) is a sample
     "gn": {"NTC": (Y, N, N, Y, N, N), "NCHW": (Y, N, N, Y, N, Y)},

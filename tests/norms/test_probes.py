@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.probes import holds_state, mixes_positions, uses_batch_statistics
 
-BATCH_STATISTIC_NORMS = {"bn", "bn_noisy", "pn", "brn"}
+BATCH_STATISTIC_NORMS = {"bn", "bn_noisy", "pn", "brn", "bn_l1", "bn_l2", "bn_linf"}
 """Norms that normalize with statistics over the batch (the norm-zoo issue's list)."""
 POSITION_STATISTIC_NORMS = {"gn", "in", "ln_sample"}
 """Norms whose per-sample statistics span the positions (H×W, or T) as well as channels."""

@@ -43,7 +43,15 @@ def _affine(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
 
 
 STOCHASTIC = {"bn_noisy", "noise_only"}
-NO_TORCH_LAYER = {"pn", "prms", "noise_only"}  # torch has no such layer; see their own tests
+NO_TORCH_LAYER = {
+    "pn",
+    "prms",
+    "noise_only",
+    "bn_l1",
+    "bn_l2",
+    "bn_linf",
+}  # torch has no such layer; see their own tests
+LP = {"bn_l1": 1.0, "bn_l2": 2.0, "bn_linf": float("inf")}  # ℓp BatchNorm: its p
 
 
 def _noise(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
@@ -66,6 +74,14 @@ def reference_nchw(name: str, x: torch.Tensor, m: torch.nn.Module) -> torch.Tens
         xg = x.view(n, m.groups, -1, *x.shape[2:])
         xs = (xg / torch.sqrt(xg.pow(2).mean(2, keepdim=True) + eps)).view_as(x)
         return _affine(xs / torch.sqrt(xs.pow(2).mean((0, 2, 3), keepdim=True) + eps), m)
+    if name in LP:  # centred per channel, divided by the ℓp deviation over N, H, W plus eps
+        c, p = x - x.mean((0, 2, 3), keepdim=True), LP[name]
+        dev = (
+            c.abs().amax((0, 2, 3), keepdim=True)
+            if p == float("inf")
+            else c.abs().pow(p).mean((0, 2, 3), keepdim=True) ** (1 / p)
+        )
+        return _affine(c / (dev + eps), m)
     if name in ("bn", "brn"):  # brn is plain BatchNorm during its warm-up
         mu, var = _stats(x, (0, 2, 3))
     elif name == "in":

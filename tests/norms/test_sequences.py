@@ -14,7 +14,7 @@ from normbench.norms import build_norm, list_norms
 C = 8
 KW = {"gn": {"groups": 4}, "pn": {"groups": 2}}
 LENGTHS = (7, 4, 6, 2, 7)
-MASKED = {"bn", "bn_noisy", "brn", "pn", "gn", "in", "ln_sample", "noise_only", "none"}
+MASKED = {"bn", "bn_noisy", "brn", "bn_l1", "bn_l2", "bn_linf", "pn", "gn", "in", "ln_sample", "noise_only", "none"}
 """Norms whose outputs at padding positions do not depend on their parameters (0 or the input)."""
 
 
@@ -49,6 +49,10 @@ def reference_ntc(name: str, m: torch.nn.Module, x: torch.Tensor, mask: torch.Te
     real = x[mask]  # (M, C): every real token
     if name in ("bn", "brn"):
         return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps)
+    if name.startswith("bn_l"):  # ℓp BatchNorm over the real tokens: the ℓp deviation plus eps
+        c, p = real - real.mean(0), {"bn_l1": 1.0, "bn_l2": 2.0, "bn_linf": float("inf")}[name]
+        dev = c.abs().amax(0) if p == float("inf") else c.abs().pow(p).mean(0) ** (1 / p)
+        return affine(c / (dev + eps), m)
     if name == "bn_noisy":  # one draw per activation (test_noisy.py)
         shift, scale = m.last_noise
         return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps) * scale[mask] + shift[mask]
