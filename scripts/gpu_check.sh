@@ -203,6 +203,7 @@ cat <<'TXT'
 [gpu_check] full-scale presets on one GPU (expected wall time: estimates from the papers' schedules and
 [gpu_check] the epoch times above; the data roots must point at real CIFAR-10 / IWSLT14):
   normbench -m experiment=santurkar_vgg dataset.root=<cifar>      # VGG16, 4 arms x seeds
+  normbench -m experiment=bn_lp dataset.root=<cifar>              # VGG16 15k steps, none / bn / l1 / l2 / linf BN x 5 seeds (25 runs, ~santurkar_vgg's time per run)
   normbench -m experiment=gn_batch_size dataset.root=<cifar>      # ResNet, 5 norms x 5 batch sizes
   normbench -m experiment=gn_groups dataset.root=<cifar>          # ResNet, GN's group count, 6 arms x 5 seeds
   normbench -m experiment=bn_eval_stats dataset.root=<cifar>      # ResNet20 30 epochs, BN's EMA vs population, 3 arms x 5 seeds

@@ -15,6 +15,7 @@ from normbench.analysis import (
     batch_size,
     eval_stats,
     groups,
+    lp_batch,
     lr_range,
     measures,
     powernorm,
@@ -56,6 +57,7 @@ FIGURES: dict[str, FigureFn] = {
     "bn_saturation": saturation.bn_saturation,
     "bn_lr_range": lr_range.bn_lr_range,
     "bn_padding": transformer.bn_padding,
+    "bn_lp": lp_batch.bn_lp,
     "ln_axes": transformer.ln_axes,
 }
 """Each preset's figure function (its ``_cpu`` variant uses the same one)."""
@@ -76,6 +78,7 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "bn_saturation": re.compile(r"^saturation/.*$"),
     "bn_lr_range": re.compile(r"^val/acc$"),
     "bn_padding": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|bn_stats/first_layer/.*)$"),
+    "bn_lp": re.compile(r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*)$"),
     "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
 }
 """The history keys each preset's figures plot: what `normbench-figures` fetches from W&B."""

@@ -35,7 +35,14 @@ MAIN_LR = 0.1
 HIGH_LR = 0.5
 LOW_LR = 0.01
 LR_STYLES = {0.1: "-", 0.5: "--", 0.01: ":"}
-LABELS = {"none": "Standard", "bn": "Standard + BatchNorm", "bn_noisy": 'Standard + "Noisy" BatchNorm'}
+LABELS = {
+    "none": "Standard",
+    "bn": "Standard + BatchNorm",
+    "bn_noisy": 'Standard + "Noisy" BatchNorm',
+    "bn_l1": "Standard + ℓ1 BatchNorm",
+    "bn_l2": "Standard + ℓ2 BatchNorm",
+    "bn_linf": "Standard + ℓ∞ BatchNorm",
+}
 SMOOTHING = 9
 """Logged points in the running mean that smooths per-step training accuracy in the figures (the
 claims' value is in the rules: ``smoothing``)."""

@@ -109,15 +109,19 @@ def figure3(runs: Sequence[Run]) -> FigureResult:
     return res
 
 
-def figure4(runs: Sequence[Run]) -> FigureResult:
+def figure4(
+    runs: Sequence[Run], norms: Sequence[str] = ("none", "bn"), name: str = "santurkar_fig4", title: str | None = None
+) -> FigureResult:
+    """Fig. 4's three panels for ``norms`` at the main learning rate (``bn_lp`` draws the ℓp norms too)."""
     lr = MAIN_LR if MAIN_LR in learning_rates(runs) else learning_rates(runs)[0]
-    fig, axes = new_figure(1, 3, f"Santurkar et al. 2018, Fig. 4: optimization landscape (VGG, lr {lr:g})")
-    res = FigureResult("santurkar_fig4", fig)
+    title = title or "Santurkar et al. 2018, Fig. 4: optimization landscape"
+    fig, axes = new_figure(1, 3, f"{title} (VGG, lr {lr:g})")
+    res = FigureResult(name, fig)
     panels = (
         (axes[0, 0], "landscape", LANDSCAPE_MIN, LANDSCAPE_MAX, "loss along the gradient", "(a) loss landscape"),
         (axes[0, 1], "predictiveness", PRED_MIN, PRED_MAX, "‖∇L(θ) − ∇L(θ_η)‖₂", "(b) gradient predictiveness"),
     )
-    groups = {norm: select(runs, norm__name=norm, lr=lr) for norm in ("none", "bn")}
+    groups = {norm: select(runs, norm__name=norm, lr=lr) for norm in norms}
     for ax, panel, key_lo, key_hi, ylabel, title in panels:
         for norm, group in groups.items():
             if not group:
