@@ -316,6 +316,7 @@ def training_state(
     metrics_offset: int | None,
     wall_time_s: float = 0.0,
     metrics_sha256: str | None = None,
+    train_time_s: float = 0.0,
 ) -> dict[str, Any]:
     """Everything `restore` needs, in plain types and tensors (``weights_only`` loadable)."""
     return {
@@ -337,6 +338,7 @@ def training_state(
         "metrics_offset": metrics_offset,
         "metrics_sha256": metrics_sha256,
         "wall_time_s": float(wall_time_s),
+        "train_time_s": float(train_time_s),
     }
 
 

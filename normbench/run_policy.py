@@ -107,7 +107,8 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
     failed writes go first (on a full disk, that is the space the summary needs); when the run is
     failing anyway, a summary that cannot be written is a warning, not a second error."""
     c = run.progress
-    summary = {"status": ending.status, "step": c.step, "epoch": c.epochs_done, "wall_time_s": run.wall_time()}
+    summary = {"status": ending.status, "step": c.step, "epoch": c.epochs_done, "wall_time_s": run.wall_time(),
+               "train_time_s": run.train_time()}  # fmt: skip
     summary.update({**run.info, **c.final})
     if ending.error is not None:
         summary["error"] = ending.error

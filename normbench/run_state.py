@@ -32,27 +32,47 @@ from normbench.wandb_sink import WandbSink
 
 
 class StepTimer:
-    """Wall time of training steps only: paused around evaluation and diagnostics."""
+    """Wall time of training steps only: paused around evaluation, diagnostics and checkpoints.
+
+    ``total``: every training step of this segment, the first ones (torch.compile's compilation,
+    the throughput warm-up) included — the run's training clock (`Run.train_time`). ``elapsed``:
+    the steps started with ``counted=True`` only, since the throughput's last reset (tokens/s or
+    samples/s divide by it). The device is synchronized where the timer starts and stops, never
+    in between."""
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.elapsed = 0.0
+        self.total = 0.0
         self._start: float | None = None
+        self._counted = False
 
     def _sync(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def start(self) -> None:
+    def start(self, counted: bool = True) -> None:
+        """Run the clock; from the first counted step on, the throughput's time runs too."""
+        if self._start is not None and counted and not self._counted:
+            self.stop()  # the warm-up ends: from here the throughput counts
         if self._start is None:
             self._sync()
             self._start = time.perf_counter()
+            self._counted = counted
 
     def stop(self) -> None:
         if self._start is not None:
             self._sync()
-            self.elapsed += time.perf_counter() - self._start
+            dt = time.perf_counter() - self._start
+            self.total += dt
+            if self._counted:
+                self.elapsed += dt
             self._start = None
+
+    @property
+    def counting(self) -> bool:
+        """Whether the throughput's time runs (the timer runs on a counted step)."""
+        return self._start is not None and self._counted
 
     def lap(self) -> float:
         """Seconds since `start` (no sync: for progress display only)."""
@@ -103,6 +123,8 @@ class Progress:
     diag_seconds: float = 0.0
     wall_before: float = 0.0
     """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
+    train_before: float = 0.0
+    """Training-step time of the earlier segments, up to the checkpoint (`Run.train_time`)."""
     carried_offset: int | None = None
     """``metrics.jsonl``'s length in the resumed checkpoint: a segment without the local sink
     passes it on, so that a later one with it cuts the file back to there (never to nothing)."""
@@ -123,6 +145,7 @@ class Progress:
             final=dict(state["final"]),
             epochs_done=state["epoch"],
             wall_before=float(state.get("wall_time_s", 0.0)),
+            train_before=float(state.get("train_time_s", 0.0)),
             carried_offset=state.get("metrics_offset"),
             carried_sha256=state.get("metrics_sha256"),
             carried_wandb_id=state.get("wandb_run_id"),
@@ -173,6 +196,13 @@ class Run:
         checkpoint this one resumed from, and this one so far."""
         return self.progress.wall_before + time.time() - self.t_start
 
+    def train_time(self) -> float:
+        """The training clock: seconds spent in training steps (forward, backward, optimizer; the
+        first steps with torch.compile's compilation included), over every segment of the run —
+        not in evaluation, diagnostics, logging or checkpoints. Logged on every row as
+        ``perf/train_s`` (x-axis of equal-time comparisons)."""
+        return self.progress.train_before + self.timer.total + self.timer.lap()
+
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         """The training loss of ``batch`` as the step computes it (the diagnostics' ``loss_fn``)."""
         with self.autocast:
@@ -221,6 +251,7 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
             metrics_offset=sinks.local.offset() if sinks.local is not None else c.carried_offset,
             metrics_sha256=sinks.local.digest() if sinks.local is not None else c.carried_sha256,
             wall_time_s=run.wall_time(),
+            train_time_s=run.train_time(),
         )
     )
     if path is not None and sinks.wandb is not None:

@@ -296,8 +296,7 @@ def run_due_diagnostics(run: Run, batch: Any, epoch: int) -> None:
 
 def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
     """Forward, backward, optimizer and schedule step; the step's loss and statistics (on the device)."""
-    if run.step >= run.config.throughput_warmup_steps:
-        run.timer.start()
+    run.timer.start(counted=run.step >= run.config.throughput_warmup_steps)  # the clock runs from step 0
     for hook in run.hooks:
         hook.before_step(run.step)
     with run.autocast:
@@ -309,7 +308,7 @@ def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
     for hook in run.hooks:
         hook.after_step(run.step)
     run.monitor.observe(out.loss, run.step + 1)  # on the device: no sync
-    if run.timer.running:
+    if run.timer.counting:
         ep.timed_units += run.task.batch_units(batch)
     for k, v in out.stats.items():
         ep.sums[k] = ep.sums[k] + v if k in ep.sums else v.clone()
@@ -341,8 +340,8 @@ def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
 
 def log(run: Run, metrics: dict[str, Any]) -> None:
     """One row of metrics at the current step. ``epoch`` in every row (step or epoch rows alike)
-    is the training progress in epochs, step / steps per epoch."""
-    run.sinks.logger.log(run.step, run.step / run.steps_per_epoch, metrics)
+    is the training progress in epochs, step / steps per epoch; ``perf/train_s`` the training clock."""
+    run.sinks.logger.log(run.step, run.step / run.steps_per_epoch, {**metrics, "perf/train_s": run.train_time()})
 
 
 def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:

@@ -44,6 +44,7 @@ the global optimizer step (logged by the sink in every row; W&B's own ``_step`` 
 AXIS_RULES: tuple[tuple[str, str], ...] = (
     ("train/batch_loss", STEP),
     ("lr", STEP),
+    ("perf/train_s", STEP),  # the training clock, on every row: it leaves a row's axis to its other keys
     ("train/*", EPOCH),
     ("val/*", EPOCH),
     ("test/*", EPOCH),

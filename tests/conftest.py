@@ -15,6 +15,9 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 CIFAR_SUBSET = SHARED_DATA / "cifar10-subset"
 DE_EN_SUBSET = SHARED_DATA / "de-en-subset"
 
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # pytest -n N (the README's command): share the cores
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if torch.cuda.is_available():

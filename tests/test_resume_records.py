@@ -84,6 +84,22 @@ def test_wall_time_adds_up_over_segments(segments) -> None:
     assert w2 < total < w2 + segments["t3"]  # and segment 3 its own (less than its process took)
 
 
+def test_the_training_clock_adds_up_over_segments_and_never_runs_back(segments) -> None:
+    """``train_time_s`` (checkpoints, summary) and ``perf/train_s`` (every row): training-step time
+    only, carried over each resume: below the wall time, non-decreasing along the rows."""
+    run_dir = segments["run"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert 0 < summary["train_time_s"] < summary["wall_time_s"]
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    clock = [(r["step"], r["perf/train_s"]) for r in rows]
+    assert len(clock) == len(rows)  # on every row
+    assert all(b >= a for (_, a), (_, b) in zip(clock, clock[1:]))
+    after_resume = [t for step, t in clock if step > segments["s2"]]
+    before = [t for step, t in clock if step <= segments["s1"]]
+    assert after_resume and before and min(after_resume) > max(before)  # segment 3 started from the checkpoint's clock
+    assert summary["train_time_s"] == pytest.approx(clock[-1][1], rel=0.5)
+
+
 @fault("a resumed sweep with another norm", "refused before any job; the jobs' records kept", "kept")
 def test_a_refused_resume_of_a_sweep_keeps_the_runs_records(tmp_path, monkeypatch, capsys) -> None:
     sweep = tmp_path / "sweep"

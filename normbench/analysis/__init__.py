@@ -70,7 +70,7 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "powernorm_grads": re.compile(r"^bn_stats/first_layer/.*$"),
     "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "powernorm_chain": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
-    "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+    "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|perf/train_s|train/batch_loss)$"),
     "gn_batch_size": re.compile(r"^(val/acc|train/loss)$"),  # train/loss: its plateau check and loss panel
     "gn_groups": re.compile(r"^(val/acc|train/loss)$"),
     "bn_eval_stats": re.compile(r"^(val/acc|val/acc_population|eval_stats/first_layer/.*)$"),

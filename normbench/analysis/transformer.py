@@ -25,6 +25,7 @@ from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
+from normbench.analysis.train_clock import has_clock, time_figure
 
 VAL_LOSS = "val/loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
@@ -141,7 +142,12 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     names = [f"{n} ({m})" for m in mode.values() for n in ("ln", "rms", "prms")]
     groups = _groups(runs, names, lambda r: f"{run_norm(r)} ({mode[compiled(r)]})")
     title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager and compiled runs apart)"
-    return [_norm_figure(runs, groups, "rmsnorm_speed", title, True)]
+    out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True)]
+    if has_clock(runs):  # runs made before the training clock was logged have no time axis
+        colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
+        title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time (compiled dashed)"
+        out.append(time_figure(groups, colors, "rmsnorm_time", title))
+    return out
 
 
 def ln_axes(runs: Sequence[Run]) -> list[FigureResult]:

@@ -1,0 +1,59 @@
+"""`normbench.analysis.train_clock`: curves on the training clock, against values worked by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from normbench.analysis.runs import load_local_runs
+from normbench.analysis.train_clock import on_clock, on_grid, running_mean
+from tests.test_figures import SEEDS, build, read_csv, write_run
+
+STEPS = range(0, 101, 10)
+SECONDS_PER_STEP = {"ln": 1.25, "rms": 1.0}  # rms's steps are faster; the loss per step is the same
+
+
+def _runs(root: Path) -> None:
+    job = 0
+    for norm, per_step in SECONDS_PER_STEP.items():
+        for seed in SEEDS:
+            rows = [{"step": s, "epoch": s / 100, "train/batch_loss": 5.0 - 0.02 * s, "perf/train_s": per_step * s}
+                    for s in STEPS]  # fmt: skip
+            rows.append({"step": 100, "epoch": 1, "val/loss": 3.5 + 0.01 * seed, "perf/train_s": per_step * 100})
+            cfg = {"norm": {"name": norm}, "hardware": {"compile": False}, "seed": seed}
+            write_run(root, job, cfg, rows, {"test/bleu": 20.0})
+            job += 1
+
+
+def test_running_mean_and_grid_by_hand() -> None:
+    assert running_mean(np.array([1.0, 3.0, 5.0, 7.0]), 2).tolist() == [1.0, 2.0, 4.0, 6.0]
+    a = (np.array([0.0, 10.0]), np.array([1.0, 3.0]))
+    b = (np.array([0.0, 4.0]), np.array([0.0, 4.0]))
+    (_, y), (_, z) = on_grid([a, b], np.array([0.0, 5.0, 10.0]))
+    assert y.tolist() == [1.0, 2.0, 3.0]
+    assert z[:1].tolist() == [0.0] and all(math.isnan(v) for v in z[1:])  # never past the series' own end
+
+
+def test_loss_on_the_clock_is_the_loss_at_the_step_trained_by_then(tmp_path: Path) -> None:
+    _runs(tmp_path / "runs")
+    run = next(r for r in load_local_runs([tmp_path / "runs"]) if r.get("norm.name") == "ln")
+    t, v = on_clock(run, "train/batch_loss")
+    assert t.tolist() == [1.25 * s for s in STEPS] and v.tolist() == [5.0 - 0.02 * s for s in STEPS]
+    out = tmp_path / "out"
+    build("rmsnorm_speed", tmp_path / "runs", out)
+    rows = read_csv(out / "rmsnorm_time.csv")
+    at = {(r["panel"], r["series"], float(r["x"])): float(r["median"]) for r in rows}
+    # at 50 s of training: rms has trained 50 steps, ln 40; the running mean of 5 logs at step s
+    # (logged every 10) is the loss at step s − 20 on a linear curve
+    grid = sorted({x for (panel, _, x) in at if panel == "train_loss_by_time"})
+    t50 = min(grid, key=lambda x: abs(x - 50.0))
+    for norm, per_step in SECONDS_PER_STEP.items():
+        step = t50 / per_step
+        assert at[("train_loss_by_time", f"{norm} (eager)", t50)] == pytest.approx(5.0 - 0.02 * (step - 20), abs=1e-9)
+    by_step = at[("train_loss_by_step", "rms (eager)", 100.0)]
+    assert by_step == pytest.approx(at[("train_loss_by_step", "ln (eager)", 100.0)])  # equal steps: equal losses
+    assert at[("val_loss_by_time", "rms (eager)", 100.0)] == pytest.approx(3.52)  # the seeds' median
+    assert at[("val_loss_by_time", "ln (eager)", 125.0)] == pytest.approx(3.52)
