@@ -242,9 +242,14 @@ def registered_measure(name: str, where: str) -> Measure:
     return MEASURES[name]
 
 
-def _call(fn: Measure, run: Run, params: Mapping[str, Any]) -> float:
+def _call(fn: Measure, run: Run, params: Mapping[str, Any], runs: Sequence[Run] = ()) -> float:
+    """``fn(run, **params)``, with the params its signature names; a measure that names
+    ``all_runs`` also gets every run judged (a value at a point common to all runs: equal time)."""
     names = inspect.signature(fn).parameters
-    return float(fn(run, **{k: v for k, v in params.items() if k in names}))
+    kw = {k: v for k, v in params.items() if k in names}
+    if "all_runs" in names:
+        kw["all_runs"] = runs
+    return float(fn(run, **kw))
 
 
 def arm_values(runs: Sequence[Run], arm: Arm, fn: Measure, params: Mapping[str, Any], better: str) -> list[float]:
@@ -253,7 +258,7 @@ def arm_values(runs: Sequence[Run], arm: Arm, fn: Measure, params: Mapping[str, 
     worst = -math.inf if better == "higher" else math.inf
     members = sorted(matching(runs, arm.select), key=lambda r: r.seed)
     check_seeds_only(members, f"arm {arm.label!r}")
-    return [worst if r.status == "diverged" else _call(fn, r, params) for r in members]
+    return [worst if r.status == "diverged" else _call(fn, r, params, runs) for r in members]
 
 
 def _seeds(runs: Sequence[Run], arm: Arm) -> list[int]:
@@ -318,7 +323,7 @@ def _check(check: CheckRule, runs: Sequence[Run], rules: Rules, var: str) -> Cla
     params = {**rules.params, **check.params}
     fn = registered_measure(check.measure, f"rules of {rules.preset}, {check.id}")
     values = {f"{r.get('norm.name')} seed {r.seed}": (math.inf if r.status == "diverged"
-              else _call(fn, r, params)) for r in matching(runs, check.select)}  # fmt: skip
+              else _call(fn, r, params, runs)) for r in matching(runs, check.select)}  # fmt: skip
     ok = bool(values) and all(v < check.below for v in values.values())
     note = ", ".join(f"{k} {v:.3g}" for k, v in values.items()) or "no runs selected"
     return Claim(check.id, check.claim, "a check of the setup, not a paper claim", check.figure,

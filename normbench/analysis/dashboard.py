@@ -36,6 +36,8 @@ from normbench.wandb_layout import EPOCH, FIRST_LAYER, LAYER_MEAN, STEP, TABLE
 
 LEADERBOARD = "leaderboard"
 CENTER, RANGE = "median", "minmax"
+CLOCK = "perf/train_s"
+"""The training clock, an x-axis for equal-time panels (logged on every row)."""
 """How a group of seeds is drawn (W&B's ``groupby_aggfunc`` / ``groupby_rangefunc``)."""
 
 
@@ -144,6 +146,14 @@ MEASURE_PANELS: dict[str, Any] = {
     "remaining_loss": lambda p: [Panel("training loss (epoch mean)", ("train/loss",), x=EPOCH)],
     "bleu": lambda p: [Panel("BLEU (valid each evaluation; test at the end)", ("val/bleu", "test/bleu"), x=EPOCH)],
     "throughput": lambda p: [Panel("training tokens per second", ("perf/tokens_per_s",), x=EPOCH)],
+    "loss_at_equal_time": lambda p: [
+        Panel("training loss (each logged batch) on the training clock", ("train/batch_loss",), x=CLOCK,
+              note="the claim reads its running mean at one time every run reached (the rules' time_fraction)")
+    ],  # fmt: skip
+    "loss_at_equal_steps": lambda p: [
+        Panel("training loss (each logged batch)", ("train/batch_loss",),
+              note="the claim reads its running mean at one step (the rules' step_fraction)")
+    ],  # fmt: skip
 }
 """Measure name → its panels (a function of the measure's parameters in the rules). The keys are
 those the measures in ``normbench/analysis/`` read, as W&B holds them."""

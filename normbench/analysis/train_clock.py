@@ -5,14 +5,21 @@ steps so far: torch.compile's compilation included; evaluation, diagnostics and 
 `normbench.run_state.Run.train_time`). `on_clock` puts a key's values on that clock; seeds are
 compared on a common time grid (each seed interpolated linearly between its logged rows, never
 past its last one), so the median over seeds at a time t is over the seeds that trained that long.
+
+The claims' measures (`rmsnorm_time`): the training loss — the running mean of ``smoothing``
+logged batch losses, interpolated linearly between logged rows — at a common training time
+(``time_fraction`` of the shortest finished run's clock, so every run reached it) and at a common
+step (``step_fraction`` of the run's steps).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from normbench.analysis.claims import measure
 from normbench.analysis.plot import FigureResult, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run
 
@@ -43,6 +50,40 @@ def running_mean(values: np.ndarray, width: int) -> np.ndarray:
     idx = np.arange(1, len(values) + 1)
     lo = np.maximum(idx - width, 0)
     return (c[idx] - c[lo]) / (idx - lo)
+
+
+def smoothed_loss(run: Run, smoothing: int, on_time: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(clock seconds or steps, running mean of ``smoothing`` logged training losses)."""
+    x, v = on_clock(run, TRAIN_LOSS) if on_time else run.series(TRAIN_LOSS)
+    return np.asarray(x, dtype=np.float64), running_mean(v, smoothing)
+
+
+def at(x: np.ndarray, y: np.ndarray, point: float) -> float:
+    """``y`` interpolated at ``point`` (NaN outside the logged range)."""
+    return float(np.interp(point, x, y)) if len(x) and x[0] <= point <= x[-1] else math.nan
+
+
+def final_clock(run: Run) -> float:
+    t, _ = on_clock(run, CLOCK)
+    return float(t[-1]) if len(t) else math.nan
+
+
+@measure("loss_at_equal_time")
+def loss_at_equal_time(run: Run, all_runs: Sequence[Run], time_fraction: float, smoothing: int) -> float:
+    """The run's smoothed training loss at T = ``time_fraction`` × the shortest training clock of
+    the finished runs judged (eager and compiled alike): one time that every run reached."""
+    ends = [final_clock(r) for r in all_runs if r.status == "finished"]
+    ends = [e for e in ends if math.isfinite(e)]
+    if not ends:
+        return math.nan
+    return at(*smoothed_loss(run, smoothing, True), time_fraction * min(ends))
+
+
+@measure("loss_at_equal_steps")
+def loss_at_equal_steps(run: Run, step_fraction: float, smoothing: int) -> float:
+    """The run's smoothed training loss at step ``step_fraction`` × its planned training steps."""
+    total = run.get("max_steps") or run.final_step or 0
+    return at(*smoothed_loss(run, smoothing, False), step_fraction * float(total))
 
 
 def on_grid(series: Sequence[tuple[np.ndarray, np.ndarray]], grid: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

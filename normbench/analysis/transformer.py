@@ -6,7 +6,8 @@
 - `powernorm_chain`: the same setup, their chain BN → PN-V → PN beside LN (PN-V: PowerNorm with
   ``forward_stats=batch``, shown as ``pn_v``).
 - `rmsnorm_speed`: Zhang & Sennrich 2019: LN / RMSNorm / partial RMSNorm, tokens per second
-  and quality at equal steps.
+  and quality at equal steps; `rmsnorm_time`: the same norms' loss at equal training time and at
+  equal steps (`normbench.analysis.train_clock`).
 - `bn_padding`: BN in the encoder with its statistics over real tokens or over the padding too,
   length-bucketed or mixed batches, beside LN.
 - `ln_axes`: LayerNorm per token (``ln``) against per sentence (``ln_sample``) and instance
@@ -144,10 +145,18 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager and compiled runs apart)"
     out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True)]
     if has_clock(runs):  # runs made before the training clock was logged have no time axis
-        colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
-        title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time (compiled dashed)"
-        out.append(time_figure(groups, colors, "rmsnorm_time", title))
+        out += rmsnorm_time(runs)
     return out
+
+
+def rmsnorm_time(runs: Sequence[Run]) -> list[FigureResult]:
+    """LN / RMSNorm / partial RMSNorm on the training clock and on steps, from the same runs."""
+    mode = {False: "eager", True: "compiled"}
+    names = [f"{n} ({m})" for m in mode.values() for n in ("ln", "rms", "prms")]
+    groups = _groups(runs, names, lambda r: f"{run_norm(r)} ({mode[compiled(r)]})")
+    colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
+    title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time (compiled dashed)"
+    return [time_figure(groups, colors, "rmsnorm_time", title)]
 
 
 def ln_axes(runs: Sequence[Run]) -> list[FigureResult]:

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from normbench.analysis.runs import load_local_runs
+from normbench.analysis.stats import DIFFERENT, EQUIVALENT, NOT_JUDGED, OPPOSITE, SUPPORTED
 from normbench.analysis.train_clock import on_clock, on_grid, running_mean
-from tests.test_figures import SEEDS, build, read_csv, write_run
+from tests.test_figures import SEEDS, build, claim_row, claims, read_csv, write_run
 
 STEPS = range(0, 101, 10)
 SECONDS_PER_STEP = {"ln": 1.25, "rms": 1.0}  # rms's steps are faster; the loss per step is the same
@@ -57,3 +58,30 @@ def test_loss_on_the_clock_is_the_loss_at_the_step_trained_by_then(tmp_path: Pat
     assert by_step == pytest.approx(at[("train_loss_by_step", "ln (eager)", 100.0)])  # equal steps: equal losses
     assert at[("val_loss_by_time", "rms (eager)", 100.0)] == pytest.approx(3.52)  # the seeds' median
     assert at[("val_loss_by_time", "ln (eager)", 125.0)] == pytest.approx(3.52)
+
+
+def test_rmsnorm_time_claims_at_equal_time_and_equal_steps(tmp_path: Path) -> None:
+    """rms's steps take 1.0 s, ln's 1.25 s, prms's 1.5 s; rms and ln lose the same per step, prms
+    0.3 more. T = 0.9 × 100 s (rms, the shortest clock): rms at step 90, ln at step 72, prms at 60."""
+    per_step, worse = {"ln": 1.25, "rms": 1.0, "prms": 1.5}, {"ln": 0.0, "rms": 0.0, "prms": 0.3}
+    job = 0
+    for norm in per_step:
+        for seed in SEEDS:
+            rows = [{"step": s, "train/batch_loss": 5.0 - 0.02 * s + worse[norm] + 0.01 * seed,
+                     "perf/train_s": per_step[norm] * s} for s in STEPS]  # fmt: skip
+            cfg = {"norm": {"name": norm}, "hardware": {"compile": False}, "seed": seed, "max_steps": 100}
+            write_run(tmp_path / "runs", job, cfg, rows, {})
+            job += 1
+    out = tmp_path / "out"
+    build("rmsnorm_time_cpu", tmp_path / "runs", out)
+    verdicts = claims(out)
+    assert verdicts["rms_lower_loss_equal_time_eager"] == SUPPORTED
+    assert verdicts["rms_loss_equal_steps_eager"] == EQUIVALENT
+    assert verdicts["prms_lower_loss_equal_time_eager"] == OPPOSITE
+    assert verdicts["prms_loss_equal_steps_eager"] == DIFFERENT
+    assert verdicts["rms_lower_loss_equal_time_compiled"] == NOT_JUDGED  # the full preset's only
+    # the running mean of 9 logs (every 10 steps) on a line is the loss 40 steps back: rms at step 90
+    # 5 − 0.02·50 = 4.0; ln at step 72, between 4.3 (step 70: the mean of 8 logs) and 4.2 (step 80)
+    row = claim_row(out, "rms_lower_loss_equal_time_eager")
+    assert float(row["estimate"]) == pytest.approx(4.0 - (4.3 - 0.2 * 0.1), abs=1e-9)
+    assert float(claim_row(out, "rms_loss_equal_steps_eager")["estimate"]) == pytest.approx(0.0, abs=1e-12)
