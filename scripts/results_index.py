@@ -28,8 +28,8 @@ from normbench.rules import rules_hash  # noqa: E402
 
 HEADER = """# Reproductions at CPU scale
 
-**The benchmark: [the norm leaderboard at CPU scale](leaderboard_cpu/README.md)** (ResNet20 on the
-CIFAR-10 subset, transformer_tiny on the de-en subset; every norm, 95 % t-intervals).
+**The benchmark: [the norm leaderboard at CPU scale](leaderboard_cpu/README.md)** (ResNet8 on 5,000
+images of the CIFAR-10 subset, transformer_tiny on the de-en subset; 5 seeds, 95 % t-intervals).
 
 What the papers' figures look like when their presets run at CPU scale on real data: the CIFAR-10
 subset (`../shared/data/cifar10-subset`, 10,000 / 2,000 images) and, in place of IWSLT14, the
