@@ -135,13 +135,18 @@ def compiled(run: Run) -> bool:
     return bool(run.get("hardware.compile", False))
 
 
+def _rms_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
+    """ln / rms / prms runs grouped by norm and mode: ``rms (eager)``, ``rms (compiled)``, ..."""
+    mode = {False: "eager", True: "compiled"}
+    names = [f"{n} ({m})" for m in mode.values() for n in ("ln", "rms", "prms")]
+    return _groups(runs, names, lambda r: f"{run_norm(r)} ({mode[compiled(r)]})")
+
+
 def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm: quality at equal steps, and whole-model training tokens/s
     eager and compiled (torch's fused F.layer_norm vs F.rms_norm in eager mode; inductor's code
     compiled). The layer-level numbers are `scripts/bench_norms.py`'s."""
-    mode = {False: "eager", True: "compiled"}
-    names = [f"{n} ({m})" for m in mode.values() for n in ("ln", "rms", "prms")]
-    groups = _groups(runs, names, lambda r: f"{run_norm(r)} ({mode[compiled(r)]})")
+    groups = _rms_groups(runs)
     title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager and compiled runs apart)"
     out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True)]
     if has_clock(runs):  # runs made before the training clock was logged have no time axis
@@ -151,9 +156,7 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
 
 def rmsnorm_time(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm on the training clock and on steps, from the same runs."""
-    mode = {False: "eager", True: "compiled"}
-    names = [f"{n} ({m})" for m in mode.values() for n in ("ln", "rms", "prms")]
-    groups = _groups(runs, names, lambda r: f"{run_norm(r)} ({mode[compiled(r)]})")
+    groups = _rms_groups(runs)
     colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
     title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time (compiled dashed)"
     return [time_figure(groups, colors, "rmsnorm_time", title)]

@@ -1,6 +1,7 @@
-"""ℓp BatchNorm (Santurkar et al. 2018, "How Does Batch Normalization Help Optimization?", §3.3
-and Figs. 13-14): BatchNorm's centring, then division by the batch's ℓp deviation instead of its
-standard deviation, for p = 1, 2 and ∞ (``bn_l1``, ``bn_l2``, ``bn_linf``).
+"""ℓp BatchNorm (Santurkar et al. 2018, "How Does Batch Normalization Help Optimization?", §3.3;
+the section number as recalled, not checked against the paper here): BatchNorm's centring, then
+division by the batch's ℓp deviation instead of its standard deviation, for p = 1, 2 and ∞
+(``bn_l1``, ``bn_l2``, ``bn_linf``).
 
 The paper's words: schemes "that fix the first order moment of the activations, as BatchNorm
 does, and then normalize them by the average of their ℓp-norm (before shifting the mean)". We
