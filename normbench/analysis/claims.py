@@ -252,17 +252,21 @@ def _call(fn: Measure, run: Run, params: Mapping[str, Any], runs: Sequence[Run] 
     return float(fn(run, **kw))
 
 
-def arm_values(runs: Sequence[Run], arm: Arm, fn: Measure, params: Mapping[str, Any], better: str) -> list[float]:
-    """One value per run of ``arm``, in the order of the runs' seeds (a diverged run: the worst
-    value of the measure); the arm's runs must be seeds of one setting (`check_seeds_only`)."""
-    worst = -math.inf if better == "higher" else math.inf
+def arm_runs(runs: Sequence[Run], arm: Arm) -> list[Run]:
+    """The runs of ``arm``, in the order of their seeds; they must be seeds of one setting
+    (`check_seeds_only`)."""
     members = sorted(matching(runs, arm.select), key=lambda r: r.seed)
     check_seeds_only(members, f"arm {arm.label!r}")
+    return members
+
+
+def arm_values(
+    members: Sequence[Run], runs: Sequence[Run], fn: Measure, params: Mapping[str, Any], better: str
+) -> list[float]:
+    """One value per run of ``members`` (an arm's runs: `arm_runs`), a diverged run the worst value
+    of the measure; ``runs`` (every judged run) for measures that read them all."""
+    worst = -math.inf if better == "higher" else math.inf
     return [worst if r.status == "diverged" else _call(fn, r, params, runs) for r in members]
-
-
-def _seeds(runs: Sequence[Run], arm: Arm) -> list[int]:
-    return sorted(r.seed for r in matching(runs, arm.select))
 
 
 def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
@@ -283,14 +287,15 @@ def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
             claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
             continue
         where = f"rules of {preset}, {rule.id}"
+        members_a, members_b = arm_runs(runs, rule.a), arm_runs(runs, rule.b)
+        seeds_a, seeds_b = [r.seed for r in members_a], [r.seed for r in members_b]
+        if rule.test == "paired" and seeds_a != seeds_b:
+            raise ConfigError(f"{where}: test paired needs the same seeds in both arms; got {seeds_a} and {seeds_b}")
         va, vb = (
-            arm_values(runs, arm, registered_measure(arm.measure or rule.measure, where),
+            arm_values(members, runs, registered_measure(arm.measure or rule.measure, where),
                        {**rules.params, **(arm.params if arm.measure else rule.params)}, rule.better)
-            for arm in (rule.a, rule.b)
+            for arm, members in ((rule.a, members_a), (rule.b, members_b))
         )  # fmt: skip
-        if rule.test == "paired" and _seeds(runs, rule.a) != _seeds(runs, rule.b):
-            raise ConfigError(f"{where}: test paired needs the same seeds in both arms; got "
-                              f"{_seeds(runs, rule.a)} and {_seeds(runs, rule.b)}")  # fmt: skip
         claim.a, claim.b = summarize_arm(va, rule.test, rules.alpha), summarize_arm(vb, rule.test, rules.alpha)
         if min(claim.a.n, claim.b.n) < rules.min_seeds:
             claim.note = (f"n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per arm; "

@@ -203,17 +203,19 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
 def figure(rows: Sequence[Row]) -> Any:
     """Score against throughput relative to the reference norm, one panel per model and data set;
     error bars: the t-intervals (a hollow marker: one seed, no interval). Each point is labelled
-    with its norm beside it (no legend box to cover points)."""
-    from normbench.analysis.plot import NORM_COLORS, finish_axes, new_figure
+    with its norm beside it, placed where it overlaps no other label (no legend box to cover points)."""
+    from normbench.analysis.plot import NORM_COLORS, finish_axes, label_points, new_figure
 
     cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
     title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds; hollow: one seed)"
     fig, axes = new_figure(1, max(len(cells), 1), title)
+    cell_labels = []
     for ax, (model, dataset) in zip(axes[0], cells):
         cell = [r for r in rows if (r.model, r.dataset) == (model, dataset) and r.score.n > 0 and r.verdict != NA]
         task = next((r.task for r in rows if (r.model, r.dataset) == (model, dataset)), IMAGES)
         scale = 100.0 if task == IMAGES else 1.0
         relative = all(math.isfinite(r.relative_throughput) for r in cell)
+        labels = []
         for r in cell:
             x = r.relative_throughput if relative else r.throughput
             y = r.score.mean * scale
@@ -223,10 +225,14 @@ def figure(rows: Sequence[Row]) -> Any:
                 ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3)
             else:
                 ax.plot(x, y, "o", mfc="none", color=color)
-            ax.annotate(r.norm, (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7, color=color)
+            labels.append((x, y, r.norm, color))
+        cell_labels.append((ax, labels))
         xlabel = f"throughput × {REFERENCE[task]}" if relative else THROUGHPUT[task]
         ylabel = f"{cell[0].metric if cell else 'score'}" + (" (%)" if task == IMAGES else "")
         finish_axes(ax, xlabel, ylabel, f"{model} on {dataset}", legend=False)
+    fig.tight_layout()  # the axes' final size first: labels are placed in points on the page
+    for ax, labels in cell_labels:
+        label_points(ax, labels)
     return fig
 
 

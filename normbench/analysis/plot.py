@@ -108,6 +108,30 @@ def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: boo
         ax.legend(fontsize=7)
 
 
+LABEL_OFFSETS: tuple[tuple[float, float], ...] = (
+    (4, 3), (4, -10), (-4, 3), (-4, -10), (4, 11), (-4, 11), (4, -18), (-4, -18), (12, -4), (-12, -4),
+)
+"""Where `label_points` tries a label, in points from its point (right, left, above, below)."""
+
+
+def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], fontsize: float = 7) -> None:
+    """Label each ``(x, y, text, color)`` beside its point, at the first of `LABEL_OFFSETS` where the
+    label overlaps no label placed before it (the first offset if every one does). Points are placed
+    from the top down; the axes' limits are fixed first (labels in points do not move them)."""
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    placed: list[Any] = []
+    for x, y, text, color in sorted(points, key=lambda p: (-p[1], p[0])):
+        for i, (dx, dy) in enumerate((*LABEL_OFFSETS, LABEL_OFFSETS[0])):
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize,
+                                color=color, ha="left" if dx >= 0 else "right")  # fmt: skip
+            box = label.get_window_extent(renderer)
+            if i == len(LABEL_OFFSETS) or not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                break
+            label.remove()
+
+
 def write_outputs(results: Sequence[FigureResult], out_dir: str | Path) -> list[Path]:
     """``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` per figure, and ``claims.csv`` /
     ``claims.md`` with every figure's claims. Returns the paths written."""

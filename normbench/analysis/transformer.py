@@ -158,7 +158,9 @@ def rmsnorm_time(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm on the training clock and on steps, from the same runs."""
     groups = _rms_groups(runs)
     colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
-    title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time (compiled dashed)"
+    title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time"
+    if any(name.endswith("(compiled)") for name in groups):
+        title += " (compiled dashed)"
     return [time_figure(groups, colors, "rmsnorm_time", title)]
 
 

@@ -15,3 +15,27 @@ def test_every_registered_norm_has_its_own_colour(norm: str) -> None:
     mine = mcolors.to_rgb(NORM_COLORS[norm])
     shared = [other for other, c in NORM_COLORS.items() if other != norm and mcolors.to_rgb(c) == mine]
     assert not shared, f"{norm} shares its colour with {shared}"
+
+
+def test_crowded_point_labels_are_all_drawn_and_never_overlap() -> None:
+    """The CPU leaderboard's crowded cluster (ln 30.5, in 31.0, rms 29.9 … at nearly one throughput):
+    every label is on the axes, beside its point, and no two labels' boxes overlap."""
+    from normbench.analysis.plot import LABEL_OFFSETS, label_points, new_figure
+
+    fig, axes = new_figure(1, 1, "crowded")
+    ax = axes[0, 0]
+    points = [(1.00, 45.3, "bn", "C0"), (0.95, 35.3, "gn", "C1"), (1.02, 34.1, "none", "C2"), (0.97, 32.9, "pn", "C3"),
+              (0.98, 32.6, "ln_sample", "C4"), (0.99, 31.0, "in", "C5"), (0.99, 30.5, "ln", "C6"),
+              (0.99, 29.9, "rms", "C7"), (0.96, 22.2, "brn", "C8")]  # fmt: skip
+    for x, y, _, color in points:
+        ax.plot(x, y, "o", color=color)
+    fig.tight_layout()
+    label_points(ax, points)
+    renderer = fig.canvas.get_renderer()
+    texts = {t.get_text(): t for t in ax.texts}
+    assert sorted(texts) == sorted(p[2] for p in points)
+    boxes = [t.get_window_extent(renderer) for t in texts.values()]
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1 :])
+    reach = max(max(abs(dx), abs(dy)) for dx, dy in LABEL_OFFSETS)
+    for x, y, name, _ in points:  # each beside its own point: the offset is one of the tried ones
+        assert texts[name].xy == (x, y) and max(map(abs, texts[name].xyann)) <= reach
