@@ -218,6 +218,7 @@ cat <<'TXT'
   normbench -m experiment=powernorm_chain dataset.root=<iwslt14>  # encoder bn / pn_v / pn / ln: 20 runs, 4/3 x powernorm_mt's time
   normbench -m experiment=rmsnorm_speed dataset.root=<iwslt14>    # Transformer, ln / rms / prms
   normbench -m experiment=rmsnorm_time dataset.root=<iwslt14>     # the same 30 runs judged at equal time and steps: ~90 GPU-h (30 x ~3 h, leaderboard.yaml's estimate; not measured)
+  normbench -m experiment=prms_width dataset.root=<iwslt14>       # ln / rms / prms at d 512, eager: 15 runs, ~45 GPU-h (15 x ~3 h, as rmsnorm_time; not measured)
   normbench -m experiment=leaderboard                             # every norm x model, 3 seeds
 [gpu_check] see results/README.md for each preset's expected GPU hours.
 TXT

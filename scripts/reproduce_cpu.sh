@@ -20,7 +20,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true PYTHONUNBUFFERED=1
 presets=("$@")
-((${#presets[@]})) || presets=(powernorm_stats_cpu powernorm_grads_cpu ln_axes_cpu powernorm_mt_cpu powernorm_chain_cpu gn_batch_size_cpu gn_groups_cpu bn_eval_stats_cpu bn_dropout_cpu bn_saturation_cpu bn_lr_range_cpu bn_padding_cpu bn_lp_cpu rmsnorm_speed_cpu rmsnorm_time_cpu santurkar_vgg_cpu)
+((${#presets[@]})) || presets=(powernorm_stats_cpu powernorm_grads_cpu ln_axes_cpu powernorm_mt_cpu powernorm_chain_cpu gn_batch_size_cpu gn_groups_cpu bn_eval_stats_cpu bn_dropout_cpu bn_saturation_cpu bn_lr_range_cpu bn_padding_cpu bn_lp_cpu rmsnorm_speed_cpu rmsnorm_time_cpu prms_width_cpu santurkar_vgg_cpu)
 dirty=$(git status --porcelain --untracked-files=normal -- . ':!results' ':!outputs')
 if [ -n "$dirty" ]; then
   echo "reproduce_cpu: error: the tree differs from commit $(git rev-parse --short HEAD) outside results/:" \

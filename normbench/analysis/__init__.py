@@ -51,6 +51,7 @@ FIGURES: dict[str, FigureFn] = {
     "powernorm_chain": transformer.powernorm_chain,
     "rmsnorm_speed": transformer.rmsnorm_speed,
     "rmsnorm_time": transformer.rmsnorm_time,
+    "prms_width": transformer.prms_width,
     "gn_batch_size": batch_size.gn_batch_size,
     "gn_groups": groups.gn_groups,
     "bn_eval_stats": eval_stats.bn_eval_stats,
@@ -73,6 +74,7 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "powernorm_chain": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
     "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|perf/train_s|train/batch_loss)$"),
     "rmsnorm_time": re.compile(r"^(val/loss|perf/train_s|train/batch_loss)$"),
+    "prms_width": re.compile(r"^(val/loss|val/bleu|test/bleu|train/batch_loss)$"),
     "gn_batch_size": re.compile(r"^(val/acc|train/loss)$"),  # train/loss: its plateau check and loss panel
     "gn_groups": re.compile(r"^(val/acc|train/loss)$"),
     "bn_eval_stats": re.compile(r"^(val/acc|val/acc_population|eval_stats/first_layer/.*)$"),

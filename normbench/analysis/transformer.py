@@ -10,6 +10,8 @@
   equal steps (`normbench.analysis.train_clock`).
 - `bn_padding`: BN in the encoder with its statistics over real tokens or over the padding too,
   length-bucketed or mixed batches, beside LN.
+- `prms_width`: Zhang & Sennrich 2019: LN / RMSNorm / partial RMSNorm at d_model 512 (pRMSNorm's
+  RMS from 32 channels): the training loss by step, the final validation loss and BLEU.
 - `ln_axes`: LayerNorm per token (``ln``) against per sentence (``ln_sample``) and instance
   norm over time (``in``), in the encoder (LN decoder: the decoder must stay causal).
 
@@ -26,7 +28,7 @@ from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
-from normbench.analysis.train_clock import has_clock, time_figure
+from normbench.analysis.train_clock import TRAIN_LOSS, has_clock, running_mean, time_figure
 
 VAL_LOSS = "val/loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
@@ -168,3 +170,24 @@ def ln_axes(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, ("ln", "ln_sample", "in"), encoder_norm)
     title = "Which axes LayerNorm normalizes over in a Transformer encoder (decoder LN)"
     return [_norm_figure(runs, groups, "ln_axes", title, False)]
+
+
+def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
+    """LN / RMSNorm / partial RMSNorm at the paper's width: the smoothed training loss (running mean
+    of 9 logged batch losses) by step, and the final validation loss and BLEU per norm (the claims)."""
+    groups = _groups(runs, ("ln", "rms", "prms"), run_norm)
+    colors = {n: NORM_COLORS.get(n, "tab:gray") for n in groups}
+    bkey = bleu_key(runs)
+    title = "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at d_model 512, beside RMSNorm and LN"
+    fig, axes = new_figure(1, 3, title)
+    res = FigureResult("prms_width", fig)
+    for norm, group in groups.items():
+        series = [(s, running_mean(v, 9)) for s, v in (r.series(TRAIN_LOSS) for r in group) if len(s)]
+        if series:
+            seed_curve(axes[0, 0], res.rows, "train_loss", norm, series, color=colors[norm])
+    finish_axes(axes[0, 0], "steps", "training loss (running mean of 9 logs)", "training loss")
+    bar_panel(axes[0, 1], res.rows, "val_loss", {n: [r.final(VAL_LOSS) for r in g] for n, g in groups.items()}, colors)
+    finish_axes(axes[0, 1], "norm", "validation loss", "validation loss at the end", legend=False)
+    bar_panel(axes[0, 2], res.rows, "bleu", {n: [r.final(bkey) for r in g] for n, g in groups.items()}, colors)
+    finish_axes(axes[0, 2], "norm", f"BLEU ({bkey.split('/')[0]})", f"BLEU at the end ({bkey})", legend=False)
+    return [res]

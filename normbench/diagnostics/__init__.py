@@ -2,7 +2,7 @@
 
 One module per measurement (registered on import): ``landscape``, ``predictiveness`` and
 ``beta_smoothness`` (sharing the gradient-step probe of ``probe``), ``ics``, ``hessian``,
-``grad_variance``, ``bn_stats``, ``activations`` and ``saturation``. ``registry`` holds the hook protocol,
+``grad_variance``, ``bn_stats``, ``activations``, ``saturation`` and ``val_loss``. ``registry`` holds the hook protocol,
 the typed config and `run_hooks`; ``state`` the exact save/restore of the training state.
 """
 
@@ -16,6 +16,7 @@ from normbench.diagnostics import (  # noqa: F401  (registration)
     landscape,
     predictiveness,
     saturation,
+    val_loss,
 )
 from normbench.diagnostics.registry import (
     DIAGNOSTICS,

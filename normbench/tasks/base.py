@@ -42,3 +42,9 @@ class Task(Protocol):
     def summarize(self, sums: dict[str, float], prefix: str) -> dict[str, float]: ...
 
     def evaluate(self, model: nn.Module) -> dict[str, float]: ...
+
+    def evaluate_loss(self, model: nn.Module) -> dict[str, float]:
+        """The validation loss only (``val/loss`` and what comes with it for free: accuracy,
+        perplexity), none of `evaluate`'s dearer extras (BLEU's decoding, the training images'
+        scores): the evaluation a probe every few steps can afford. Under ``no_grad``, eval mode."""
+        ...

@@ -113,10 +113,14 @@ class ImageClassificationTask:
         ``train_eval/loss`` and ``train_eval/acc`` on the training images, unaugmented, in the
         same evaluation mode: the train–test gap without dropout's or augmentation's noise);
         call under ``no_grad``."""
-        out = self._evaluate_split(model, self.test_x, self.test_y, "val")
+        out = self.evaluate_loss(model)
         if self.eval_train:
             out.update(self._evaluate_split(model, self.train_x, self.train_y, "train_eval"))
         return out
+
+    def evaluate_loss(self, model: nn.Module) -> dict[str, float]:
+        """``val/loss`` and ``val/acc`` on the held-out split only; call under ``no_grad``."""
+        return self._evaluate_split(model, self.test_x, self.test_y, "val")
 
     def _evaluate_split(self, model: nn.Module, images: Tensor, labels: Tensor, prefix: str) -> dict[str, float]:
         sums = {"loss_sum": 0.0, "correct": 0.0, "count": 0.0}

@@ -172,15 +172,20 @@ class TranslationTask:
         for ext, lines in (("hyp", hypotheses), ("ref", references)):
             atomic_write_text(folder / f"{split}.{ext}", "".join(line.replace("\n", " ") + "\n" for line in lines))
 
-    def evaluate(self, model: nn.Module) -> dict[str, float]:
-        """``val/loss``, ``val/nll_loss``, ``val/ppl``; with ``eval_bleu`` also ``val/bleu`` and
-        ``test/bleu``. Call under ``no_grad`` with the model in eval mode."""
+    def evaluate_loss(self, model: nn.Module) -> dict[str, float]:
+        """``val/loss`` (label-smoothed, as training), ``val/nll_loss``, ``val/ppl`` over the whole
+        validation split, teacher-forced: no decoding. Call under ``no_grad`` in eval mode."""
         sums = {"loss_sum": 0.0, "nll_sum": 0.0, "count": 0.0}
         for batch in self.valid.batches():
             out = self.forward_loss(model, batch.to(self.device))
             for k, val in out.stats.items():
                 sums[k] += float(val)
-        metrics = self.summarize(sums, "val")
+        return self.summarize(sums, "val")
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """``val/loss``, ``val/nll_loss``, ``val/ppl``; with ``eval_bleu`` also ``val/bleu`` and
+        ``test/bleu``. Call under ``no_grad`` with the model in eval mode."""
+        metrics = self.evaluate_loss(model)
         if self.eval_bleu:
             metrics["val/bleu"] = self.bleu(model, "valid")
             metrics["test/bleu"] = self.bleu(model, "test")

@@ -30,6 +30,7 @@ TRANSLATION_SECTIONS = {
     "ln_axes",
     "rmsnorm_speed",
     "rmsnorm_time",
+    "prms_width",
     "leaderboard_translation",
 }
 BOTH = {"powernorm_fig2", "powernorm_fig3"}  # powernorm_stats / _grads: a ResNet20 arm and a Transformer arm
@@ -219,15 +220,18 @@ def test_panel_keys_against_real_runs(tmp_path: Path) -> None:
         "diagnostics.hessian.every_n_steps=0",
         "diagnostics.ics.num_layers=2",
         "diagnostics.landscape.num_points=2",
+        "diagnostics.bn_stats.grad_norms=true",  # powernorm_grads' keys
     ]
     tiny = ["epochs=1", "logger.progress_bar=false", "logger.log_every_n_steps=1", "throughput_warmup_steps=0"]
     image = tmp_path / "image"
     r = run_cli("experiment=quickstart", "dataset.num_train=128", "dataset.num_test=64", "batch_size=32",
+                "dataset.eval_train=true", "norm.eval_stats=both",  # bn_dropout's and bn_eval_stats' keys
                 "diagnostics=full", *diag, *tiny, f"hydra.run.dir={image}")  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     text = tmp_path / "text"
     data = ["dataset.num_train=64", "dataset.num_valid=16", "dataset.num_test=16"]
     r = run_cli("experiment=quickstart_mt", *data, "norm@model.encoder_norm=bn", "diagnostics.bn_stats.every_n_steps=1",
+                "+diagnostics.bn_stats.grad_norms=true",
                 *tiny, f"hydra.run.dir={text}")  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     images, translation = wandb_keys([image]), wandb_keys([text])
