@@ -28,7 +28,7 @@ from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
-from normbench.analysis.train_clock import TRAIN_LOSS, has_clock, running_mean, time_figure
+from normbench.analysis.train_clock import has_clock, smoothed_loss, time_figure
 
 VAL_LOSS = "val/loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
@@ -182,7 +182,7 @@ def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
     fig, axes = new_figure(1, 3, title)
     res = FigureResult("prms_width", fig)
     for norm, group in groups.items():
-        series = [(s, running_mean(v, 9)) for s, v in (r.series(TRAIN_LOSS) for r in group) if len(s)]
+        series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
             seed_curve(axes[0, 0], res.rows, "train_loss", norm, series, color=colors[norm])
     finish_axes(axes[0, 0], "steps", "training loss (running mean of 9 logs)", "training loss")
