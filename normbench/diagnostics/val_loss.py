@@ -18,13 +18,11 @@ and without it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from normbench.diagnostics.registry import (
-    CadenceConfig,
     DiagContext,
     DiagnosticHook,
     autocast_off,
@@ -41,12 +39,7 @@ def compute(model: torch.nn.Module, evaluate_loss: Any) -> dict[str, float]:
     return {key.split("/", 1)[1]: float(value) for key, value in metrics.items()}
 
 
-@dataclass
-class ValLossConfig(CadenceConfig):
-    pass
-
-
-@register_diagnostic("val_loss", ValLossConfig)
+@register_diagnostic("val_loss")  # only the cadence (CadenceConfig: every, ...)
 class ValLossHook(DiagnosticHook):
     def __call__(self, ctx: DiagContext) -> dict[str, Any]:
         evaluate_loss = getattr(ctx.task, "evaluate_loss", None)
