@@ -141,5 +141,3 @@ def print_summary(summary: Mapping[str, Any], unit: str) -> None:
         f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
         + " ".join(parts)
     )
-
-

@@ -28,7 +28,10 @@ from normbench import train
 from tests.test_hardware import compose_cfg
 
 DATA_DEPENDENT = {
-    "aten.nonzero.default", "aten.masked_select.default", "aten._unique2.default", "aten.unique_dim.default"
+    "aten.nonzero.default",
+    "aten.masked_select.default",
+    "aten._unique2.default",
+    "aten.unique_dim.default",
 }
 
 
@@ -110,18 +113,35 @@ def steps_with_syncs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, overrides:
     return dict(found)
 
 
-COMMON = ["logger.wandb=false", "logger.progress_bar=false", "logger.log_every_n_steps=1000", "max_steps=6",
-          "throughput_warmup_steps=1", "checkpoint.every_n_steps=0"]
+COMMON = [
+    "logger.wandb=false",
+    "logger.progress_bar=false",
+    "logger.log_every_n_steps=1000",
+    "max_steps=6",
+    "throughput_warmup_steps=1",
+    "checkpoint.every_n_steps=0",
+]
 
 
 @pytest.mark.parametrize(
     ("case", "overrides"),
     [
-        ("resnet8 + bn, augmentation", ["experiment=quickstart", "model.depth=8", "dataset.num_train=256",
-                                        "dataset.num_test=64", "batch_size=32", "eval_batch_size=64"]),
+        (
+            "resnet8 + bn, augmentation",
+            [
+                "experiment=quickstart",
+                "model.depth=8",
+                "dataset.num_train=256",
+                "dataset.num_test=64",
+                "batch_size=32",
+                "eval_batch_size=64",
+            ],
+        ),
         ("transformer_tiny + ln", ["experiment=quickstart_mt", "dataset.num_train=200", "dataset.max_tokens=256"]),
-        ("transformer_tiny, bn encoder", ["experiment=quickstart_mt", "dataset.num_train=200",
-                                          "dataset.max_tokens=256", "model.encoder_norm=bn"]),
+        (
+            "transformer_tiny, bn encoder",
+            ["experiment=quickstart_mt", "dataset.num_train=200", "dataset.max_tokens=256", "model.encoder_norm=bn"],
+        ),
     ],
 )
 def test_training_steps_make_no_host_sync_between_logging_points(

@@ -25,8 +25,11 @@ def load_script():
 
 @pytest.mark.parametrize(
     ("overrides", "count"),
-    [([], 45), (["experiment/arms/leaderboard@_global_=transformer_enc_cpu", "norm=bn,gn,pn"], 15),
-     (["norm=ln,rms", "seed=7"], 2)],
+    [
+        ([], 45),
+        (["experiment/arms/leaderboard@_global_=transformer_enc_cpu", "norm=bn,gn,pn"], 15),
+        (["norm=ln,rms", "seed=7"], 2),
+    ],
 )
 def test_jobs_are_the_basic_sweepers_jobs(overrides: list[str], count: int) -> None:
     """The same jobs, in the same order, as ``normbench -m experiment=leaderboard_cpu <overrides>``."""

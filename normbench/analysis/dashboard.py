@@ -147,12 +147,19 @@ MEASURE_PANELS: dict[str, Any] = {
     "bleu": lambda p: [Panel("BLEU (valid each evaluation; test at the end)", ("val/bleu", "test/bleu"), x=EPOCH)],
     "throughput": lambda p: [Panel("training tokens per second", ("perf/tokens_per_s",), x=EPOCH)],
     "loss_at_equal_time": lambda p: [
-        Panel("training loss (each logged batch) on the training clock", ("train/batch_loss",), x=CLOCK,
-              note="the claim reads its running mean at one time every run reached (the rules' time_fraction)")
+        Panel(
+            "training loss (each logged batch) on the training clock",
+            ("train/batch_loss",),
+            x=CLOCK,
+            note="the claim reads its running mean at one time every run reached (the rules' time_fraction)",
+        )
     ],  # fmt: skip
     "loss_at_equal_steps": lambda p: [
-        Panel("training loss (each logged batch)", ("train/batch_loss",),
-              note="the claim reads its running mean at one step (the rules' step_fraction)")
+        Panel(
+            "training loss (each logged batch)",
+            ("train/batch_loss",),
+            note="the claim reads its running mean at one step (the rules' step_fraction)",
+        )
     ],  # fmt: skip
 }
 """Measure name → its panels (a function of the measure's parameters in the rules). The keys are

@@ -109,7 +109,16 @@ def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: boo
 
 
 LABEL_OFFSETS: tuple[tuple[float, float], ...] = (
-    (4, 3), (4, -10), (-4, 3), (-4, -10), (4, 11), (-4, 11), (4, -18), (-4, -18), (12, -4), (-12, -4),
+    (4, 3),
+    (4, -10),
+    (-4, 3),
+    (-4, -10),
+    (4, 11),
+    (-4, 11),
+    (4, -18),
+    (-4, -18),
+    (12, -4),
+    (-12, -4),
 )
 """Where `label_points` tries a label, in points from its point (right, left, above, below)."""
 

@@ -38,8 +38,13 @@ def batch_moments(x: Tensor, layout: str, w: Tensor | None) -> tuple[Tensor, Ten
 
 
 def batch_norm_updating(
-    x: Tensor, weight: Tensor | None, bias: Tensor | None, running_mean: Tensor, running_var: Tensor,
-    momentum: float, eps: float,
+    x: Tensor,
+    weight: Tensor | None,
+    bias: Tensor | None,
+    running_mean: Tensor,
+    running_var: Tensor,
+    momentum: float,
+    eps: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Training BatchNorm of ``x`` (channels on axis 1) by the kernel ``F.batch_norm`` picks
     (cuDNN, MIOpen or torch's own), which also updates the running estimates in place; returns
@@ -110,9 +115,7 @@ def linear_ramp(step: Tensor, start: int, end: int) -> Tensor:
     return ((step.double() - start) / max(end - start, 1)).clamp(0.0, 1.0)
 
 
-def renormalized_affine(
-    weight: Tensor | None, bias: Tensor | None, r: Tensor, d: Tensor
-) -> tuple[Tensor, Tensor]:
+def renormalized_affine(weight: Tensor | None, bias: Tensor | None, r: Tensor, d: Tensor) -> tuple[Tensor, Tensor]:
     """γ·(x̂·r + d) + β = x̂·(γ·r) + (β + γ·d): Batch Renormalization as plain BatchNorm with
     the affine (γ·r, β + γ·d); the gradients to γ and β follow through these products."""
     new_weight = r if weight is None else weight * r
