@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rerun CPU-scale presets and rebuild results/<preset>/ from their runs. Each preset's jobs (the
-# product of its hydra.sweeper.params: scripts/sweep_jobs.py) run two at a time, one per core
+# product of its hydra.sweeper.params: scripts/sweep_jobs.py; run seed by seed) run two at a time, one per core
 # (xargs -P 2; the presets set hardware.num_threads=1), then normbench-figures judges the claims by
 # the preset's rules and writes results/<preset>/; RUN.txt records the commit, the rules hash,
 # the commands, the start and the wall clock.
@@ -29,14 +29,23 @@ if [ -n "$dirty" ]; then
 fi
 commit=$(git rev-parse --short HEAD)
 
-jobs_of() {  # the preset's jobs, numbered; leaderboard_cpu: its three sweeps (conf/experiment/leaderboard_cpu.yaml),
-  # the long translation jobs first so that the two cores end together
+seed_major() {  # stdin: numbered jobs; stdout: the same jobs seed by seed (stable: each seed's jobs
+  # keep their order), unnumbered. Side by side on the two cores then run two arms of one seed, so
+  # no arm's throughput meets systematically different neighbours (the 2026-12-02 rmsnorm_speed_cpu
+  # run, in sweep order with the norm outermost, had eager ln beside eager ln, eager rms beside compiled ln)
+  awk '{ seed = 0; for (i = 2; i <= NF; i++) if ($i ~ /^seed=/) { split($i, s, "="); seed = s[2] }
+         $1 = ""; print seed, substr($0, 2) }' | sort -s -n -k1,1 | cut -d' ' -f2-
+}
+
+jobs_of() {  # the preset's jobs, numbered, seed by seed; leaderboard_cpu: its three sweeps
+  # (conf/experiment/leaderboard_cpu.yaml), the long translation jobs first so that the two cores end
+  # together, its two translation sweeps merged seed by seed
   if [ "$1" = leaderboard_cpu ]; then
-    { python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_enc_cpu' norm=bn,gn,pn &&
-      python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms &&
-      python scripts/sweep_jobs.py leaderboard_cpu; } | awk '{ $1 = NR - 1; print }'
+    { { python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_enc_cpu' norm=bn,gn,pn &&
+        python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms; } | seed_major &&
+      python scripts/sweep_jobs.py leaderboard_cpu | seed_major; } | awk '{ print NR - 1, $0 }'
   else
-    python scripts/sweep_jobs.py "$1"
+    python scripts/sweep_jobs.py "$1" | seed_major | awk '{ print NR - 1, $0 }'
   fi
 }
 

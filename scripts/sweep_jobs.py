@@ -1,9 +1,11 @@
 """The jobs of an experiment preset's sweep, one line each: ``<index> <override> <override> ...``.
 
-Reads ``hydra.sweeper.params`` of ``conf/experiment/<preset>.yaml`` with Hydra's own override
-parser and writes their product in Hydra's order (the first key varies slowest), so that
-``scripts/reproduce_cpu.sh`` can run the same jobs as ``normbench -m experiment=<preset>``, two at a
-time on two cores (``xargs -P 2``) instead of one after another.
+Composes ``experiment=<preset>`` as ``normbench -m`` does (Hydra, this checkout's ``conf/``, so a
+``_cpu`` preset's sweep inherits the params its full preset declares) and expands its
+``hydra.sweeper.params`` and the overrides given after it with the basic sweeper's own code
+(`normbench.data_roots.sweep_jobs`): the same jobs in the same order as ``normbench -m
+experiment=<preset> <overrides>``, so that ``scripts/reproduce_cpu.sh`` can run them two at a time
+on two cores (``xargs -P 2``) instead of one after another.
 
     python scripts/sweep_jobs.py ln_axes_cpu
     python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms
@@ -15,41 +17,39 @@ Overrides after the preset replace the sweep's values of their keys (or add keys
 from __future__ import annotations
 
 import argparse
-import itertools
 import sys
 from pathlib import Path
 
-import yaml
-from hydra.core.override_parser.overrides_parser import OverridesParser
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's normbench, whatever is pip-installed
 
-CONF = Path(__file__).resolve().parent.parent / "conf" / "experiment"
-
-
-def sweep_params(preset: str) -> dict[str, str]:
-    path = CONF / f"{preset}.yaml"
-    if not path.is_file():
-        valid = ", ".join(sorted(p.stem for p in CONF.glob("*.yaml")))
-        raise SystemExit(f"sweep_jobs: unknown preset {preset!r}; valid choices: {valid}")
-    params = ((yaml.safe_load(path.read_text()) or {}).get("hydra") or {}).get("sweeper", {}).get("params") or {}
-    return {str(k): str(v) for k, v in params.items()}
+CONF = ROOT / "conf"
 
 
 def jobs(preset: str, overrides: list[str] | None = None) -> list[list[str]]:
-    """Every job's overrides (``experiment=<preset>`` first); ``overrides`` (``key=value``, sweeps
-    allowed) replace the preset's sweep values of their keys or add keys, in the given order."""
-    parser = OverridesParser.create()
-    params = sweep_params(preset)
+    """Every job's overrides (``experiment=<preset>`` first), in the basic sweeper's order."""
+    presets = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+    if preset not in presets:
+        raise SystemExit(f"sweep_jobs: unknown preset {preset!r}; valid choices: {', '.join(presets)}")
     for override in overrides or []:
-        key, sep, value = override.partition("=")
-        if not sep:
+        if "=" not in override:
             raise SystemExit(f"sweep_jobs: override {override!r} is not key=value")
-        params[key] = value
-    axes = []
-    for key, value in params.items():
-        override = parser.parse_overrides([f"{key}={value}"])[0]
-        values = list(override.sweep_string_iterator()) if override.is_sweep_override() else [value]
-        axes.append([f"{key}={v}" for v in values])
-    return [[f"experiment={preset}", *combo] for combo in itertools.product(*axes)]
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import open_dict
+
+    from normbench.config import register_configs
+    from normbench.data_roots import sweep_jobs
+
+    register_configs()
+    experiment = f"experiment={preset}"
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        config = compose(config_name="config", overrides=[experiment], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    with open_dict(config):  # the command line of `normbench -m experiment=<preset> <overrides>`
+        config.hydra.overrides.task = [experiment, *(overrides or [])]
+    return [[experiment, *(o for o in job if o != experiment)] for job in sweep_jobs(config)]
 
 
 def main(argv: list[str] | None = None) -> int:

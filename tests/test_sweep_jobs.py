@@ -4,7 +4,11 @@ replace or add sweep keys (how scripts/reproduce_cpu.sh lists leaderboard_cpu's 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hydra.core.global_hydra import GlobalHydra
@@ -48,16 +52,67 @@ def test_an_override_without_a_value_is_refused() -> None:
         load_script().jobs("leaderboard_cpu", ["norm"])
 
 
-@pytest.mark.parametrize("preset", ["rmsnorm_speed_cpu", "rmsnorm_time_cpu"])
-def test_timed_presets_interleave_their_arms(preset: str) -> None:
-    """In the presets that judge speed on the 2-core machine the seed varies slowest, so the jobs
-    reproduce_cpu.sh runs side by side (2i, 2i+1) are runs of one seed and each norm meets the same
-    kind of neighbour; with the norm outermost (the rmsnorm_speed_cpu runs of 2026-12-02) the eager
-    ln runs met each other and the eager rms runs met compiled ln runs."""
-    listed = load_script().jobs(preset)
-    seeds = [next(o for o in job if o.startswith("seed=")) for job in listed]
-    assert seeds == sorted(seeds, key=lambda s: int(s.split("=")[1]))
-    arms = [tuple(o for o in job if not o.startswith("seed=")) for job in listed]
+def shell(call: str, stdin: str = "") -> list[list[str]]:
+    """``call`` run by bash after scripts/reproduce_cpu.sh's ``seed_major`` and ``jobs_of``, with
+    this venv's python first on PATH; its output's lines, split."""
+    script = (REPO / "scripts" / "reproduce_cpu.sh").read_text()
+    functions = ""
+    for name in ("seed_major", "jobs_of"):
+        start = script.index(f"{name}() {{")
+        functions += script[start : script.index("\n}\n", start) + 3]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    listed = subprocess.run(
+        ["bash", "-c", functions + call],
+        cwd=REPO,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PATH": path},
+    ).stdout.splitlines()
+    return [line.split() for line in listed]
+
+
+def seed_of(job: list[str]) -> int:
+    return int(next(o for o in job if o.startswith("seed=")).split("=")[1])
+
+
+CPU_PRESETS = (
+    re.search(r"\|\| presets=\(([^)]*)\)", (REPO / "scripts" / "reproduce_cpu.sh").read_text()).group(1).split()
+)
+
+
+@pytest.mark.parametrize("preset", CPU_PRESETS)
+def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
+    """reproduce_cpu.sh runs a preset's jobs two at a time in list order, so the list goes seed by
+    seed: the two jobs side by side are two arms of one seed, and no arm meets systematically
+    different neighbours on the two cores (the 2026-12-02 rmsnorm_speed_cpu run, in sweep order with
+    the norm outermost, had eager ln beside eager ln and eager rms beside compiled ln). The jobs are
+    exactly the sweep's, each once (seed_major on the sweep's list; jobs_of numbers them)."""
+    listed = load_script().jobs(preset)  # in this process: one Hydra import for all presets
+    rows = [
+        [str(i), *row]
+        for i, row in enumerate(shell("seed_major", "".join(f"{i} {' '.join(job)}\n" for i, job in enumerate(listed))))
+    ]
+    swept = sorted(" ".join(sorted(job)) for job in listed)
+    assert sorted(" ".join(sorted(row[1:])) for row in rows) == swept
+    seeds = [seed_of(row) for row in rows]
+    assert seeds == sorted(seeds) and len(set(seeds)) >= 5
+    arms = [tuple(o for o in row[1:] if not o.startswith("seed=")) for row in rows]
     per_seed = len(set(arms))
-    assert len(listed) == 5 * per_seed and per_seed > 1
-    assert all(len(set(arms[i : i + per_seed])) == per_seed for i in range(0, len(arms), per_seed))
+    assert len(rows) == len(set(seeds)) * per_seed  # every arm once per seed
+
+
+def test_reproduce_cpu_lists_leaderboard_cpu_seed_by_seed() -> None:
+    """leaderboard_cpu: the 25 translation jobs first (the long ones), its encoder-norm and full-stack
+    sweeps merged seed by seed, then the 45 image jobs seed by seed; numbered 0..69, every job once."""
+    rows = shell("jobs_of leaderboard_cpu")
+    assert [int(row[0]) for row in rows] == list(range(70))
+    seeds = [seed_of(row) for row in rows]
+    cells = [next(o for o in row if o.startswith("experiment/arms/")).split("=")[1] for row in rows]
+    assert set(cells[:25]) == {"transformer_enc_cpu", "transformer_cpu"} and set(cells[25:]) == {"resnet8_cpu"}
+    assert seeds[:25] == sorted(seeds[:25]) and seeds[25:] == sorted(seeds[25:])
+    for seed in range(5):  # each seed's translation jobs hold both sweeps' norms
+        norms = {next(o for o in row if o.startswith("norm=")) for row, s in zip(rows[:25], seeds[:25]) if s == seed}
+        assert norms == {f"norm={n}" for n in ("bn", "gn", "pn", "ln", "rms")}
+    assert len({" ".join(sorted(row[1:])) for row in rows}) == 70
