@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,7 @@ from omegaconf import open_dict
 
 from normbench.data_roots import sweep_jobs
 from tests.conftest import REPO
-from tests.test_data_roots import compose_cfg
+from tests.test_data_roots import CPU_PRESETS, compose_cfg
 
 
 def load_script():
@@ -77,11 +76,6 @@ def seed_of(job: list[str]) -> int:
     return int(next(o for o in job if o.startswith("seed=")).split("=")[1])
 
 
-CPU_PRESETS = (
-    re.search(r"\|\| presets=\(([^)]*)\)", (REPO / "scripts" / "reproduce_cpu.sh").read_text()).group(1).split()
-)
-
-
 @pytest.mark.parametrize("preset", CPU_PRESETS)
 def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
     """reproduce_cpu.sh runs a preset's jobs two at a time in list order, so the list goes seed by
@@ -90,15 +84,12 @@ def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
     the norm outermost, had eager ln beside eager ln and eager rms beside compiled ln). The jobs are
     exactly the sweep's, each once (seed_major on the sweep's list; jobs_of numbers them)."""
     listed = load_script().jobs(preset)  # in this process: one Hydra import for all presets
-    rows = [
-        [str(i), *row]
-        for i, row in enumerate(shell("seed_major", "".join(f"{i} {' '.join(job)}\n" for i, job in enumerate(listed))))
-    ]
+    rows = shell("seed_major", "".join(f"{i} {' '.join(job)}\n" for i, job in enumerate(listed)))
     swept = sorted(" ".join(sorted(job)) for job in listed)
-    assert sorted(" ".join(sorted(row[1:])) for row in rows) == swept
+    assert sorted(" ".join(sorted(row)) for row in rows) == swept
     seeds = [seed_of(row) for row in rows]
     assert seeds == sorted(seeds) and len(set(seeds)) >= 5
-    arms = [tuple(o for o in row[1:] if not o.startswith("seed=")) for row in rows]
+    arms = [tuple(o for o in row if not o.startswith("seed=")) for row in rows]
     per_seed = len(set(arms))
     assert len(rows) == len(set(seeds)) * per_seed  # every arm once per seed
 
