@@ -4,6 +4,7 @@ replace or add sweep keys (how scripts/reproduce_cpu.sh lists leaderboard_cpu's 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import os
 import subprocess
 import sys
@@ -26,24 +27,49 @@ def load_script():
     return module
 
 
+LEADERBOARD_ARM = "experiment/arms/leaderboard@_global_"
+LEADERBOARD_CPU_NORMS = ["bn", "brn", "gn", "in", "ln", "ln_sample", "pn", "rms", "none"]  # its yaml's sweep
+
+
+def product_jobs(arms: list[str], norms: list[str], seeds: list[int]) -> set[frozenset[str]]:
+    """The jobs expected by hand: every (arm, norm, seed), each job a set of its overrides."""
+    return {
+        frozenset({"experiment=leaderboard_cpu", f"{LEADERBOARD_ARM}={arm}", f"norm={norm}", f"seed={seed}"})
+        for arm, norm, seed in itertools.product(arms, norms, seeds)
+    }
+
+
 @pytest.mark.parametrize(
-    ("overrides", "count"),
+    ("overrides", "expected"),
     [
-        ([], 45),
-        (["experiment/arms/leaderboard@_global_=transformer_enc_cpu", "norm=bn,gn,pn"], 15),
-        (["norm=ln,rms", "seed=7"], 2),
+        ([], product_jobs(["resnet8_cpu"], LEADERBOARD_CPU_NORMS, list(range(5)))),
+        (
+            [f"{LEADERBOARD_ARM}=transformer_enc_cpu", "norm=bn,gn,pn"],
+            product_jobs(["transformer_enc_cpu"], ["bn", "gn", "pn"], list(range(5))),
+        ),
+        (["norm=ln,rms", "seed=7"], product_jobs(["resnet8_cpu"], ["ln", "rms"], [7])),
     ],
 )
-def test_jobs_are_the_basic_sweepers_jobs(overrides: list[str], count: int) -> None:
-    """The same jobs, in the same order, as ``normbench -m experiment=leaderboard_cpu <overrides>``."""
-    script = load_script()
-    listed = [sorted(job) for job in script.jobs("leaderboard_cpu", overrides)]
+def test_jobs_are_the_sweeps_product(overrides: list[str], expected: set[frozenset[str]]) -> None:
+    """Each job once, and exactly the product of the preset's sweep with the overrides replacing
+    its keys' values, written out by hand (45, 15 and 2 jobs)."""
+    listed = load_script().jobs("leaderboard_cpu", overrides)
+    assert len(listed) == len(expected)
+    assert {frozenset(job) for job in listed} == expected
+
+
+@pytest.mark.parametrize(
+    "overrides", [[], [f"{LEADERBOARD_ARM}=transformer_enc_cpu", "norm=bn,gn,pn"], ["norm=ln,rms", "seed=7"]]
+)
+def test_jobs_are_in_the_basic_sweepers_order(overrides: list[str]) -> None:
+    """The same order as ``normbench -m experiment=leaderboard_cpu <overrides>``: Hydra's basic
+    sweeper expanding the composed config (``normbench.data_roots.sweep_jobs``)."""
+    listed = [sorted(job) for job in load_script().jobs("leaderboard_cpu", overrides)]
     config = compose_cfg(["experiment=leaderboard_cpu"], hydra=True)
     GlobalHydra.instance().clear()
     with open_dict(config):  # the command line of `normbench -m experiment=leaderboard_cpu <overrides>`
         config.hydra.overrides.task = ["experiment=leaderboard_cpu", *overrides]
-    expected = [sorted(job) for job in sweep_jobs(config)]
-    assert listed == expected and len(listed) == count
+    assert listed == [sorted(job) for job in sweep_jobs(config)]
 
 
 def test_an_override_without_a_value_is_refused() -> None:
