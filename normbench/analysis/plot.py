@@ -8,6 +8,7 @@ Every plotted number goes into the figure's CSV, one row per point:
 from __future__ import annotations
 
 import csv
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -199,4 +200,4 @@ def bar_panel(
         ax.bar(i, row["median"], color=colors.get(label, "tab:gray"), alpha=0.8)
         ax.errorbar(i, row["median"], yerr=err, color="black", capsize=4, linewidth=1)
         ax.text(i, row["median"], f"{row['median']:.3g}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(values)), list(values), fontsize=8)
+    ax.set_xticks(range(len(values)), [textwrap.fill(label, 12) for label in values], fontsize=8)  # long labels wrap

@@ -45,7 +45,11 @@ def bn_dropout(runs: Sequence[Run]) -> list[FigureResult]:
                 marker = "o" if key == VAL_ACC else "x"
                 seed_curve(axes[0, 0], res.rows, key.replace("/", "_"), f"{label}: {suffix}", series,
                            colors[label], fill=alpha_fill, linestyle=style, marker=marker)  # fmt: skip
-    finish_axes(axes[0, 0], "step", "accuracy", "test (o) and training images (x), eval mode")
+    finish_axes(axes[0, 0], "step", "accuracy", "test (o) and training images (x), eval mode", legend=False)
+    entries = zip(*axes[0, 0].get_legend_handles_labels())
+    arms = [(h, label.removesuffix(": test")) for h, label in entries if label.endswith(": test")]
+    if arms:  # one entry per arm (colour and line style); the markers are in the title
+        axes[0, 0].legend(*zip(*arms), fontsize=7, loc="center right")
     gaps = {label: [train_test_gap(r) for r in group] for label, group in groups.items()}
     bar_panel(axes[0, 1], res.rows, "train_test_gap", gaps, colors)
     finish_axes(axes[0, 1], "arm", "train − test accuracy", "the final gap, per arm", legend=False)
