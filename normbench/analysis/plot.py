@@ -44,9 +44,9 @@ NORM_COLORS = {
     "rms": "tab:cyan",
     "prms": "tab:olive",
     "pn": "goldenrod",
-    "bn_l1": "darkred",
+    "bn_l1": "deeppink",
     "bn_l2": "salmon",
-    "bn_linf": "maroon",
+    "bn_linf": "teal",  # darkred / maroon were indistinguishable beside bn's red
 }
 
 
@@ -85,7 +85,11 @@ def seed_curve(
         rows.append(
             {"panel": panel, "series": label, "x": xs[i], "median": med[i], "lo": lo[i], "hi": hi[i], "n": int(n[i])}
         )
-    if ax is not None and len(xs):
+    if ax is not None and len(xs) == 1:  # one point (a run evaluated once): a line would not show
+        ax.plot(xs, med, color=color, label=label, linestyle="none", marker=marker or "o", markersize=5)
+        if fill and matrix.shape[0] > 1:
+            ax.vlines(xs, lo, hi, color=color, alpha=0.5)
+    elif ax is not None and len(xs):
         ax.plot(xs, med, color=color, label=label, linestyle=linestyle, marker=marker, markersize=3)
         if fill and matrix.shape[0] > 1:
             ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)

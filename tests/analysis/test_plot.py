@@ -13,8 +13,14 @@ from normbench.norms.registry import list_norms
 def test_every_registered_norm_has_its_own_colour(norm: str) -> None:
     assert norm in NORM_COLORS, f"add {norm!r} to NORM_COLORS in normbench/analysis/plot.py"
     mine = mcolors.to_rgb(NORM_COLORS[norm])
-    shared = [other for other, c in NORM_COLORS.items() if other != norm and mcolors.to_rgb(c) == mine]
-    assert not shared, f"{norm} shares its colour with {shared}"
+    close = [other for other, c in NORM_COLORS.items() if other != norm and distance(mcolors.to_rgb(c), mine) < 0.12]
+    assert not close, f"{norm}'s colour cannot be told from that of {close}"
+
+
+def distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
+    """Euclidean distance in RGB (0-1 per channel): darkred and maroon, once bn_l1's and bn_linf's,
+    are 0.045 apart and could not be told apart in the bn_lp figures."""
+    return sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5
 
 
 def test_crowded_point_labels_are_all_drawn_and_never_overlap() -> None:
@@ -39,3 +45,23 @@ def test_crowded_point_labels_are_all_drawn_and_never_overlap() -> None:
     reach = max(max(abs(dx), abs(dy)) for dx, dy in LABEL_OFFSETS)
     for x, y, name, _ in points:  # each beside its own point: the offset is one of the tried ones
         assert texts[name].xy == (x, y) and max(map(abs, texts[name].xyann)) <= reach
+
+
+def test_a_single_point_is_drawn_as_a_marker_with_its_seeds_range() -> None:
+    """A run evaluated once gives one point per seed; as a line it would not show (the first bn_lp
+    figure's test-accuracy panel was empty)."""
+    import numpy as np
+
+    from normbench.analysis.plot import new_figure, seed_curve
+
+    fig, axes = new_figure(1, 1, "one point")
+    ax = axes[0, 0]
+    rows: list[dict] = []
+    series = [(np.array([140.0]), np.array([v])) for v in (0.2, 0.3, 0.25)]
+    seed_curve(ax, rows, "test_acc", "bn", series, color="tab:red")
+    (line,) = ax.lines
+    assert line.get_marker() == "o" and line.get_linestyle() == "None"
+    assert list(line.get_xdata()) == [140.0] and list(line.get_ydata()) == [0.25]
+    (span,) = ax.collections  # the seeds' min-max as a vertical segment
+    assert np.allclose(span.get_segments()[0], [[140.0, 0.2], [140.0, 0.3]])
+    assert rows == [{"panel": "test_acc", "series": "bn", "x": 140.0, "median": 0.25, "lo": 0.2, "hi": 0.3, "n": 3}]
