@@ -144,8 +144,10 @@ def accuracy_figure(
                     seed_curve(ax, rows, panel, label(norm, lr), ys, color=color, linestyle=style)
     finish_axes(axes[0, 0], "steps", "training loss (batch)", "training loss")
     axes[0, 0].set_yscale("log")  # a diverging run's loss would flatten every other curve
-    finish_axes(axes[0, 1], "steps", "training accuracy (%)", f"training accuracy (running mean of {SMOOTHING} logs)")
-    finish_axes(axes[0, 2], "steps", "test accuracy (%)", "test accuracy")
+    # one legend, on the first panel: the others have the same series (a legend there hid a test point)
+    acc_title = f"training accuracy (running mean of {SMOOTHING} logs)"
+    finish_axes(axes[0, 1], "steps", "training accuracy (%)", acc_title, legend=False)
+    finish_axes(axes[0, 2], "steps", "test accuracy (%)", "test accuracy", legend=False)
     layer = activation_layer(runs)
     if layer is not None:
         activation_panel(axes[0, 3], rows, runs, norms, lrs[0], layer)
