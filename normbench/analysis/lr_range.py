@@ -25,7 +25,8 @@ def final_acc(run: Run) -> float:
 
 
 def bn_lr_range(runs: Sequence[Run]) -> list[FigureResult]:
-    fig, axes = new_figure(1, 1, "Final accuracy against the learning rate, per norm (diverged: 0, count beside)")
+    title = "Final accuracy against the learning rate, per norm\n(a diverged run: 0; their count beside)"
+    fig, axes = new_figure(1, 1, title)
     res = FigureResult("bn_lr_range", fig)
     ax = axes[0, 0]
     for norm in sorted({str(r.get("norm.name")) for r in runs}):
