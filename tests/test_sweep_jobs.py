@@ -39,17 +39,17 @@ def product_jobs(arms: list[str], norms: list[str], seeds: list[int]) -> set[fro
     }
 
 
-@pytest.mark.parametrize(
-    ("overrides", "expected"),
-    [
-        ([], product_jobs(["resnet8_cpu"], LEADERBOARD_CPU_NORMS, list(range(5)))),
-        (
-            [f"{LEADERBOARD_ARM}=transformer_enc_cpu", "norm=bn,gn,pn"],
-            product_jobs(["transformer_enc_cpu"], ["bn", "gn", "pn"], list(range(5))),
-        ),
-        (["norm=ln,rms", "seed=7"], product_jobs(["resnet8_cpu"], ["ln", "rms"], [7])),
-    ],
-)
+SWEEPS = [  # (overrides after experiment=leaderboard_cpu, the jobs they give)
+    ([], product_jobs(["resnet8_cpu"], LEADERBOARD_CPU_NORMS, list(range(5)))),
+    (
+        [f"{LEADERBOARD_ARM}=transformer_enc_cpu", "norm=bn,gn,pn"],
+        product_jobs(["transformer_enc_cpu"], ["bn", "gn", "pn"], list(range(5))),
+    ),
+    (["norm=ln,rms", "seed=7"], product_jobs(["resnet8_cpu"], ["ln", "rms"], [7])),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), SWEEPS)
 def test_jobs_are_the_sweeps_product(overrides: list[str], expected: set[frozenset[str]]) -> None:
     """Each job once, and exactly the product of the preset's sweep with the overrides replacing
     its keys' values, written out by hand (45, 15 and 2 jobs)."""
@@ -58,9 +58,7 @@ def test_jobs_are_the_sweeps_product(overrides: list[str], expected: set[frozens
     assert {frozenset(job) for job in listed} == expected
 
 
-@pytest.mark.parametrize(
-    "overrides", [[], [f"{LEADERBOARD_ARM}=transformer_enc_cpu", "norm=bn,gn,pn"], ["norm=ln,rms", "seed=7"]]
-)
+@pytest.mark.parametrize("overrides", [overrides for overrides, _ in SWEEPS])
 def test_jobs_are_in_the_basic_sweepers_order(overrides: list[str]) -> None:
     """The same order as ``normbench -m experiment=leaderboard_cpu <overrides>``: Hydra's basic
     sweeper expanding the composed config (``normbench.data_roots.sweep_jobs``)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import matplotlib.colors as mcolors
 import pytest
 
@@ -13,14 +15,10 @@ from normbench.norms.registry import list_norms
 def test_every_registered_norm_has_its_own_colour(norm: str) -> None:
     assert norm in NORM_COLORS, f"add {norm!r} to NORM_COLORS in normbench/analysis/plot.py"
     mine = mcolors.to_rgb(NORM_COLORS[norm])
-    close = [other for other, c in NORM_COLORS.items() if other != norm and distance(mcolors.to_rgb(c), mine) < 0.12]
+    # Euclidean distance in RGB (0-1 per channel): darkred and maroon, once bn_l1's and bn_linf's,
+    # are 0.045 apart and could not be told apart in the bn_lp figures
+    close = [other for other, c in NORM_COLORS.items() if other != norm and math.dist(mcolors.to_rgb(c), mine) < 0.12]
     assert not close, f"{norm}'s colour cannot be told from that of {close}"
-
-
-def distance(a: tuple[float, ...], b: tuple[float, ...]) -> float:
-    """Euclidean distance in RGB (0-1 per channel): darkred and maroon, once bn_l1's and bn_linf's,
-    are 0.045 apart and could not be told apart in the bn_lp figures."""
-    return sum((x - y) ** 2 for x, y in zip(a, b)) ** 0.5
 
 
 def test_crowded_point_labels_are_all_drawn_and_never_overlap() -> None:
