@@ -324,13 +324,22 @@ def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
     return out
 
 
+def _run_label(run: Run) -> str:
+    """A run's name in a check's note: its sweep overrides, an arm file by its name (``g8 seed=0``),
+    after the norm's name where no arm file names the run (``gn seed=0``; no overrides: ``gn seed 0``).
+    Every selected run is listed, also where two labels coincide."""
+    arms = [o.rpartition("=")[2] for o in run.overrides if o.startswith("experiment/arms/")]
+    rest = [o for o in run.overrides if not o.startswith(("experiment=", "experiment/arms/"))]
+    return " ".join(arms or [str(run.get("norm.name"))]) + " " + (" ".join(rest) or f"seed {run.seed}")
+
+
 def _check(check: CheckRule, runs: Sequence[Run], rules: Rules, var: str) -> Claim:
     params = {**rules.params, **check.params}
     fn = registered_measure(check.measure, f"rules of {rules.preset}, {check.id}")
-    values = {f"{r.get('norm.name')} seed {r.seed}": (math.inf if r.status == "diverged"
-              else _call(fn, r, params, runs)) for r in matching(runs, check.select)}  # fmt: skip
-    ok = bool(values) and all(v < check.below for v in values.values())
-    note = ", ".join(f"{k} {v:.3g}" for k, v in values.items()) or "no runs selected"
+    values = [(_run_label(r), math.inf if r.status == "diverged" else _call(fn, r, params, runs))
+              for r in matching(runs, check.select)]  # fmt: skip
+    ok = bool(values) and all(v < check.below for _, v in values)
+    note = ", ".join(f"{k} {v:.3g}" for k, v in values) or "no runs selected"
     return Claim(check.id, check.claim, "a check of the setup, not a paper claim", check.figure,
                  PASSED if ok else FAILED, rules.scale[var].fmt(), note=f"{note} (passes when every run's is below "
                  f"{check.below:g})", rules_hash=rules.hash)  # fmt: skip

@@ -120,11 +120,32 @@ def padding_arm(run: Run) -> str:
     return f"{name}{counted}{masked} ({'bucketed' if run.get('dataset.bucket_by_length', True) else 'mixed'})"
 
 
+VAR_DIST = "bn_stats/first_layer/var_dist"
+PADDING_COLORS = {"bn masked": NORM_COLORS["bn"], "bn padded": "tab:purple", "ln": NORM_COLORS["ln"]}
+
+
 def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
+    """Masked BN, BN counting the padding and LN, bucketed (solid) or mixed (dashed): the first BN
+    layer's distance between batch and running variance by step (the claim's quantity, median over
+    seeds), the final validation loss and the final BLEU per arm."""
     order = [f"{n} ({b})" for b in ("bucketed", "mixed") for n in ("bn masked", "bn padded", "ln")]
     groups = _groups(runs, order, padding_arm)
+    colors = {a: PADDING_COLORS.get(a.rsplit(" (", 1)[0], "tab:gray") for a in groups}
     title = "BatchNorm over padded batches: masked vs padding counted, length-bucketed vs mixed (decoder LN)"
-    return [_norm_figure(runs, groups, "bn_padding", title, False)]
+    fig, axes = new_figure(1, 3, title)
+    res = FigureResult("bn_padding", fig)
+    for arm, group in groups.items():
+        series = [r.series(VAR_DIST) for r in group if len(r.series(VAR_DIST)[0])]
+        if series:
+            style = "--" if arm.endswith("(mixed)") else "-"
+            seed_curve(axes[0, 0], res.rows, "var_dist", arm, series, color=colors[arm], linestyle=style)
+    finish_axes(axes[0, 0], "steps", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance")
+    bar_panel(axes[0, 1], res.rows, "val_loss", {a: [r.final(VAL_LOSS) for r in g] for a, g in groups.items()}, colors)
+    finish_axes(axes[0, 1], "arm", "validation loss", "validation loss at the end", legend=False)
+    bkey = bleu_key(runs)
+    bar_panel(axes[0, 2], res.rows, "bleu", {a: [r.final(bkey) for r in g] for a, g in groups.items()}, colors)
+    finish_axes(axes[0, 2], "arm", f"BLEU ({bkey.split('/')[0]})", f"BLEU at the end ({bkey})", legend=False)
+    return [res]
 
 
 def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:

@@ -145,9 +145,9 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
             cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
                    "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
             dist = 0.5 if arm == "bn_padded_mixed" else 0.1
-            rows = [
-                {"step": 160, "epoch": 1, "val/loss": 4.0, "bn_stats/first_layer/var_dist": dist * (1 + 0.1 * seed)}
-            ]
+            rows = [{"step": 160, "epoch": 1, "val/loss": 4.0}]
+            if norm == "bn":  # only BN logs bn_stats
+                rows[0]["bn_stats/first_layer/var_dist"] = dist * (1 + 0.1 * seed)
             write_run(tmp_path / "runs", job, cfg, rows, {"test/bleu": bleu[arm] + 0.5 * seed})
             job += 1
     out = tmp_path / "out"
@@ -157,7 +157,11 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
     assert verdicts["padded_variance_strays_mixed"] == SUPPORTED
     assert verdicts["padding_hurts_bucketed"] != SUPPORTED  # 0.2 apart, seeds spread over 2
     assert claim_row(out, "padding_hurts_mixed")["a_n"] == "5"  # the LN arm (no count_padding) is not selected
-    assert_point(read_csv(out / "bn_padding.csv"), "bleu", "bn padded (mixed)", 3.0, [8.0 + 0.5 * s for s in SEEDS])
+    rows = read_csv(out / "bn_padding.csv")
+    assert_point(rows, "bleu", "bn padded (mixed)", 3.0, [8.0 + 0.5 * s for s in SEEDS])
+    assert_point(rows, "var_dist", "bn padded (mixed)", 160.0, [0.5 * (1 + 0.1 * s) for s in SEEDS])
+    assert_point(rows, "var_dist", "bn masked (bucketed)", 160.0, [0.1 * (1 + 0.1 * s) for s in SEEDS])
+    assert not [r for r in rows if r["panel"] == "var_dist" and r["series"].startswith("ln")]  # LN has no BN stats
 
 
 @pytest.mark.parametrize("arm", PADDING_ARMS)
@@ -167,4 +171,4 @@ def test_bn_padding_arms_compose(arm: str) -> None:
     assert cfg.model.encoder_norm.name == norm and cfg.dataset.bucket_by_length == bucketed
     if counted is not None:
         assert cfg.model.encoder_norm.count_padding == counted and cfg.model.encoder_norm.momentum == 0.05
-    assert cfg.model.decoder_norm.name == "ln" and cfg.max_steps == 160
+    assert cfg.model.decoder_norm.name == "ln" and cfg.max_steps == 200

@@ -17,15 +17,21 @@ GROUPS = (1, 2, 4, 8, 16)
 ARMS = [*(f"g{g}" for g in GROUPS), "in"]
 
 
-def write_sweep(root: Path, err: dict[str, float], spread: float = 0.2, last_loss: float = 0.01) -> None:
+def write_sweep(
+    root: Path,
+    err: dict[str, float],
+    spread: float = 0.2,
+    last_loss: float = 0.01,
+    last_loss_of: dict[str, float] | None = None,
+) -> None:
     """Every arm x seed as a job directory: error ``err[arm] + spread * seed`` (%), training loss
-    from 2.0 down to ``last_loss`` over five epochs."""
+    from 2.0 down to ``last_loss`` (``last_loss_of[arm]`` where given) over five epochs."""
     job = 0
     for arm in ARMS:
         norm = {"name": "in"} if arm == "in" else {"name": "gn", "groups": int(arm[1:])}
         for seed in SEEDS:
             cfg = {"norm": norm, "batch_size": 32, "lr": 0.1, "seed": seed}
-            losses = [2.0, 1.0, 0.5, 0.2, last_loss]
+            losses = [2.0, 1.0, 0.5, 0.2, (last_loss_of or {}).get(arm, last_loss)]
             rows = [{"step": 10 * e, "epoch": e, "train/loss": y + 0.001 * seed} for e, y in enumerate(losses, 1)]
             rows.append({"step": 50, "epoch": 5, "val/acc": 1.0 - (err[arm] + spread * seed) / 100})
             write_run(root, job, cfg, rows, {"step": 50})
@@ -67,6 +73,20 @@ def test_gn_groups_claims_opposite_inconclusive_and_a_short_run(tmp_path: Path) 
     assert verdicts == {"g8_beats_g1": OPPOSITE, "g8_beats_in": INCONCLUSIVE, "long_enough": FAILED}
 
 
+def test_gn_groups_check_reads_every_group_count(tmp_path: Path) -> None:
+    # only G = 2 ends far from a plateau (10 % of its first loss); the G = 4..16 runs share its norm
+    # name and seeds, and must not hide it (a check keyed by norm and seed kept only G = 16's)
+    err = {"g1": 40.0, "g2": 38.0, "g4": 36.0, "g8": 35.0, "g16": 37.0, "in": 45.0}
+    write_sweep(tmp_path / "runs", err, last_loss_of={"g2": 0.2})
+    build("gn_groups_cpu", tmp_path / "runs", tmp_path / "out")
+    row = claim_row(tmp_path / "out", "long_enough")
+    assert row["verdict"] == FAILED
+    entries = row["measured"].split(" (passes")[0].split(", ")  # "<run> <value>", one per run
+    values = [float(e.rpartition(" ")[2]) for e in entries]
+    assert len(values) == 30 and sum(v > 0.05 for v in values) == 5  # G = 2's five seeds: 0.1-0.102
+    assert sum(e.startswith("gn seed") for e in entries) == 25
+
+
 def test_gn_groups_rules_name_arms_the_preset_runs() -> None:
     rules = load_rules("gn_groups_cpu")
     assert rules is not None and rules.min_seeds == 5 and rules.alpha == 0.05
@@ -96,3 +116,15 @@ def test_every_arm_builds_on_every_layer(preset: str, arm: str) -> None:
     assert {m.num_features for m in norms} == {16, 32, 64}
     if arm != "in":
         assert all(m.groups == int(arm[1:]) for m in norms)
+
+
+def test_a_checks_run_label_names_its_arm_file_or_its_norm() -> None:
+    from normbench.analysis.claims import _run_label
+    from normbench.analysis.runs import Run
+
+    swept = ["experiment=gn_groups_cpu", "experiment/arms/gn_groups@_global_=g8", "seed=3"]
+    assert _run_label(Run("5", {"norm": {"name": "gn"}, "seed": 3}, [], overrides=swept)) == "g8 seed=3"
+    assert _run_label(Run("5", {"norm": {"name": "gn"}, "seed": 3}, [], overrides=["norm=gn", "seed=3"])) == (
+        "gn norm=gn seed=3"
+    )
+    assert _run_label(Run("5", {"norm": {"name": "in"}, "seed": 3}, [])) == "in seed 3"
