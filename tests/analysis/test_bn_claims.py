@@ -58,7 +58,7 @@ def test_bn_dropout_arms_compose(arm: str) -> None:
     cfg = compose_cfg(["experiment=bn_dropout_cpu", f"experiment/arms/bn_dropout@_global_={arm}"])
     assert (cfg.norm.name, cfg.model.dropout) == DROPOUT_ARMS[arm]
     assert cfg.model.name == "vgg11" and cfg.dataset.eval_train and not cfg.dataset.augment
-    assert cfg.dataset.train_limit == 500
+    assert cfg.dataset.train_limit == 250 and cfg.batch_size == 50 and cfg.model.init == "kaiming"
 
 
 def _saturation_rows(saturated: list[float], grads: dict[str, float], seed: int) -> list[dict]:
