@@ -25,6 +25,14 @@ def train_test_gap(run: Run) -> float:
     return run.final(TRAIN_EVAL_ACC) - run.final(VAL_ACC)
 
 
+@measure("train_eval_error")
+def train_eval_error(run: Run) -> float:
+    """One minus the final training accuracy in eval mode: the share of its own training images the
+    run still gets wrong (bn_dropout's setup check: a small gap from an arm that has not fitted its
+    training images is underfitting, not regularization)."""
+    return 1.0 - run.final(TRAIN_EVAL_ACC)
+
+
 def arm_label(run: Run) -> str:
     norm = "BN" if run.get("norm.name") == "bn" else "standard"
     dropout = float(run.get("model.dropout") or 0.0)

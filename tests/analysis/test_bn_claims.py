@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from normbench.analysis.claims import FAILED, PASSED
 from normbench.analysis.stats import SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
@@ -15,25 +16,41 @@ DROPOUT_ARMS = {"standard": ("none", 0.0), "standard_dropout": ("none", 0.3), "b
                 "bn_dropout": ("bn", 0.3)}  # fmt: skip
 
 
-def test_bn_dropout_gap_and_claims(tmp_path: Path) -> None:
-    # (train_eval acc, val acc) at the end: the standard VGG overfits (gap 0.5), dropout halves it,
-    # BN narrows it to 0.3 and tests higher
-    final = {"standard": (1.0, 0.5), "standard_dropout": (0.8, 0.55), "bn": (1.0, 0.7), "bn_dropout": (0.9, 0.72)}
+def _write_dropout_runs(root: Path, final: dict[str, tuple[float, float]]) -> None:
     job = 0
     for arm, (norm, p) in DROPOUT_ARMS.items():
         for seed in SEEDS:
             train, val = final[arm]
             rows = [{"step": 70, "epoch": 10, "val/acc": val / 2, "train_eval/acc": train / 2},
                     {"step": 210, "epoch": 30, "val/acc": val + 0.01 * seed, "train_eval/acc": train}]  # fmt: skip
-            write_run(tmp_path / "runs", job, {"norm": {"name": norm}, "model": {"dropout": p}, "seed": seed}, rows, {})
+            write_run(root, job, {"norm": {"name": norm}, "model": {"dropout": p}, "seed": seed}, rows, {})
             job += 1
+
+
+def test_bn_dropout_gap_and_claims(tmp_path: Path) -> None:
+    # (train_eval acc, val acc) at the end: the standard VGG overfits (gap 0.5), dropout halves it,
+    # BN narrows it to 0.3 and tests higher
+    final = {"standard": (1.0, 0.5), "standard_dropout": (0.8, 0.55), "bn": (1.0, 0.7), "bn_dropout": (0.9, 0.72)}
+    _write_dropout_runs(tmp_path / "runs", final)
     out = tmp_path / "out"
     build("bn_dropout_cpu", tmp_path / "runs", out)
     verdicts = claims(out)
-    assert verdicts == {"dropout_narrows_gap": SUPPORTED, "bn_narrows_gap": SUPPORTED, "bn_higher_test_acc": SUPPORTED}
+    assert verdicts == {"dropout_narrows_gap": SUPPORTED, "bn_narrows_gap": SUPPORTED, "bn_higher_test_acc": SUPPORTED,
+                        "fits_training_images": PASSED}  # fmt: skip
     assert float(claim_row(out, "bn_narrows_gap")["estimate"]) == pytest.approx(0.3 - 0.5)
     rows = read_csv(out / "bn_dropout.csv")
     assert_point(rows, "train_test_gap", "BN", 2.0, [0.3 - 0.01 * s for s in SEEDS])
+
+
+@pytest.mark.parametrize("standard_train, verdict", [(0.96, PASSED), (0.94, FAILED)])
+def test_bn_dropout_fit_check_reads_the_no_dropout_arms(tmp_path: Path, standard_train: float, verdict: str) -> None:
+    # the standard VGG's eval-mode training accuracy decides the check (error 0.04 < 0.05 passes,
+    # 0.06 fails); the dropout arms fit less (0.6) and are not the check's concern
+    final = {"standard": (standard_train, 0.5), "standard_dropout": (0.6, 0.5), "bn": (1.0, 0.7),
+             "bn_dropout": (0.6, 0.7)}  # fmt: skip
+    _write_dropout_runs(tmp_path / "runs", final)
+    build("bn_dropout_cpu", tmp_path / "runs", tmp_path / "out")
+    assert claims(tmp_path / "out")["fits_training_images"] == verdict
 
 
 @pytest.mark.parametrize("arm", DROPOUT_ARMS)
@@ -41,7 +58,7 @@ def test_bn_dropout_arms_compose(arm: str) -> None:
     cfg = compose_cfg(["experiment=bn_dropout_cpu", f"experiment/arms/bn_dropout@_global_={arm}"])
     assert (cfg.norm.name, cfg.model.dropout) == DROPOUT_ARMS[arm]
     assert cfg.model.name == "vgg11" and cfg.dataset.eval_train and not cfg.dataset.augment
-    assert cfg.dataset.train_limit == 500
+    assert cfg.dataset.train_limit == 250 and cfg.batch_size == 50 and cfg.model.init == "kaiming"
 
 
 def _saturation_rows(saturated: list[float], grads: dict[str, float], seed: int) -> list[dict]:
