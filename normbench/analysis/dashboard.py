@@ -132,6 +132,9 @@ MEASURE_PANELS: dict[str, Any] = {
     "train_test_gap": lambda p: [
         Panel("accuracy: training images (eval mode) and test", ("train_eval/acc", "val/acc"), x=EPOCH)
     ],
+    "train_eval_error": lambda p: [
+        Panel("training images in eval mode: accuracy (error = 1 − accuracy)", ("train_eval/acc",), x=EPOCH)
+    ],
     "saturated_fraction": lambda p: [
         Panel("saturated pre-activations (first norm layer; mean over layers)", _layered("saturation", "saturated"))
     ],
