@@ -77,10 +77,20 @@ def _groups(runs: Sequence[Run], norms: Sequence[str], by: Callable[[Run], str])
     return {n: g for n, g in out.items() if g}
 
 
+def _end_bars(
+    ax: Any, res: FigureResult, key: str, groups: dict[str, list[Run]], colors: dict[str, str], xlabel: str = "norm"
+) -> None:
+    """A bar per group at the median over its runs of their final ``key`` (``val/loss`` or a BLEU
+    key), the seeds' min–max as error bars; rows under ``bleu`` or ``val_loss``."""
+    panel, what = ("val_loss", "validation loss") if key == VAL_LOSS else ("bleu", f"BLEU ({key.split('/')[0]})")
+    bar_panel(ax, res.rows, panel, {n: [r.final(key) for r in g] for n, g in groups.items()}, colors)
+    title = "validation loss at the end" if key == VAL_LOSS else f"BLEU at the end ({key})"
+    finish_axes(ax, xlabel, what, title, legend=False)
+
+
 def _norm_figure(
     runs: Sequence[Run], groups: dict[str, list[Run]], name: str, title: str, with_speed: bool
 ) -> FigureResult:
-    bkey = bleu_key(runs)
     n_cols = 3 if with_speed else 2
     fig, axes = new_figure(1, n_cols, title)
     res = FigureResult(name, fig)
@@ -90,8 +100,7 @@ def _norm_figure(
         if series:
             seed_curve(axes[0, 0], res.rows, "val_loss", norm, series, color=colors[norm], marker="o")
     finish_axes(axes[0, 0], "steps", "validation loss", "validation loss")
-    bar_panel(axes[0, 1], res.rows, "bleu", {n: [r.final(bkey) for r in g] for n, g in groups.items()}, colors)
-    finish_axes(axes[0, 1], "norm", f"BLEU ({bkey.split('/')[0]})", f"BLEU at the end ({bkey})", legend=False)
+    _end_bars(axes[0, 1], res, bleu_key(runs), groups, colors)
     if with_speed:
         bar_panel(
             axes[0, 2], res.rows, "tokens_per_s", {n: [throughput(r) for r in g] for n, g in groups.items()}, colors
@@ -140,11 +149,8 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
             style = "--" if arm.endswith("(mixed)") else "-"
             seed_curve(axes[0, 0], res.rows, "var_dist", arm, series, color=colors[arm], linestyle=style)
     finish_axes(axes[0, 0], "steps", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance")
-    bar_panel(axes[0, 1], res.rows, "val_loss", {a: [r.final(VAL_LOSS) for r in g] for a, g in groups.items()}, colors)
-    finish_axes(axes[0, 1], "arm", "validation loss", "validation loss at the end", legend=False)
-    bkey = bleu_key(runs)
-    bar_panel(axes[0, 2], res.rows, "bleu", {a: [r.final(bkey) for r in g] for a, g in groups.items()}, colors)
-    finish_axes(axes[0, 2], "arm", f"BLEU ({bkey.split('/')[0]})", f"BLEU at the end ({bkey})", legend=False)
+    _end_bars(axes[0, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
+    _end_bars(axes[0, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
     return [res]
 
 
@@ -198,7 +204,6 @@ def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
     of 9 logged batch losses) by step, and the final validation loss and BLEU per norm (the claims)."""
     groups = _groups(runs, ("ln", "rms", "prms"), run_norm)
     colors = {n: NORM_COLORS.get(n, "tab:gray") for n in groups}
-    bkey = bleu_key(runs)
     title = "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at d_model 512, beside RMSNorm and LN"
     fig, axes = new_figure(1, 3, title)
     res = FigureResult("prms_width", fig)
@@ -207,8 +212,6 @@ def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
         if series:
             seed_curve(axes[0, 0], res.rows, "train_loss", norm, series, color=colors[norm])
     finish_axes(axes[0, 0], "steps", "training loss (running mean of 9 logs)", "training loss")
-    bar_panel(axes[0, 1], res.rows, "val_loss", {n: [r.final(VAL_LOSS) for r in g] for n, g in groups.items()}, colors)
-    finish_axes(axes[0, 1], "norm", "validation loss", "validation loss at the end", legend=False)
-    bar_panel(axes[0, 2], res.rows, "bleu", {n: [r.final(bkey) for r in g] for n, g in groups.items()}, colors)
-    finish_axes(axes[0, 2], "norm", f"BLEU ({bkey.split('/')[0]})", f"BLEU at the end ({bkey})", legend=False)
+    _end_bars(axes[0, 1], res, VAL_LOSS, groups, colors)
+    _end_bars(axes[0, 2], res, bleu_key(runs), groups, colors)
     return [res]
