@@ -64,14 +64,19 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
         return
     groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
     group_values: dict[str, list[str]] = {}
+    placed: dict[str, list[str]] = {}  # ``experiment/arms/x@_global_=bn``: a group placed elsewhere
     value_overrides = []
     for o in parsed:
         key = o.key_or_group
-        if key.startswith("hydra") or o.package is not None or o.is_delete():
+        if key.startswith("hydra") or o.is_delete():
             continue
         try:
             values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
         except Exception:
+            continue
+        if o.package is not None:
+            if (conf_dir / key).is_dir():
+                placed[f"{key}@{o.package}"] = values
             continue
         if key in groups:
             valid = _choices(conf_dir, key)
@@ -82,39 +87,64 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
         elif key.partition(".")[0] not in FREE_FORM:
             value_overrides.append(o)  # ``+key`` and ``++key`` too: an unknown key is refused
     if value_overrides:
-        _check_keys_and_types(conf_dir, groups, group_values, value_overrides)
+        _check_keys_and_types(conf_dir, groups, group_values, value_overrides, placed)
 
 
 def _check_keys_and_types(
-    conf_dir: Path, groups: set[str], group_values: dict[str, list[str]], overrides: list[Any]
+    conf_dir: Path,
+    groups: set[str],
+    group_values: dict[str, list[str]],
+    overrides: list[Any],
+    placed: dict[str, list[str]] | None = None,
 ) -> None:
-    """Each value override against the first job's composed config (composed once, as Hydra will
-    compose it) and, for a key inside a swept group, against each other swept option's node."""
+    """Each value override against the first job's composed config (as Hydra will compose it)
+    and, for a key inside a swept group, against each other swept option's node. A group placed
+    in another package (``experiment/arms/bn_dropout@_global_=bn,standard``: an arm that chooses
+    the norm) is composed with each of its values in turn, the other choices at their first."""
+    first = [f"{g}={values[0]}" for g, values in group_values.items()]
+    placed = placed or {}
+    first += [f"{g}={values[0]}" for g, values in placed.items()]
+    jobs = [first] + [
+        [*first[: len(group_values)], *(f"{h}={v if h == g else vs[0]}" for h, vs in placed.items())]
+        for g, values in placed.items()
+        for v in values[1:]
+    ]
+    for i, job in enumerate(jobs):
+        composed = _compose(conf_dir, job)
+        if composed is None:
+            return  # Hydra will say what is wrong with the composition itself
+        cfg, chosen = composed
+        for o in overrides:
+            key = o.key_or_group
+            head, _, rest = key.partition(".")
+            if head not in groups or not rest:
+                _check_key(cfg, key, o)
+                continue
+            options = (group_values.get(head) or [chosen[head]]) if i == 0 else [chosen[head]]
+            for j, option in enumerate(options):
+                node = cfg[head] if j == 0 else option_node(conf_dir, head, option)
+                _check_key(node, rest, o, conf_dir=conf_dir, group=head, option=option)
+
+
+def _compose(conf_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]] | None:
+    """The job's config without its ``hydra`` node, and the group choices; None where Hydra
+    cannot compose it."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
 
-    first = [f"{g}={values[0]}" for g, values in group_values.items()]
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
-            cfg = compose("config", overrides=first, return_hydra_config=True)
+            cfg = compose("config", overrides=overrides, return_hydra_config=True)
     except HydraException:
-        return  # Hydra will say what is wrong with the composition itself
+        return None
     finally:
         GlobalHydra.instance().clear()
     chosen = dict(cfg.hydra.runtime.choices)
     with open_dict(cfg):
         del cfg["hydra"]
-    for o in overrides:
-        key = o.key_or_group
-        head, _, rest = key.partition(".")
-        if head not in groups or not rest:
-            _check_key(cfg, key, o)
-            continue
-        for i, option in enumerate(group_values.get(head) or [chosen[head]]):
-            node = cfg[head] if i == 0 else option_node(conf_dir, head, option)
-            _check_key(node, rest, o, conf_dir=conf_dir, group=head, option=option)
+    return cfg, chosen
 
 
 def option_node(conf_dir: Path, group: str, option: str) -> DictConfig:

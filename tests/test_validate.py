@@ -196,6 +196,27 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     assert len(composed) == 3
 
 
+@fault(
+    "a norm key beside an arm that chooses the norm",
+    "checked on that arm's norm: one line where it lacks the key",
+    "one-line",
+)
+def test_an_arm_that_chooses_the_norm_is_composed_before_its_keys_are_checked() -> None:
+    """``experiment/arms/bn_dropout@_global_=bn norm.eval_stats=both``: the arm (a group placed in
+    the global package) makes the norm BN, so the key is BN's and the command is accepted; swept
+    over an arm whose norm lacks the key, it is refused naming that arm's norm."""
+    from normbench.errors import ConfigError
+    from normbench.overrides import check_overrides
+
+    conf = cli.config_dir()
+    arm = "experiment/arms/bn_dropout@_global_"
+    check_overrides(["experiment=bn_dropout_cpu", f"{arm}=bn", "norm.eval_stats=both"], conf)
+    with pytest.raises(ConfigError, match="norm.eval_stats is not an option of norm=none"):
+        check_overrides(["experiment=bn_dropout_cpu", f"{arm}=standard", "norm.eval_stats=both"], conf)
+    with pytest.raises(ConfigError, match="norm.eval_stats is not an option of norm=none"):
+        check_overrides(["-m", "experiment=bn_dropout_cpu", f"{arm}=bn,standard", "norm.eval_stats=both"], conf)
+
+
 def test_a_free_form_section_still_takes_added_keys(tmp_path, monkeypatch, capsys) -> None:
     """``+diagnostics.<name>.…`` adds a diagnostic (the README's example); the runner checks it."""
     out = tmp_path / "run"
