@@ -130,27 +130,46 @@ def padding_arm(run: Run) -> str:
 
 
 VAR_DIST = "bn_stats/first_layer/var_dist"
+TOKEN_SCALE = "token_scale/first_layer/scale"
+PADDING_SHARE = "token_scale/padding_share"
 PADDING_COLORS = {"bn masked": NORM_COLORS["bn"], "bn padded": "tab:purple", "ln": NORM_COLORS["ln"]}
 
 
 def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
-    """Masked BN, BN counting the padding and LN, bucketed (solid) or mixed (dashed): the first BN
-    layer's distance between batch and running variance by step (the claim's quantity, median over
-    seeds), the final validation loss and the final BLEU per arm."""
+    """Masked BN, BN counting the padding and LN, bucketed (solid) or mixed (dashed). Top: by step,
+    the first BN layer's distance between batch and running variance (a claim's quantity), the
+    first norm's per-token scale of real tokens before its affine (a claim's quantity; LN's is 1),
+    the batches' padding share. Bottom: the per-token scale in the batches' short and long halves
+    of sentences (median over steps, per run), the final validation loss and BLEU per arm."""
     order = [f"{n} ({b})" for b in ("bucketed", "mixed") for n in ("bn masked", "bn padded", "ln")]
     groups = _groups(runs, order, padding_arm)
     colors = {a: PADDING_COLORS.get(a.rsplit(" (", 1)[0], "tab:gray") for a in groups}
     title = "BatchNorm over padded batches: masked vs padding counted, length-bucketed vs mixed (decoder LN)"
-    fig, axes = new_figure(1, 3, title)
+    fig, axes = new_figure(2, 3, title)
     res = FigureResult("bn_padding", fig)
-    for arm, group in groups.items():
-        series = [r.series(VAR_DIST) for r in group if len(r.series(VAR_DIST)[0])]
-        if series:
-            style = "--" if arm.endswith("(mixed)") else "-"
-            seed_curve(axes[0, 0], res.rows, "var_dist", arm, series, color=colors[arm], linestyle=style)
-    finish_axes(axes[0, 0], "steps", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance")
-    _end_bars(axes[0, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
-    _end_bars(axes[0, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
+    curves = (
+        (axes[0, 0], VAR_DIST, "var_dist", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance"),
+        (axes[0, 1], TOKEN_SCALE, "token_scale", "mean of sqrt(mean_c x̂²)", "first norm: real tokens' scale"),
+        (axes[0, 2], PADDING_SHARE, "padding_share", "padded positions / all", "padding share of the batch"),
+    )
+    for ax, key, panel, ylabel, panel_title in curves:
+        for arm, group in groups.items():
+            series = [r.series(key) for r in group if len(r.series(key)[0])]
+            if series:
+                style = "--" if arm.endswith("(mixed)") else "-"
+                seed_curve(ax, res.rows, panel, arm, series, color=colors[arm], linestyle=style)
+        finish_axes(ax, "steps", ylabel, panel_title, legend=ax is axes[0, 0])
+    halves = {
+        f"{arm}: {half}": [median_over_steps(r.series(f"{TOKEN_SCALE}_{half}")[1]) for r in group]
+        for arm, group in groups.items()
+        for half in ("short", "long")
+        if any(len(r.series(f"{TOKEN_SCALE}_{half}")[0]) for r in group)
+    }
+    bar_panel(axes[1, 0], res.rows, "token_scale_halves", halves, {k: colors[k.split(": ")[0]] for k in halves})
+    finish_axes(axes[1, 0], "arm: half of the batch", "real tokens' scale", "short vs long sentences", legend=False)
+    axes[1, 0].tick_params(axis="x", labelsize=6)
+    _end_bars(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
+    _end_bars(axes[1, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
     return [res]
 
 
