@@ -21,14 +21,26 @@ claims are in ``normbench/rules/<preset>.yaml``.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normbench.analysis.claims import measure
-from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot import (
+    NORM_COLORS,
+    FigureResult,
+    add_point_rows,
+    bar_panel,
+    finish_axes,
+    new_figure,
+    seed_curve,
+)
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
 from normbench.analysis.train_clock import has_clock, smoothed_loss, time_figure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 VAL_LOSS = "val/loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
@@ -150,7 +162,6 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
     curves = (
         (axes[0, 0], VAR_DIST, "var_dist", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance"),
         (axes[0, 1], TOKEN_SCALE, "token_scale", "mean of sqrt(mean_c x̂²)", "first norm: real tokens' scale"),
-        (axes[0, 2], PADDING_SHARE, "padding_share", "padded positions / all", "padding share of the batch"),
     )
     for ax, key, panel, ylabel, panel_title in curves:
         for arm, group in groups.items():
@@ -158,19 +169,56 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
             if series:
                 style = "--" if arm.endswith("(mixed)") else "-"
                 seed_curve(ax, res.rows, panel, arm, series, color=colors[arm], linestyle=style)
-        finish_axes(ax, "steps", ylabel, panel_title, legend=ax is axes[0, 0])
-    halves = {
-        f"{arm}: {half}": [median_over_steps(r.series(f"{TOKEN_SCALE}_{half}")[1]) for r in group]
-        for arm, group in groups.items()
-        for half in ("short", "long")
-        if any(len(r.series(f"{TOKEN_SCALE}_{half}")[0]) for r in group)
-    }
-    bar_panel(axes[1, 0], res.rows, "token_scale_halves", halves, {k: colors[k.split(": ")[0]] for k in halves})
-    finish_axes(axes[1, 0], "arm: half of the batch", "real tokens' scale", "short vs long sentences", legend=False)
-    axes[1, 0].tick_params(axis="x", labelsize=6)
+        finish_axes(ax, "steps", ylabel, panel_title)
+    _padding_share_panel(axes[0, 2], res, groups)
+    _halves_panel(axes[1, 0], res, groups, colors)
     _end_bars(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
     _end_bars(axes[1, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
     return [res]
+
+
+def _padding_share_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run]]) -> None:
+    """The batches' padding share by step, one curve per batching (every arm of a batching sees the
+    same batches: the first arm that logged it stands for them)."""
+    for batching, style in (("bucketed", "-"), ("mixed", "--")):
+        for arm, group in groups.items():
+            series = [r.series(PADDING_SHARE) for r in group if len(r.series(PADDING_SHARE)[0])]
+            if arm.endswith(f"({batching})") and series:
+                seed_curve(ax, res.rows, "padding_share", f"{batching} batches", series, color="black", linestyle=style)
+                break
+    finish_axes(ax, "steps", "padded positions / all", "padding share of the batch")
+
+
+def _halves_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run]], colors: dict[str, str]) -> None:
+    """Per arm, the per-token scale in the batches' shorter (open) and longer (filled) halves of
+    sentences: each run's median over the logged steps; the median over seeds, min–max bars."""
+    names = []
+    for arm, group in groups.items():
+        x = len(names)
+        names.append(arm)
+        for half, dx, face in (("short", -0.15, "white"), ("long", 0.15, colors[arm])):
+            vals = [median_over_steps(r.series(f"{TOKEN_SCALE}_{half}")[1]) for r in group]
+            add_point_rows(res.rows, "token_scale_halves", f"{arm}: {half}", x + dx, vals)
+            row = res.rows[-1]
+            if row["n"]:
+                err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
+                ax.errorbar(
+                    x + dx,
+                    row["median"],
+                    yerr=err,
+                    fmt="o",
+                    color=colors[arm],
+                    mfc=face,
+                    capsize=3,
+                    label=f"{half} half" if x == 0 else None,
+                )
+    ax.set_xticks(range(len(names)), [textwrap.fill(n, 12) for n in names], fontsize=8)
+    finish_axes(
+        ax,
+        "arm (open: shorter half of the batch's sentences; filled: longer)",
+        "real tokens' scale",
+        "short vs long sentences",
+    )
 
 
 def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:

@@ -172,9 +172,12 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
     assert_point(rows, "var_dist", "bn masked (bucketed)", 160.0, [0.1 * (1 + 0.1 * s) for s in SEEDS])
     assert not [r for r in rows if r["panel"] == "var_dist" and r["series"].startswith("ln")]  # LN has no BN stats
     assert_point(rows, "token_scale", "bn padded (mixed)", 20.0, [1.5 + 0.01 * s for s in SEEDS])
-    assert_point(rows, "padding_share", "ln (mixed)", 10.0, [0.5] * 5)
-    assert_point(rows, "token_scale_halves", "bn padded (mixed): short", 6.0, [1.3 + 0.01 * s for s in SEEDS])
-    assert_point(rows, "token_scale_halves", "ln (mixed): long", 9.0, [1.1 + 0.01 * s for s in SEEDS])
+    assert_point(rows, "padding_share", "mixed batches", 10.0, [0.5] * 5)  # one curve per batching
+    assert_point(rows, "padding_share", "bucketed batches", 10.0, [0.1] * 5)
+    assert {r["series"] for r in rows if r["panel"] == "padding_share"} == {"mixed batches", "bucketed batches"}
+    # arms in order masked, padded (bucketed), masked, padded, ln (mixed); short at x - 0.15, long at x + 0.15
+    assert_point(rows, "token_scale_halves", "bn padded (mixed): short", 2.85, [1.3 + 0.01 * s for s in SEEDS])
+    assert_point(rows, "token_scale_halves", "ln (mixed): long", 4.15, [1.1 + 0.01 * s for s in SEEDS])
 
 
 @pytest.mark.parametrize("arm", PADDING_ARMS)
