@@ -81,7 +81,9 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     "bn_dropout": re.compile(r"^(val/acc|train_eval/acc)$"),
     "bn_saturation": re.compile(r"^saturation/.*$"),
     "bn_lr_range": re.compile(r"^val/acc$"),
-    "bn_padding": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|bn_stats/first_layer/.*)$"),
+    "bn_padding": re.compile(
+        r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|bn_stats/first_layer/.*|token_scale/(first_layer/.*|padding_share))$"
+    ),
     "bn_lp": re.compile(r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*)$"),
     "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
 }

@@ -127,7 +127,11 @@ MEASURE_PANELS: dict[str, Any] = {
         Panel("loss along the gradient: lowest and highest", ("landscape/loss_min", "landscape/loss_max")),
     ],
     "key_window_median": lambda p: [Panel(str(p["key"]), (str(p["key"]),))],
-    "median_logged": lambda p: [Panel(f"{p['key']} (per epoch)", (str(p["key"]),), x=EPOCH)],
+    "median_logged": lambda p: [  # bn_stats averages per epoch; the other diagnostics log at their steps
+        Panel(f"{p['key']} (per epoch)", (str(p["key"]),), x=EPOCH)
+        if str(p["key"]).startswith("bn_stats/")
+        else Panel(str(p["key"]), (str(p["key"]),))
+    ],
     "final": lambda p: [Panel(str(p["key"]), (str(p["key"]),), x=EPOCH)],
     "train_test_gap": lambda p: [
         Panel("accuracy: training images (eval mode) and test", ("train_eval/acc", "val/acc"), x=EPOCH)

@@ -21,14 +21,26 @@ claims are in ``normbench/rules/<preset>.yaml``.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normbench.analysis.claims import measure
-from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot import (
+    NORM_COLORS,
+    FigureResult,
+    add_point_rows,
+    bar_panel,
+    finish_axes,
+    new_figure,
+    seed_curve,
+)
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
 from normbench.analysis.train_clock import has_clock, smoothed_loss, time_figure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 VAL_LOSS = "val/loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
@@ -130,28 +142,83 @@ def padding_arm(run: Run) -> str:
 
 
 VAR_DIST = "bn_stats/first_layer/var_dist"
+TOKEN_SCALE = "token_scale/first_layer/scale"
+PADDING_SHARE = "token_scale/padding_share"
 PADDING_COLORS = {"bn masked": NORM_COLORS["bn"], "bn padded": "tab:purple", "ln": NORM_COLORS["ln"]}
 
 
 def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
-    """Masked BN, BN counting the padding and LN, bucketed (solid) or mixed (dashed): the first BN
-    layer's distance between batch and running variance by step (the claim's quantity, median over
-    seeds), the final validation loss and the final BLEU per arm."""
+    """Masked BN, BN counting the padding and LN, bucketed (solid) or mixed (dashed). Top: by step,
+    the first BN layer's distance between batch and running variance (a claim's quantity), the
+    first norm's per-token scale of real tokens before its affine (a claim's quantity; LN's is 1),
+    the batches' padding share. Bottom: the per-token scale in the batches' short and long halves
+    of sentences (median over steps, per run), the final validation loss and BLEU per arm."""
     order = [f"{n} ({b})" for b in ("bucketed", "mixed") for n in ("bn masked", "bn padded", "ln")]
     groups = _groups(runs, order, padding_arm)
     colors = {a: PADDING_COLORS.get(a.rsplit(" (", 1)[0], "tab:gray") for a in groups}
     title = "BatchNorm over padded batches: masked vs padding counted, length-bucketed vs mixed (decoder LN)"
-    fig, axes = new_figure(1, 3, title)
+    fig, axes = new_figure(2, 3, title)
     res = FigureResult("bn_padding", fig)
-    for arm, group in groups.items():
-        series = [r.series(VAR_DIST) for r in group if len(r.series(VAR_DIST)[0])]
-        if series:
-            style = "--" if arm.endswith("(mixed)") else "-"
-            seed_curve(axes[0, 0], res.rows, "var_dist", arm, series, color=colors[arm], linestyle=style)
-    finish_axes(axes[0, 0], "steps", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance")
-    _end_bars(axes[0, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
-    _end_bars(axes[0, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
+    curves = (
+        (axes[0, 0], VAR_DIST, "var_dist", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance"),
+        (axes[0, 1], TOKEN_SCALE, "token_scale", "mean of sqrt(mean_c x̂²)", "first norm: real tokens' scale"),
+    )
+    for ax, key, panel, ylabel, panel_title in curves:
+        for arm, group in groups.items():
+            series = [r.series(key) for r in group if len(r.series(key)[0])]
+            if series:
+                style = "--" if arm.endswith("(mixed)") else "-"
+                seed_curve(ax, res.rows, panel, arm, series, color=colors[arm], linestyle=style)
+        finish_axes(ax, "steps", ylabel, panel_title)
+    _padding_share_panel(axes[0, 2], res, groups)
+    _halves_panel(axes[1, 0], res, groups, colors)
+    _end_bars(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
+    _end_bars(axes[1, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
     return [res]
+
+
+def _padding_share_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run]]) -> None:
+    """The batches' padding share by step, one curve per batching (every arm of a batching sees the
+    same batches: the first arm that logged it stands for them)."""
+    for batching, style in (("bucketed", "-"), ("mixed", "--")):
+        for arm, group in groups.items():
+            series = [r.series(PADDING_SHARE) for r in group if len(r.series(PADDING_SHARE)[0])]
+            if arm.endswith(f"({batching})") and series:
+                seed_curve(ax, res.rows, "padding_share", f"{batching} batches", series, color="black", linestyle=style)
+                break
+    finish_axes(ax, "steps", "padded positions / all", "padding share of the batch")
+
+
+def _halves_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run]], colors: dict[str, str]) -> None:
+    """Per arm, the per-token scale in the batches' shorter (open) and longer (filled) halves of
+    sentences: each run's median over the logged steps; the median over seeds, min–max bars."""
+    names = []
+    for arm, group in groups.items():
+        x = len(names)
+        names.append(arm)
+        for half, dx, face in (("short", -0.15, "white"), ("long", 0.15, colors[arm])):
+            vals = [median_over_steps(r.series(f"{TOKEN_SCALE}_{half}")[1]) for r in group]
+            add_point_rows(res.rows, "token_scale_halves", f"{arm}: {half}", x + dx, vals)
+            row = res.rows[-1]
+            if row["n"]:
+                err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
+                ax.errorbar(
+                    x + dx,
+                    row["median"],
+                    yerr=err,
+                    fmt="o",
+                    color=colors[arm],
+                    mfc=face,
+                    capsize=3,
+                    label=f"{half} half" if x == 0 else None,
+                )
+    ax.set_xticks(range(len(names)), [textwrap.fill(n, 12) for n in names], fontsize=8)
+    finish_axes(
+        ax,
+        "arm (open: shorter half of the batch's sentences; filled: longer)",
+        "real tokens' scale",
+        "short vs long sentences",
+    )
 
 
 def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:

@@ -2,8 +2,9 @@
 
 One module per measurement (registered on import): ``landscape``, ``predictiveness`` and
 ``beta_smoothness`` (sharing the gradient-step probe of ``probe``), ``ics``, ``hessian``,
-``grad_variance``, ``bn_stats``, ``activations``, ``saturation`` and ``val_loss``. ``registry`` holds the hook protocol,
-the typed config and `run_hooks`; ``state`` the exact save/restore of the training state.
+``grad_variance``, ``bn_stats``, ``activations``, ``saturation``, ``token_scale`` and
+``val_loss``. ``registry`` holds the hook protocol, the typed config and `run_hooks`; ``state``
+the exact save/restore of the training state.
 """
 
 from normbench.diagnostics import (  # noqa: F401  (registration)
@@ -16,6 +17,7 @@ from normbench.diagnostics import (  # noqa: F401  (registration)
     landscape,
     predictiveness,
     saturation,
+    token_scale,
     val_loss,
 )
 from normbench.diagnostics.registry import (

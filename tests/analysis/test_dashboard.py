@@ -85,6 +85,12 @@ TRANSLATION_ROWS: list[dict[str, Any]] = [
             for layer in ("first_layer", "encoder.layers.0.norm1")
             for m in ("mean_dist", "var_dist", *GRAD_KEYS)
         },
+        **{
+            f"token_scale/{layer}/{m}": 1.0
+            for layer in ("first_layer", "encoder.layers.0.norm1")
+            for m in ("scale", "scale_long", "scale_short")
+        },
+        "token_scale/padding_share": 0.2,
     },
     {"step": 4, "epoch": 1, "test/bleu": 0.1, "test/loss": 9.0},
 ]
@@ -231,7 +237,7 @@ def test_panel_keys_against_real_runs(tmp_path: Path) -> None:
     text = tmp_path / "text"
     data = ["dataset.num_train=64", "dataset.num_valid=16", "dataset.num_test=16"]
     r = run_cli("experiment=quickstart_mt", *data, "norm@model.encoder_norm=bn", "diagnostics.bn_stats.every_n_steps=1",
-                "+diagnostics.bn_stats.grad_norms=true",
+                "+diagnostics.bn_stats.grad_norms=true", "+diagnostics.token_scale.every_n_steps=1",
                 *tiny, f"hydra.run.dir={text}")  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     images, translation = wandb_keys([image]), wandb_keys([text])

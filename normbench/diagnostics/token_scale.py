@@ -1,0 +1,134 @@
+"""``token_scale``: how large each real token comes out of a sequence norm, in the batch's long and
+short sentences, and how much of the batch is padding (issue 27's padding preset: statistics taken
+over padded positions count the zeros as tokens and rescale every real token).
+
+One extra forward of the step's batch at θ_t, in train mode as the step (same RNG draws and norm
+state: `DiagContext.closure`), no gradients, with forward hooks on every normbench norm. For a
+norm's output y, the normalized value before its affine map is x̂ = (y − β) / γ (γ = 1, β = 0
+where the norm has none), and a token's scale is its root mean square over the C channels,
+
+    s_t = sqrt(mean_c x̂_tc²)
+
+— exactly 1 − O(eps) for LN without affine and every token, 1 on average (over the tokens, in the
+mean-square sense) for BN with masked statistics, and about sqrt(positions / real tokens) for BN
+whose statistics count zero padding (its variance shrinks by the real tokens' share). Logged per
+norm layer, over the real tokens (an (N, T) padding mask passed to the norm; all positions when
+none is):
+
+- ``<layer>/scale``: the mean of s_t over every real token;
+- ``<layer>/scale_long`` and ``<layer>/scale_short``: the same over the tokens of the batch's
+  longer half and its shorter half of sentences (sentences sorted by real length, ties by
+  position in the batch; the middle one is left out when N is odd);
+- ``first_layer/…`` the three of the first norm (the encoder's first, in normbench's Transformer),
+  and ``padding_share``: the fraction of the (N, T) positions that are padding, from the first
+  layer's mask.
+
+In an image layout (``NCHW``) each pixel's C-vector is a token and there are no sentences: only
+``scale`` (and ``padding_share`` 0).
+
+Under data parallelism it reads the logging rank's shard of the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from normbench.diagnostics.layers import norm_layers
+from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
+
+
+def normalized(y: Tensor, weight: Tensor | None, bias: Tensor | None) -> Tensor:
+    """x̂ = (y − β) / γ over the last (channel) axis; an absent γ or β counts as 1 or 0. In
+    float32 at least (half-precision outputs are upcast), else in y's dtype."""
+    y = y.detach()
+    y = y.float() if y.dtype in (torch.float16, torch.bfloat16) else y
+    if bias is not None:
+        y = y - bias.detach().to(y.dtype)
+    if weight is not None:
+        y = y / weight.detach().to(y.dtype)
+    return y
+
+
+def token_scales(x_hat: Tensor) -> Tensor:
+    """s = sqrt(mean over the last axis of x̂²): one scale per token, shape ``x_hat.shape[:-1]``."""
+    return x_hat.pow(2).mean(-1).sqrt()
+
+
+def halves(lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """(indices of the shorter half, indices of the longer half) of the sentences with these real
+    lengths: sorted by length, ties by position; the middle sentence is in neither when N is odd."""
+    order = torch.sort(lengths, stable=True).indices
+    half = lengths.numel() // 2
+    return order[:half], order[lengths.numel() - half :]
+
+
+def scale_by_length(x_hat: Tensor, mask: Tensor | None, sentences: bool = True) -> dict[str, float]:
+    """``scale``, ``scale_long``, ``scale_short`` (see the module) of an (N, T, C) normalized output
+    with its (N, T) mask (True = real token; None = every position real). The long and short
+    halves are left out for a batch of one sentence, and when not ``sentences`` (images)."""
+    s = token_scales(x_hat)  # (N, T)
+    real = torch.ones_like(s, dtype=torch.bool) if mask is None else mask.bool()
+    out = {"scale": float(s[real].mean())}
+    if sentences and s.shape[0] > 1:
+        short, long = halves(real.sum(1))
+        out["scale_short"] = float(s[short][real[short]].mean())
+        out["scale_long"] = float(s[long][real[long]].mean())
+    return out
+
+
+def padding_share(mask: Tensor | None) -> float:
+    """The fraction of positions of an (N, T) mask that are padding (False); 0 without a mask."""
+    return 0.0 if mask is None else float(1.0 - mask.bool().double().mean())
+
+
+def channels_last(y: Tensor, layout: str) -> Tensor:
+    """(N, positions, C) from an ``NTC`` sequence or an ``NCHW`` (or ``NC…``) image batch."""
+    if layout == "NTC":
+        return y
+    return y.flatten(2).transpose(1, 2) if y.dim() > 2 else y.unsqueeze(1)
+
+
+@contextmanager
+def norm_outputs_with_masks(model: nn.Module) -> Iterator[dict[str, tuple[Tensor, Tensor | None, bool]]]:
+    """While inside: each norm's (normalized output x̂ as (N, positions, C), mask, is a sequence)
+    of its first call, by layer name; the forward hooks are removed on leaving."""
+    seen: dict[str, tuple[Tensor, Tensor | None, bool]] = {}
+
+    def record(name: str, module: nn.Module):
+        def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Tensor) -> None:
+            mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
+            if name not in seen:
+                layout = getattr(mod, "layout", "NCHW")
+                y = channels_last(output.detach(), layout)
+                x_hat = normalized(y, getattr(mod, "weight", None), getattr(mod, "bias", None))
+                seq = layout == "NTC"
+                seen[name] = (x_hat, mask.detach() if seq and mask is not None else None, seq)
+
+        return module.register_forward_hook(hook, with_kwargs=True)
+
+    handles = [record(name, m) for name, m in norm_layers(model)]
+    try:
+        yield seen
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@register_diagnostic("token_scale", CadenceConfig)
+class TokenScaleHook(DiagnosticHook):
+    def __call__(self, ctx: DiagContext) -> dict[str, Any]:
+        with norm_outputs_with_masks(ctx.model) as seen, torch.no_grad():
+            ctx.closure()()
+        out: dict[str, Any] = {}
+        for i, (name, (x_hat, mask, seq)) in enumerate(seen.items()):
+            values = scale_by_length(x_hat, mask, seq)
+            out.update({f"{name}/{k}": v for k, v in values.items()})
+            if i == 0:
+                out.update({f"first_layer/{k}": v for k, v in values.items()})
+                out["padding_share"] = padding_share(mask)
+        return out
