@@ -201,5 +201,5 @@ def test_powernorm_chain_pn_v_arm_differs_from_pn_only_in_the_forward_statistics
         "running",
         "batch",
     )
-    assert pn_v.model.decoder_norm.name == "ln" and pn_v.epochs == 2
+    assert pn_v.model.decoder_norm.name == "ln" and pn_v.max_steps == 350 and pn_v.dataset.max_tokens == 2048
     assert norm_factory(pn_v.model.encoder_norm)(16, "NTC").forward_stats == "batch"
