@@ -5,12 +5,18 @@ Santurkar et al. 2018 ("How does batch normalization help optimization?").
 "standard" VGG — keeps its biases), each followed by the norm and the activation (``activation``:
 ReLU, or tanh / sigmoid for the saturation experiments); a 2×2 max-pool ends each stage, so 32×32
 inputs end at 512×1×1; a linear classifier on those 512 features. ``dropout`` p > 0: dropout
-after every conv block's activation and before the classifier (training only; off by default).
+before the classifier, and with ``dropout_at="blocks"`` (the default) also after every conv block's
+activation, as CIFAR VGGs with dropout do; ``dropout_at="classifier"``: before the classifier only,
+as Inception (Szegedy et al. 2015) and Simonyan & Zisserman's VGG place it (training only; off by
+default).
 Module names and indices are the same whatever the activation and dropout.
 
-Initialization (``init``): ``glorot`` (Xavier-uniform, what Santurkar et al. used) or ``kaiming``
-(He-normal, fan-out, with the activation's gain); biases zero in both. Norms keep their own
-``reset_parameters``.
+Initialization (``init``): ``glorot`` (Xavier-uniform on every conv and the classifier, what
+Santurkar et al. used) or ``kaiming`` (He-normal, fan-out, with the activation's gain, on the convs;
+the classifier He-normal on its fan-in with the identity's gain, std 1/sqrt(512) ≈ 0.044, since no
+activation follows it: the fan-out form on a 512 → 10 layer, std sqrt(2/10) ≈ 0.45, gave a BN VGG
+initial logits of std ~8 and a training loss of 11 after 20 steps); biases zero in both. Norms keep
+their own ``reset_parameters``.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ STAGES: dict[str, list[int | str]] = {
     "vgg16": [64, 64, POOL, 128, 128, POOL, 256, 256, 256, POOL, 512, 512, 512, POOL, 512, 512, 512, POOL],
 }
 INITS = ("glorot", "kaiming")
+DROPOUT_AT = ("blocks", "classifier")
 ACTIVATIONS = {"relu": F.relu, "tanh": torch.tanh, "sigmoid": torch.sigmoid}
 
 
@@ -63,6 +70,7 @@ class VGG(nn.Module):
         init: str = "glorot",
         activation: str = "relu",
         dropout: float = 0.0,
+        dropout_at: str = "blocks",
     ) -> None:
         super().__init__()
         if init not in INITS:
@@ -71,14 +79,17 @@ class VGG(nn.Module):
             raise ConfigError(f"model.activation={activation!r}; valid choices: {', '.join(ACTIVATIONS)}")
         if not 0.0 <= dropout < 1.0:
             raise ConfigError(f"model.dropout={dropout}; valid: a probability in [0, 1)")
+        if dropout_at not in DROPOUT_AT:
+            raise ConfigError(f"model.dropout_at={dropout_at!r}; valid choices: {', '.join(DROPOUT_AT)}")
         self.activation, self.dropout = activation, dropout
+        block_dropout = dropout if dropout_at == "blocks" else 0.0
         layers: list[nn.Module] = []
         c_in = 3
         for item in layout:
             if item == POOL:
                 layers.append(nn.MaxPool2d(2))
             else:
-                layers.append(ConvNormAct(c_in, int(item), norm_layer, activation, dropout))
+                layers.append(ConvNormAct(c_in, int(item), norm_layer, activation, block_dropout))
                 c_in = int(item)
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(c_in, num_classes)
@@ -89,6 +100,8 @@ class VGG(nn.Module):
             if isinstance(m, (nn.Conv2d, nn.Linear)):
                 if init == "glorot":
                     nn.init.xavier_uniform_(m.weight)
+                elif isinstance(m, nn.Linear):
+                    nn.init.kaiming_normal_(m.weight, mode="fan_in", nonlinearity="linear")
                 else:
                     nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity=self.activation)
                 nn.init.zeros_(m.bias)
@@ -107,14 +120,17 @@ class VGGConfig(ModelConfig):
     activation: str = "relu"
     """``relu`` | ``tanh`` | ``sigmoid`` (saturating: BN's "keeps activations out of saturation")."""
     dropout: float = 0.0
-    """Dropout probability after every conv block and before the classifier (0: none)."""
+    """Dropout probability before the classifier and, with ``dropout_at=blocks``, after every conv
+    block (0: none)."""
+    dropout_at: str = "blocks"
+    """``blocks`` (after every conv block and before the classifier) | ``classifier`` (before it only)."""
 
     def __post_init__(self) -> None:
         require_in("model.dropout", self.dropout, "[0, 1)")  # NaN too, when the config is parsed
 
 
 def _vgg(name: str, cfg: VGGConfig, norm_layer: NormLayer, num_classes: int) -> VGG:
-    return VGG(STAGES[name], norm_layer, num_classes, cfg.init, cfg.activation, cfg.dropout)
+    return VGG(STAGES[name], norm_layer, num_classes, cfg.init, cfg.activation, cfg.dropout, cfg.dropout_at)
 
 
 @register_model("vgg11", VGGConfig, input_kind="image")

@@ -78,6 +78,24 @@ def test_init_follows_its_formula(init: str) -> None:
     else:  # N(0, 2 / fan_out)
         assert w.std().item() == pytest.approx(math.sqrt(2 / fan_out), rel=0.02)
     assert torch.count_nonzero(conv.bias) == 0
+    head = model.classifier.weight.detach()  # 512 -> 10
+    if init == "glorot":
+        assert head.std().item() == pytest.approx(math.sqrt(2 / (512 + 10)), rel=0.05)
+    else:  # N(0, 1 / fan_in): the fan-out form would give std sqrt(2 / 10) and logits of std ~8 with BN
+        assert head.std().item() == pytest.approx(1 / math.sqrt(512), rel=0.05)
+    assert torch.count_nonzero(model.classifier.bias) == 0
+
+
+def test_kaiming_init_keeps_a_bn_vggs_logits_at_the_features_scale() -> None:
+    """The classifier of std 1/sqrt(512): a logit's variance is the mean square of the 512 features
+    (the fan-out form, std sqrt(2/10), made it 102 times that: logits of std ~8 with BN)."""
+    torch.manual_seed(0)
+    model = build_model({"name": "vgg11", "init": "kaiming"}, factory("bn"))
+    x = torch.randn(256, 3, 32, 32)
+    with torch.no_grad():
+        features = model.features(x).flatten(1)
+        logits = model(x)
+    assert logits.std().item() == pytest.approx(features.pow(2).mean().sqrt().item(), rel=0.15)
 
 
 def test_unknown_init_is_a_config_error() -> None:
@@ -111,6 +129,30 @@ def test_dropout_is_training_only_and_keeps_the_module_names() -> None:
     out = dropped.features[0](x)
     zero = (out == 0).float().mean().item() - (torch.relu(dropped.features[0].conv(x)) == 0).float().mean().item()
     assert zero == pytest.approx(0.3 * 0.5, abs=0.03)  # ReLU leaves about half non-zero; dropout takes 30 % of those
+
+
+def test_dropout_at_the_classifier_leaves_the_blocks_alone() -> None:
+    """``dropout_at="classifier"``: in training the blocks are the p = 0 network's and only the 512
+    features before the classifier lose about p of their entries (rescaled by 1 / (1 - p))."""
+    torch.manual_seed(0)
+    plain = build_model({"name": "vgg11"}, factory("none"))
+    head_only = build_model({"name": "vgg11", "dropout": 0.5, "dropout_at": "classifier"}, factory("none"))
+    head_only.load_state_dict(plain.state_dict())
+    plain.train(), head_only.train()
+    x = torch.randn(64, 3, 32, 32)
+    torch.testing.assert_close(head_only.features(x), plain.features(x))
+    features = plain.features(x).flatten(1)
+    seen = {}
+    head_only.classifier.register_forward_pre_hook(lambda m, args: seen.update(x=args[0]))
+    head_only(x)
+    kept = seen["x"] != 0
+    alive = features != 0
+    assert (kept & ~alive).sum() == 0
+    share = (kept & alive).sum().item() / alive.sum().item()
+    assert share == pytest.approx(0.5, abs=0.03)
+    torch.testing.assert_close(seen["x"][kept], 2 * features[kept])
+    with pytest.raises(ConfigError, match="model.dropout_at='head'; valid choices: blocks, classifier"):
+        build_model({"name": "vgg11", "dropout_at": "head"}, factory("none"))
 
 
 def test_kaiming_init_uses_the_activations_gain() -> None:
