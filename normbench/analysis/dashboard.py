@@ -133,6 +133,14 @@ MEASURE_PANELS: dict[str, Any] = {
         else Panel(str(p["key"]), (str(p["key"]),))
     ],
     "final": lambda p: [Panel(str(p["key"]), (str(p["key"]),), x=EPOCH)],
+    "logged_at_fraction": lambda p: [
+        Panel(
+            str(p["key"]),
+            (str(p["key"]),),
+            x=EPOCH,
+            note=f"the claim reads the first evaluation at or after {float(p['fraction']):g} of the run's steps",
+        )
+    ],
     "train_test_gap": lambda p: [
         Panel("accuracy: training images (eval mode) and test", ("train_eval/acc", "val/acc"), x=EPOCH)
     ],

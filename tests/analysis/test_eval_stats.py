@@ -47,11 +47,13 @@ def test_paired_claims_see_the_gain_that_the_seeds_spread_would_hide(tmp_path: P
     assert verdicts["population_better_slow_ema"] == SUPPORTED
     assert verdicts["population_better_small_batch"] == OPPOSITE  # the claim can fail, and reads so
     assert verdicts["estimates_apart_slow_ema"] == SUPPORTED
+    assert verdicts["population_better_slow_ema_early"] == SUPPORTED  # the gain is there at every evaluation
+    assert verdicts["population_better_slow_ema_at_drop"] == SUPPORTED
     row = claim_row(out, "population_better_slow_ema")
     assert row["test"] == "paired" and float(row["estimate"]) == pytest.approx(sum(gain["slow_ema"]) / 5)
     rows = read_csv(out / "bn_eval_stats.csv")
     assert_point(rows, "population_gain", "batch 128, momentum 0.01", 1.0, gain["slow_ema"])
-    assert_point(rows, "val_acc", "batch 8, momentum 0.1: population", 20,
+    assert_point(rows, "val_acc", "batch 8, momentum 0.1: population", 2,  # x: the epoch
                  [0.55 + 0.05 * s + g for s, g in zip(SEEDS, gain["small_batch"])])  # fmt: skip
 
 
@@ -94,3 +96,20 @@ def test_arms_compose_with_both_evaluations(arm: str) -> None:
     batch, momentum = ARMS[arm]
     assert (cfg.batch_size, cfg.norm.momentum, cfg.norm.eval_stats) == (batch, momentum, "both")
     assert cfg.lr == pytest.approx(0.1 * batch / 128) and cfg.model.depth == 8 and cfg.norm.name == "bn"
+
+
+def test_logged_at_fraction_reads_the_first_evaluation_at_or_after_the_fraction(tmp_path: Path) -> None:
+    """Evaluations at steps 78, 156, 234, 312 of 312: 0.25 reads step 78, 0.5 step 156, 0.6 (step
+    187.2) the next one, 234, and 1.0 the last; a key never logged that late is NaN."""
+    import math
+
+    from normbench.analysis.measures import logged_at_fraction
+    from normbench.analysis.runs import load_local_run
+
+    rows = [{"step": s, "epoch": 2 * (i + 1), "val/acc": 0.1 * (i + 1)} for i, s in enumerate((78, 156, 234, 312))]
+    rows.append({"step": 100, "epoch": 2.5, "train/loss": 1.0})
+    write_run(tmp_path, 0, {"seed": 0}, rows, {"step": 312})
+    run = load_local_run(tmp_path / "0")
+    got = [logged_at_fraction(run, "val/acc", f) for f in (0.25, 0.5, 0.6, 1.0)]
+    assert got == pytest.approx([0.1, 0.2, 0.3, 0.4])
+    assert math.isnan(logged_at_fraction(run, "train/loss", 0.5))
