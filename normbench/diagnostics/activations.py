@@ -16,15 +16,14 @@ activation to one rank).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from normbench.diagnostics.layers import norm_layers
+from normbench.diagnostics.layers import first_calls
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.errors import ConfigError
 from normbench.sinks import Histogram
@@ -81,28 +80,15 @@ def summarize(x: Tensor, bins: int) -> tuple[Tensor, Tensor, Histogram]:
     return mean, std, Histogram(counts.tolist(), edges.tolist())
 
 
-@contextmanager
-def norm_inputs_outputs(model: nn.Module) -> Iterator[dict[str, tuple[Tensor, Tensor]]]:
+def norm_inputs_outputs(model: nn.Module) -> AbstractContextManager[dict[str, tuple[Tensor, Tensor]]]:
     """While inside: each normbench norm's (input, output) of its first call, at real positions
     (`real_values`), detached, by layer name; the forward hooks are removed on leaving."""
-    seen: dict[str, tuple[Tensor, Tensor]] = {}
 
-    def record(name: str, module: nn.Module):
-        def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
-            layout = getattr(mod, "layout", "NCHW")
-            seen.setdefault(
-                name, (real_values(args[0], mask, layout).detach(), real_values(output, mask, layout).detach())
-            )
+    def capture(mod: nn.Module, x: Tensor, mask: Tensor | None, output: Tensor) -> tuple[Tensor, Tensor]:
+        layout = getattr(mod, "layout", "NCHW")
+        return real_values(x, mask, layout).detach(), real_values(output, mask, layout).detach()
 
-        return module.register_forward_hook(hook, with_kwargs=True)
-
-    handles = [record(name, m) for name, m in norm_layers(model)]
-    try:
-        yield seen
-    finally:
-        for h in handles:
-            h.remove()
+    return first_calls(model, capture)
 
 
 @dataclass

@@ -31,14 +31,13 @@ Under data parallelism it reads the logging rank's shard of the batch.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from normbench.diagnostics.layers import norm_layers
+from normbench.diagnostics.layers import first_calls
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 
 
@@ -93,30 +92,18 @@ def channels_last(y: Tensor, layout: str) -> Tensor:
     return y.flatten(2).transpose(1, 2) if y.dim() > 2 else y.unsqueeze(1)
 
 
-@contextmanager
-def norm_outputs_with_masks(model: nn.Module) -> Iterator[dict[str, tuple[Tensor, Tensor | None, bool]]]:
+def norm_outputs_with_masks(model: nn.Module) -> AbstractContextManager[dict[str, tuple[Tensor, Tensor | None, bool]]]:
     """While inside: each norm's (normalized output x̂ as (N, positions, C), mask, is a sequence)
     of its first call, by layer name; the forward hooks are removed on leaving."""
-    seen: dict[str, tuple[Tensor, Tensor | None, bool]] = {}
 
-    def record(name: str, module: nn.Module):
-        def hook(mod: nn.Module, args: tuple, kwargs: dict, output: Tensor) -> None:
-            mask = kwargs.get("mask", args[1] if len(args) > 1 else None)
-            if name not in seen:
-                layout = getattr(mod, "layout", "NCHW")
-                y = channels_last(output.detach(), layout)
-                x_hat = normalized(y, getattr(mod, "weight", None), getattr(mod, "bias", None))
-                seq = layout == "NTC"
-                seen[name] = (x_hat, mask.detach() if seq and mask is not None else None, seq)
+    def capture(mod: nn.Module, x: Tensor, mask: Tensor | None, output: Tensor) -> tuple[Tensor, Tensor | None, bool]:
+        layout = getattr(mod, "layout", "NCHW")
+        y = channels_last(output.detach(), layout)
+        x_hat = normalized(y, getattr(mod, "weight", None), getattr(mod, "bias", None))
+        seq = layout == "NTC"
+        return x_hat, mask.detach() if seq and mask is not None else None, seq
 
-        return module.register_forward_hook(hook, with_kwargs=True)
-
-    handles = [record(name, m) for name, m in norm_layers(model)]
-    try:
-        yield seen
-    finally:
-        for h in handles:
-            h.remove()
+    return first_calls(model, capture)
 
 
 @register_diagnostic("token_scale", CadenceConfig)
