@@ -17,6 +17,7 @@ Overrides after the preset replace the sweep's values of their keys (or add keys
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -57,8 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("preset")
     parser.add_argument("overrides", nargs="*", help="key=value (sweeps allowed): replace or add sweep keys")
     args = parser.parse_args(argv)
-    for i, overrides in enumerate(jobs(args.preset, args.overrides)):
-        print(i, *overrides)
+    lines = "".join(f"{' '.join([str(i), *o])}\n" for i, o in enumerate(jobs(args.preset, args.overrides)))
+    try:
+        sys.stdout.write(lines)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
     return 0
 
 

@@ -131,3 +131,15 @@ def test_reproduce_cpu_lists_leaderboard_cpu_seed_by_seed() -> None:
         norms = {next(o for o in row if o.startswith("norm=")) for row, s in zip(rows[:25], seeds[:25]) if s == seed}
         assert norms == {f"norm={n}" for n in ("bn", "gn", "pn", "ln", "rms")}
     assert len({" ".join(sorted(row[1:])) for row in rows}) == 70
+
+
+def test_a_reader_that_stops_early_gets_no_traceback() -> None:
+    """``sweep_jobs.py gn_batch_size_cpu | head -1``: the first job, exit 0, nothing on stderr (a
+    BrokenPipeError traceback before)."""
+    script = REPO / "scripts" / "sweep_jobs.py"
+    proc = subprocess.run(
+        f"{sys.executable} {script} gn_batch_size_cpu | head -1; exit ${{PIPESTATUS[0]}}",
+        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("0 experiment=gn_batch_size_cpu ") and proc.stdout.count("\n") == 1
