@@ -63,7 +63,7 @@ from normbench.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.sinks import LocalSink, MetricLogger, run_provenance
 from normbench.tasks import build_task
 from normbench.tasks.base import StepOutput
-from normbench.validate import check_before_data, check_norm_in_model
+from normbench.validate import check_before_data, check_norm_compiles, check_norm_in_model
 from normbench.wandb_sink import WandbSink
 
 
@@ -77,6 +77,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     config = parse(cfg)  # every value checked by the dataclass that owns it; the probe direction chosen
     record = as_recorded(cfg, config)
     check_before_data(config.model, config.norm, config.dataset, config.batch_size)
+    check_norm_compiles(config.model, config.norm, config.hardware.compile)
     with Interrupts() as interrupts:  # SIGINT / SIGTERM: at once during setup, at a step boundary after
         dist = distributed.init(config.hardware, hardware.device_type(config.hardware))
         try:

@@ -9,6 +9,7 @@ line that names the keys:
 - ``dataset.root`` is a directory, unless the data set creates it;
 - the model's positions hold the longest sentence the data set keeps (``model.max_positions`` >=
   ``dataset.max_positions``), so that no batch indexes past the position table mid-run;
+- the norm compiles exactly where ``hardware.compile`` asks for it (a norm's ``COMPILE_ISSUE``);
 - the norm inside the model: the model is built on the ``meta`` device with probe norms, then the
   real norm is built for each layer (a GroupNorm whose group count does not divide a layer's
   channels names that layer) and tested for batch statistics when the per-device batch holds one
@@ -42,6 +43,22 @@ def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConf
     check_dataset_root(dataset)
     check_positions(model, dataset)
     check_norm_in_model(model, norm, batch_size)
+
+
+def check_norm_compiles(model: ModelConfig, norm: NormConfig, compile: bool) -> None:
+    """``hardware.compile=true`` with a norm whose compiled gradients are known to differ from
+    eager's (`Norm.COMPILE_ISSUE`): the run's ``norm`` or a model's own per-stack norm
+    (``model.encoder_norm``, any ``model.*_norm``) is refused with the reason."""
+    from normbench.norms import NORMS
+    from normbench.norms.registry import norm_config
+
+    if not compile:
+        return
+    specs = [getattr(model, f.name) for f in dataclasses.fields(model) if f.name.endswith("_norm")]
+    for name in [norm.name, *(norm_config(s).name for s in specs if s is not None)]:
+        issue = getattr(NORMS.get(name), "COMPILE_ISSUE", "")
+        if issue:
+            raise ConfigError(f"hardware.compile=true with norm={name}: {issue}; use hardware.compile=false")
 
 
 def check_model_takes_dataset(model: str, dataset: str) -> None:

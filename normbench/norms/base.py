@@ -28,6 +28,10 @@ class Norm(nn.Module):
     """
 
     NORMALIZES_OVER: ClassVar[dict[str, str]] = {}
+    COMPILE_ISSUE: ClassVar[str] = ""
+    """Non-empty where ``torch.compile`` (inductor) is known to give other results than eager mode
+    for this norm (the slow cases of tests/norms/test_compile.py): a run with
+    ``hardware.compile=true`` is refused with this reason instead of training on wrong gradients."""
 
     @classmethod
     def normalizes_over(cls, layout: str) -> str:

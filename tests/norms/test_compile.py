@@ -88,9 +88,18 @@ def test_inductor_matches_eager(name: str, layout: str, masked: bool) -> None:
     _compiled_matches_eager(name, layout, masked, "inductor")
 
 
+def _known_issue(name: str) -> list[pytest.MarkDecorator]:
+    """A norm that declares `Norm.COMPILE_ISSUE` (runs refuse to compile it) is expected to fail
+    here, strictly: once inductor agrees, the test fails and the declaration should go."""
+    from normbench.norms import NORMS
+
+    issue = NORMS.get(name).COMPILE_ISSUE
+    return [pytest.mark.xfail(strict=True, reason=issue)] if issue else []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(("layout", "masked"), CASES)
-@pytest.mark.parametrize("name", list_norms())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=_known_issue(n)) for n in list_norms()])
 def test_inductor_matches_eager_every_norm(name: str, layout: str, masked: bool) -> None:
     _compiled_matches_eager(name, layout, masked, "inductor")
 
