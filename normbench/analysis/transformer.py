@@ -182,8 +182,10 @@ def _padding_share_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run
     same batches: the first arm that logged it stands for them)."""
     for batching, style in (("bucketed", "-"), ("mixed", "--")):
         for arm, group in groups.items():
+            if not arm.endswith(f"({batching})"):
+                continue
             series = [r.series(PADDING_SHARE) for r in group if len(r.series(PADDING_SHARE)[0])]
-            if arm.endswith(f"({batching})") and series:
+            if series:
                 seed_curve(ax, res.rows, "padding_share", f"{batching} batches", series, color="black", linestyle=style)
                 break
     finish_axes(ax, "steps", "padded positions / all", "padding share of the batch")
