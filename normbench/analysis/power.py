@@ -195,6 +195,16 @@ def detectable(
     return math.exp(d) if test == "welch_log" else d
 
 
+def tost_room(margin: float, sd_a: float, sd_b: float | None, n: int, alpha: float, test: str = "welch") -> float:
+    """m − t_{1−α,ν}·SE: how far the observed difference may lie from 0 and TOST still pass at n
+    (with the planned SE). ≤ 0: TOST cannot pass even with an observed difference of exactly 0.
+    ``welch_log``: margin and result are on the log scale (ln m − t·SE)."""
+    _check_common(sd_a, sd_b, n, alpha, test)
+    m = _location(margin, test, "margin")
+    se, df = se_and_df(sd_a, sd_b, n, test)
+    return m - float(sps.t.ppf(1 - alpha, df)) * se
+
+
 def alpha_for_family(alpha: float, k: int) -> float:
     """The level to plan each of ``k`` Holm-controlled claims at: α/k (Holm's first step)."""
     _check("alpha", alpha, isinstance(alpha, (int, float)) and 0 < alpha < 1, "0 < alpha < 1")
