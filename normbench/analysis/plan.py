@@ -7,7 +7,9 @@ The inputs are plain: per claim a `ClaimPlanInput` (relation, test, effect of in
 whether the test works on ratios) and the pilot's per-seed values of its two arms. The pilot's
 sample standard deviations stand in for the population ones (for ``paired``: the standard
 deviation of the per-seed differences; for ratio claims: of the logarithms). The maths is in
-`normbench.analysis.power`; this module only assembles rows and prints them.
+`normbench.analysis.power`; this module only assembles rows and prints them. Directional claims
+are planned two-sided, as their verdict's p-value is (`stats.compare`); equivalence claims at a
+true difference of 0 (ratio 1). ``variant`` (``cpu`` / ``full``) is carried into the rows only.
 
 Cost: a claim needs 2·n runs (``paired``: n, both arms are the same runs), each taking
 ``seconds_per_run`` of one process; two processes run at a time on the 2-core machine, so
