@@ -9,7 +9,8 @@ into one table, so the index never disagrees with the folders. A folder whose ``
 predates the rules (no hash) is listed as awaiting its rerun, its old verdicts left out.
 
     python scripts/results_index.py            # writes results/README.md
-    python scripts/results_index.py --check    # exit 1 if README.md is stale or a rule changed after its runs
+    python scripts/results_index.py --check    # exit 1 if README.md is stale, a rule changed after its runs,
+                                               # or a folder's rules hash has no entry in its HISTORY.md
 """
 
 from __future__ import annotations
@@ -61,6 +62,25 @@ preset's claims as one family, Holm-adjusted. Verdicts:
 The scale (the paper's, reduced and by how much, or other hardware) is its own column: it never
 turns a verdict into another.
 """
+
+
+HISTORY = "HISTORY.md"
+HISTORY_HEADING = r"^## Attempt (\d+) — rules (\S+), run at (\S+) \(([^)]*)\)$"
+"""An entry's heading in a folder's HISTORY.md (written by ``scripts/results_history.py``)."""
+
+
+def history_problems(results: Path = RESULTS) -> list[str]:
+    """One line per folder whose current ``claims.csv`` rules hash has no entry in its HISTORY.md."""
+    problems = []
+    for folder in sorted(p for p in results.iterdir() if (p / "claims.csv").exists()):
+        judged = judged_hash(read_claims(folder))
+        path = folder / HISTORY
+        recorded = set(re.findall(HISTORY_HEADING, path.read_text(), re.M)) if path.exists() else set()
+        missing = [h for h in (judged or "").split(",") if h and h not in {r[1] for r in recorded}]
+        if missing:
+            problems.append(f"results/{folder.name}: rules {','.join(missing)} has no entry in {HISTORY}: run python "
+                            f"scripts/results_history.py results/{folder.name} --changed '<what and why>'")  # fmt: skip
+    return problems
 
 
 def read_run_txt(folder: Path) -> dict[str, str]:
@@ -169,7 +189,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale or a rule changed")
     args = parser.parse_args(argv)
-    text, problems = build()
+    text, problems = build(RESULTS)
+    if args.check:
+        problems += history_problems(RESULTS)
     target = RESULTS / "README.md"
     for p in problems:
         print(f"results_index: {p}", file=sys.stderr)

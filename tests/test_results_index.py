@@ -31,7 +31,7 @@ def test_the_committed_index_is_current_and_no_rule_changed_after_its_runs() -> 
 
 
 def write_claims(folder: Path, rules_hash: str) -> None:
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     row = dict.fromkeys(CSV_FIELDS, "")
     row.update(id="x", figure="powernorm_fig2", claim="NLP above CV", paper="Fig. 2", verdict="supported",
                scale="reduced", rules_hash=rules_hash, a="NLP", a_centre="2", a_lo="1", a_hi="3", a_n="5",
@@ -68,3 +68,71 @@ def test_a_folder_judged_before_the_rules_is_listed_as_awaiting_its_rerun(tmp_pa
     (folder / "claims.csv").write_text("figure,claim,paper,measured,verdict\nln_axes,c,p,m,holds\n")
     text, problems = index.build(tmp_path / "results")
     assert problems == [] and "Awaiting a rerun" in text and "holds" not in text
+
+
+def load_history():
+    spec = importlib.util.spec_from_file_location("results_history", REPO / "scripts" / "results_history.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_run(folder: Path, commit: str, start: str) -> None:
+    text = f"preset: {folder.name}\ncommit: {commit}\nstart (UTC): {start}; wall clock: 12 min 3 s (10 runs)\n"
+    (folder / "RUN.txt").write_text(text + "exit status: runs 0, figures 0\n")
+
+
+def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    index, history = load_script(), load_history()
+    results = tmp_path / "results"
+    folder = results / "powernorm_stats_cpu"
+    write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))
+    write_run(folder, "abc1234", "2026-12-03 08:45:51")
+    monkeypatch.setattr(index, "RESULTS", results)
+    (results / "README.md").write_text(index.build(results)[0])
+    assert index.main(["--check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "results/powernorm_stats_cpu" in err[0] and "HISTORY.md" in err[0]
+    history.append_entry(folder, "first run under these rules")
+    assert index.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_history_is_append_only_and_numbers_each_attempt(tmp_path: Path) -> None:
+    history = load_history()
+    folder = tmp_path / "results" / "powernorm_stats_cpu"
+    write_claims(folder, "1111222233334444")
+    write_run(folder, "abc1234", "2026-12-01 10:00:00")
+    (folder / "runs.csv").write_text("source,seed,status\nx/0,0,finished\nx/1,1,diverged\nx/2,3,finished\n")
+    first = history.append_entry(folder, "first run")
+    assert "- runs (runs.csv): 3 runs, seeds 0-1, 3, 1 diverged" in first
+    assert first.startswith("## Attempt 1 — rules 1111222233334444, run at abc1234 (2026-12-01 10:00:00)")
+    assert "- verdicts: claims: supported 1" in first and "wall clock 12 min 3 s" in first
+    before = (folder / "HISTORY.md").read_text()
+    with pytest.raises(ValueError, match="on record already"):
+        history.append_entry(folder, "the same run again")
+    (folder / "claims.csv").unlink()
+    write_claims(folder, "5555666677778888")
+    write_run(folder, "def5678", "2026-12-02 11:00:00")
+    history.append_entry(folder, "margin tightened after seeing the first verdicts")
+    after = (folder / "HISTORY.md").read_text()
+    assert after.startswith(before) and "## Attempt 2 — rules 5555666677778888, run at def5678" in after
+    assert [a[:2] for a in history.attempts(folder)] == [(1, "1111222233334444"), (2, "5555666677778888")]
+    for bad in ("", "two\nlines"):
+        with pytest.raises(ValueError, match="--changed"):
+            history.append_entry(folder, bad)
+
+
+def test_history_tally_counts_claims_and_setup_checks_apart() -> None:
+    history = load_history()
+    rows = [{"verdict": v} for v in ("inconclusive", "supported", "failed", "inconclusive", "holds")]
+    assert history.tally(rows) == "claims: supported 1, inconclusive 2, holds 1; setup checks: failed 1"
+
+
+def test_history_refuses_a_folder_judged_before_the_rules(tmp_path: Path) -> None:
+    history = load_history()
+    folder = tmp_path / "ln_axes_cpu"
+    folder.mkdir()
+    (folder / "claims.csv").write_text("figure,claim,paper,measured,verdict\nln_axes,c,p,m,holds\n")
+    assert history.main([str(folder), "--changed", "x"]) == 2 and not (folder / "HISTORY.md").exists()

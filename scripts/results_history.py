@@ -1,0 +1,139 @@
+"""Keep every attempt on record: append an entry to ``results/<preset>/HISTORY.md`` (issue 43, item 5).
+
+Each results folder's ``HISTORY.md`` lists, oldest first, every run whose verdicts were committed
+there: the rules hash it was judged under, the run's commit and start (from ``RUN.txt``), the
+verdict tally (from ``claims.csv``), and what changed since the attempt before and why. A setup
+changed after its verdicts were seen shows up as attempt 2, 3, … The file is append-only: this
+script adds one entry at its end and never rewrites an earlier one, and
+``python scripts/results_index.py --check`` fails for a folder whose current rules hash has no
+entry.
+
+    python scripts/results_history.py results/bn_dropout_cpu --changed "what changed and why"
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from results_index import HISTORY, HISTORY_HEADING, judged_hash, read_claims, read_run_txt  # noqa: E402
+
+CHECK_VERDICTS = ("passed", "failed")
+CLAIM_ORDER = ("supported", "opposite", "equivalent", "different", "inconclusive", "not judged")
+
+
+def tally(rows: list[dict[str, str]]) -> str:
+    """``claims: supported 2, opposite 1; checks: failed 1`` from ``claims.csv``'s verdict column
+    (the shared vocabulary first, in its order; any other word after it)."""
+    claims = Counter(r["verdict"] for r in rows if r["verdict"] not in CHECK_VERDICTS)
+    checks = Counter(r["verdict"] for r in rows if r["verdict"] in CHECK_VERDICTS)
+    order = [v for v in CLAIM_ORDER if v in claims] + sorted(v for v in claims if v not in CLAIM_ORDER)
+    text = "claims: " + (", ".join(f"{v} {claims[v]}" for v in order) or "none")
+    if checks:
+        text += "; setup checks: " + ", ".join(f"{v} {checks[v]}" for v in CHECK_VERDICTS if v in checks)
+    return text
+
+
+def runs_summary(rows: list[dict[str, str]]) -> str:
+    """``20 runs, seeds 0-4`` (``, 6 diverged`` for every status but finished) from ``runs.csv``."""
+    seeds = sorted({int(r["seed"]) for r in rows if (r.get("seed") or "").isdigit()})
+    spans: list[list[int]] = []  # [first, last] of each run of consecutive seeds
+    for seed in seeds:
+        if spans and seed == spans[-1][1] + 1:
+            spans[-1][1] = seed
+        else:
+            spans.append([seed, seed])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "?"
+    status = Counter(r.get("status") or "?" for r in rows)
+    other = "".join(f", {n} {k}" for k, n in sorted(status.items()) if k != "finished")
+    return f"{len(rows)} runs, seeds {text}{other}"
+
+
+def attempts(folder: Path) -> list[tuple[int, str, str, str]]:
+    """(number, rules hash, run commit, run start) of every entry of the folder's HISTORY.md."""
+    path = folder / HISTORY
+    if not path.exists():
+        return []
+    return [(int(m[0]), m[1], m[2], m[3]) for m in re.findall(HISTORY_HEADING, path.read_text(), re.M)]
+
+
+def header(folder: Path) -> str:
+    return (f"# History of results/{folder.name}\n\nEvery run whose verdicts were committed in this folder, oldest "
+            "first, with the rules hash it was judged under (`normbench/rules/`), the run's commit and start "
+            "(`RUN.txt`), the verdict tally (`claims.csv`) and what changed since the attempt before, and why. "
+            "Append-only: `python scripts/results_history.py` adds an entry at the end and never rewrites "
+            "one.\n")  # fmt: skip
+
+
+def entry(
+    number: int,
+    rules: str,
+    run: dict[str, str],
+    verdicts: str,
+    changed: str,
+    runs: str = "",
+    committed: str = "",
+    extra: Sequence[str] = (),
+) -> str:
+    """One attempt in the format ``HISTORY_HEADING`` reads back; ``runs``: `runs_summary`;
+    ``extra``: more ``- key: value`` lines before what changed."""
+    lines = [f"## Attempt {number} — rules {rules}, run at {run.get('commit') or '?'} ({run.get('start') or '?'})", ""]
+    wall = f", wall clock {run['wall']}" if run.get("wall") else ""
+    lines.append(f"- run: commit {run.get('commit') or '?'}, started {run.get('start') or '?'} UTC{wall}")
+    if runs:
+        lines.append(f"- runs (runs.csv): {runs}")
+    if committed:
+        lines.append(f"- committed: {committed}")
+    lines += [f"- verdicts: {verdicts}", *extra, f"- what changed and why: {changed}"]
+    return "\n".join(lines) + "\n"
+
+
+def append_entry(folder: Path, changed: str) -> str:
+    """Append the folder's current run (``claims.csv`` + ``RUN.txt``) as the next attempt; returns
+    the entry. ValueError (one line) when there is nothing to add or the run is already on record."""
+    if not changed.strip() or "\n" in changed.strip():
+        raise ValueError(f"--changed={changed!r}; valid: one non-empty line saying what changed and why")
+    if not (folder / "claims.csv").exists():
+        raise ValueError(f"{folder}: no claims.csv; valid: a results folder judged by normbench-figures")
+    rows, run = read_claims(folder), read_run_txt(folder)
+    rules = judged_hash(rows)
+    if rules is None:
+        raise ValueError(f"{folder}: claims.csv has no rules hash (judged before the rules); valid: a rerun's folder")
+    done = attempts(folder)
+    if any((h, c, s) == (rules, run.get("commit") or "?", run.get("start") or "?") for _, h, c, s in done):
+        raise ValueError(f"{folder}: rules {rules}, run at {run.get('commit')} is on record already in {HISTORY}")
+    path = folder / HISTORY
+    runs = ""
+    if (folder / "runs.csv").exists():
+        with open(folder / "runs.csv", newline="") as f:
+            runs = runs_summary(list(csv.DictReader(f)))
+    text = entry(len(done) + 1, rules, run, tally(rows), changed.strip(), runs)
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a") as f:  # append only: the earlier entries are never rewritten
+        f.write((header(folder) if new else "") + "\n" + text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="a results folder, e.g. results/bn_dropout_cpu")
+    parser.add_argument("--changed", required=True, help="what changed since the attempt before, and why (one line)")
+    args = parser.parse_args(argv)
+    try:
+        text = append_entry(args.folder, args.changed)
+    except ValueError as err:
+        print(f"results_history: {err}", file=sys.stderr)
+        return 2
+    print(f"appended to {args.folder / HISTORY}:\n{text}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
