@@ -101,6 +101,13 @@ def test_per_run_csv_of_other_rules_is_refused(tmp_path: Path, capsys: pytest.Ca
     assert not (tmp_path / "o").exists()
 
 
+def test_a_missing_per_run_csv_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["bn_dropout_cpu", "--per-run", str(tmp_path / "absent.csv"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "absent.csv" in err and "cannot be read" in err and err.strip().count("\n") == 0
+    assert not (tmp_path / "o").exists()
+
+
 COMMITTED = sorted(p for p in results_root().iterdir() if (p / "per_run.csv").is_file())
 
 

@@ -158,6 +158,18 @@ def test_a_failed_check_leaves_every_claim_of_the_variant_unjudged(
         assert "not judged: setup check failed (bn_fits)" in bn.measured
 
 
+def test_a_diverged_run_fails_an_above_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It counts with −inf against ``above`` (+inf against ``below``): never a pass."""
+    below = {k: v for k, v in {**CHECK, "id": "bn_low", "below": 2.0}.items() if k != "above"}
+    use_rules(monkeypatch, rules_data(checks=[CHECK, below]))
+    rs = runs({"bn": 0.7, "none": 0.5})
+    rs[0].summary["status"] = "diverged"
+    got = by_id("demo_cpu", rs)
+    assert got["bn_fits"].verdict == FAILED and got["bn_fits"].note.startswith("BN seed=0 -inf, BN seed=1 0.99")
+    assert got["bn_low"].verdict == FAILED and got["bn_low"].note.startswith("BN seed=0 inf, BN seed=1 0.99")
+    assert got["bn_above"].note.startswith("not judged: setup check failed (bn_fits, bn_low); a run diverged")
+
+
 def test_a_check_that_selects_no_run_fails_and_a_check_of_another_variant_does_not_gate(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
