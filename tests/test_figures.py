@@ -392,11 +392,14 @@ def test_gn_batch_size_figure(tmp_path: Path) -> None:
         base = {"bn": 0.7 - 0.02 * (32 // bs), "gn": 0.65, "brn": 0.68 - 0.005 * (32 // bs)}[norm]
         return base + (0.0005 if norm == "gn" else 0.01) * seed
 
+    def loss(epoch: int, seed: int) -> float:  # a tenth per epoch: at most 3 % of the start at epoch 3
+        return 2.0 * 0.1 ** (epoch - 1) + 0.01 * seed
+
     for norm in ("bn", "gn", "brn"):
         for bs in (32, 16, 8, 4, 2):
             for seed in SEEDS:
                 cfg = {"norm": {"name": norm}, "batch_size": bs, "lr": 0.1 * bs / 32, "seed": seed}
-                rows = [{"step": 10 * e, "epoch": e, "train/loss": 2.0 / e + 0.01 * seed} for e in (1, 2, 3)]
+                rows = [{"step": 10 * e, "epoch": e, "train/loss": loss(e, seed)} for e in (1, 2, 3)]
                 rows.append({"step": 30, "epoch": 3, "val/acc": acc(norm, bs, seed)})
                 write_run(root, job, cfg, rows, {"step": 30})
                 job += 1
@@ -406,13 +409,12 @@ def test_gn_batch_size_figure(tmp_path: Path) -> None:
     for bs in (32, 2):
         assert_point(rows, "val_error", "Batch Norm", bs, [100 * (1 - acc("bn", bs, s)) for s in SEEDS])
     for e in (1, 2, 3):  # the training-loss panel: per epoch, seed medians
-        assert_point(rows, "train_loss/bs32", "Group Norm, batch 32", e, [2.0 / e + 0.01 * s for s in SEEDS])
+        assert_point(rows, "train_loss/bs32", "Group Norm, batch 32", e, [loss(e, s) for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["bn_error_grows"] == SUPPORTED
     assert verdicts["gn_flat"] == EQUIVALENT
     assert verdicts["gn_beats_bn_at_2"] == SUPPORTED and verdicts["brn_beats_bn_at_2"] == SUPPORTED
-    # 2/e ends at a third of its start: far from a plateau
-    assert verdicts["long_enough"] == FAILED
+    assert verdicts["long_enough"] == PASSED  # a plateau: else no claim would be judged
 
 
 @pytest.mark.parametrize("gn_last, verdict", [(0.09, PASSED), (0.11, FAILED)])

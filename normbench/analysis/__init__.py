@@ -105,16 +105,24 @@ def figure_fn(preset: str) -> FigureFn:
     return FIGURES[base]
 
 
-def make_figures(preset: str, runs: Sequence[Run]) -> list[FigureResult]:
-    """The preset's figures, and its claims judged by its rules, from ``runs`` (failed runs
-    without metrics left out). Each claim goes with the figure its rule names."""
-    fn = figure_fn(preset)
+def usable_runs(preset: str, runs: Sequence[Run]) -> list[Run]:
+    """The runs that figures and claims are made from: those with metrics (a failed run without
+    any is left out); a `ConfigError` when none has any."""
     usable = [r for r in runs if r.history]
     if not usable:
         raise ConfigError(f"no runs with metrics for preset {preset!r}")
+    return usable
+
+
+def make_figures(preset: str, runs: Sequence[Run], claims: Sequence[Claim] | None = None) -> list[FigureResult]:
+    """The preset's figures from ``runs`` (`usable_runs`), each with the claims of its figure:
+    ``claims``, or the preset's claims judged by its rules on the runs. Each claim goes with the
+    figure its rule names (the first figure when it names none drawn)."""
+    fn = figure_fn(preset)
+    usable = usable_runs(preset, runs)
     results = fn(usable)
     by_name = {res.name: res for res in results}
-    for claim in judge(preset, usable):
+    for claim in judge(preset, usable) if claims is None else claims:
         by_name.get(claim.figure, results[0]).claims.append(claim)
     return results
 
@@ -129,5 +137,6 @@ __all__ = [
     "load_local_runs",
     "load_wandb_runs",
     "make_figures",
+    "usable_runs",
     "write_outputs",
 ]

@@ -1,9 +1,12 @@
-"""A preset's claims, judged from its runs by the rules fixed before them (``normbench/rules/``).
+"""A preset's claims, judged from its runs by the rules fixed before them (``normbench/rules/``,
+parsed by `normbench.analysis.rules_schema`).
 
-A rule names two arms (config selectors), a *measure* (a function of one run, registered here by
-the preset's analysis module with `measure`), the relation the paper claims between the arms
+A rule names two arms (config selectors), a *measure* (a function of one run, registered by the
+preset's analysis module with `measure`), the relation the paper claims between the arms
 (``greater`` / ``less``: a directional claim; ``equivalent``: equal within ``margin``) and the
-test (`normbench.analysis.stats.TESTS`). Judging a claim:
+test (`normbench.analysis.stats.TESTS`). Judging reads the per-run table
+(`normbench.analysis.per_run`: every measure computed once per run), so that ``claims.csv`` can be
+rebuilt from ``per_run.csv`` alone (`judge_rows`); `judge` is `judge_rows` on the runs' rows.
 
 1. each arm's runs give one value per seed; a run that diverged counts with the worst value of
    the measure (−inf when higher is better, +inf when lower is), so it is never dropped;
@@ -14,23 +17,33 @@ test (`normbench.analysis.stats.TESTS`). Judging a claim:
    *different* / *inconclusive* (equivalence). The scale (paper, reduced, other hardware) is a
    column of its own and never changes a verdict.
 
-Checks (``checks`` in a rules file) are conditions on the setup, not paper claims (e.g. "the run is
-long enough"): *passed* when every selected run's measure is below the declared bound.
+Checks (``checks`` in a rules file) are conditions on the setup, fixed before the runs (a positive
+control, a plateau): *passed* when every selected run's measure is below the declared bound (or
+above it). When a check of the variant fails or selects no run, no claim of the variant gets a
+verdict: each reads "not judged: setup check failed (…)", its numbers kept. A claim marked
+``full_scale_only`` is not judged in the ``_cpu`` variant and stays out of its Holm family. Runs
+with the rules' pilot seeds are refused: pilots size an experiment, they do not confirm it.
 """
 
 from __future__ import annotations
 
-import inspect
+import csv
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from normbench.analysis.runs import Run, check_seeds_only, matching
+import numpy as np
+
+from normbench.analysis.per_run import MEASURES as MEASURES
+from normbench.analysis.per_run import Row, check_column, claim_columns, judged_here, per_run_rows, select_rows
+from normbench.analysis.per_run import measure as measure
+from normbench.analysis.rules_schema import CheckRule, ClaimRule, Rules
+from normbench.analysis.rules_schema import load_rules as load_rules
+from normbench.analysis.runs import Run
 from normbench.analysis.stats import (
-    ALPHA,
     NOT_JUDGED,
-    TESTS,
     ArmSummary,
     Comparison,
     compare,
@@ -40,149 +53,9 @@ from normbench.analysis.stats import (
     summarize_arm,
 )
 from normbench.errors import ConfigError
-from normbench.rules import load_rules_data, rules_hash, variant
+from normbench.rules import variant
 
 PASSED, FAILED = "passed", "failed"
-RELATIONS = ("greater", "less", "equivalent")
-SCALE_KINDS = ("paper", "reduced", "hardware")
-
-Measure = Callable[..., float]
-MEASURES: dict[str, Measure] = {}
-
-
-def measure(name: str) -> Callable[[Measure], Measure]:
-    """Register ``fn(run, **params) -> float`` as the measure ``name`` that rules refer to."""
-
-    def register(fn: Measure) -> Measure:
-        if name in MEASURES and MEASURES[name] is not fn:
-            raise ValueError(f"measure {name!r} is registered twice")
-        MEASURES[name] = fn
-        return fn
-
-    return register
-
-
-@dataclass(frozen=True)
-class Scale:
-    """How a preset's runs compare with the paper's: ``kind`` (`SCALE_KINDS`) and by how much."""
-
-    kind: str
-    note: str
-
-    def fmt(self) -> str:
-        return {"paper": "paper scale", "reduced": "reduced", "hardware": "other hardware"}[self.kind] + (
-            f": {self.note}" if self.note else ""
-        )
-
-
-@dataclass(frozen=True)
-class Arm:
-    label: str
-    select: dict[str, Any]
-    measure: str | None = None
-    """This arm's own measure (e.g. the same runs evaluated another way; test ``paired``)."""
-    params: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class ClaimRule:
-    id: str
-    claim: str
-    paper: str
-    figure: str
-    measure: str
-    params: dict[str, Any]
-    a: Arm
-    b: Arm
-    relation: str
-    test: str
-    better: str
-    """``higher`` or ``lower``: which way the measure is better (a diverged run gets the worst)."""
-    margin: float | None = None
-    variants: tuple[str, ...] = ("full", "cpu")
-    scale: dict[str, Scale] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CheckRule:
-    id: str
-    claim: str
-    figure: str
-    measure: str
-    params: dict[str, Any]
-    select: dict[str, Any]
-    below: float
-
-
-@dataclass(frozen=True)
-class Rules:
-    preset: str
-    hash: str
-    alpha: float
-    min_seeds: int
-    scale: dict[str, Scale]
-    params: dict[str, Any]
-    claims: tuple[ClaimRule, ...]
-    checks: tuple[CheckRule, ...]
-
-
-def _scale(node: Mapping[str, Any], where: str) -> Scale:
-    if node.get("kind") not in SCALE_KINDS:
-        raise ConfigError(f"{where}: scale kind {node.get('kind')!r}; valid choices: {', '.join(SCALE_KINDS)}")
-    return Scale(node["kind"], str(node.get("note", "")))
-
-
-def _arm(node: Mapping[str, Any]) -> Arm:
-    """An arm of a rule: its label, selector, and (optionally) its own measure."""
-    name, params = _measure_spec(node["measure"]) if "measure" in node else (None, {})
-    return Arm(node["label"], dict(node["select"]), name, params)
-
-
-def _measure_spec(node: Any) -> tuple[str, dict[str, Any]]:
-    """A rule's ``measure``: a name, or a mapping of its name and its parameters."""
-    spec = dict(node) if isinstance(node, Mapping) else {"name": node}
-    return spec.pop("name"), spec
-
-
-def load_rules(preset: str) -> Rules | None:
-    """The parsed rules of ``preset`` (None: it judges no claims), checked for bad values."""
-    data = load_rules_data(preset)
-    if data is None:
-        return None
-    where = f"rules of {preset}"
-    if data.get("family", "holm") != "holm":
-        raise ConfigError(f"{where}: family {data['family']!r}; valid choices: holm")
-    claims = []
-    for c in data.get("claims", []):
-        measure_name, measure_params = _measure_spec(c["measure"])
-        rule = ClaimRule(
-            id=c["id"], claim=c["claim"], paper=c.get("paper", ""), figure=c["figure"],
-            measure=measure_name, params=measure_params,
-            a=_arm(c["a"]), b=_arm(c["b"]),
-            relation=c["relation"], test=c["test"], better=c["better"], margin=c.get("margin"),
-            variants=tuple(c.get("variants", ("full", "cpu"))),
-            scale={k: _scale(v, f"{where}, {c['id']}") for k, v in (c.get("scale") or {}).items()},
-        )  # fmt: skip
-        if rule.relation not in RELATIONS or rule.test not in TESTS or rule.better not in ("higher", "lower"):
-            raise ConfigError(f"{where}, {rule.id}: relation/test/better {rule.relation!r}/{rule.test!r}/"
-                              f"{rule.better!r}; valid: {RELATIONS} / {TESTS} / ('higher', 'lower')")  # fmt: skip
-        if (rule.relation == "equivalent") != (rule.margin is not None):
-            raise ConfigError(f"{where}, {rule.id}: a margin goes with relation 'equivalent', and only with it")
-        claims.append(rule)
-    checks = []
-    for c in data.get("checks", []):
-        checks.append(CheckRule(c["id"], c["claim"], c["figure"], *_measure_spec(c["measure"]), dict(c["select"]),
-                                float(c["below"])))  # fmt: skip
-    return Rules(
-        preset=data["preset"],
-        hash=str(rules_hash(preset)),
-        alpha=float(data.get("alpha", ALPHA)),
-        min_seeds=int(data["min_seeds"]),
-        scale={k: _scale(v, where) for k, v in data["scale"].items()},
-        params=dict(data.get("params") or {}),
-        claims=tuple(claims),
-        checks=tuple(checks),
-    )
 
 
 @dataclass
@@ -206,6 +79,8 @@ class Claim:
     margin: float | None = None
     note: str = ""
     rules_hash: str = ""
+    short: str = ""
+    """The claim's short name (forest plots, the findings page); a check's: its id."""
 
     @property
     def measured(self) -> str:
@@ -235,119 +110,157 @@ def _fmt_arm(s: ArmSummary | None) -> str:
     return "n/a" if s is None else s.fmt()
 
 
-def registered_measure(name: str, where: str) -> Measure:
-    """The measure a rule names (``where``: which rule, for the error)."""
-    if name not in MEASURES:
-        raise ConfigError(f"{where}: unknown measure {name!r}; valid choices: {', '.join(sorted(MEASURES))}")
-    return MEASURES[name]
+def judge(preset: str, runs: Sequence[Run], pilot: bool = False) -> list[Claim]:
+    """Every claim and check of ``preset``'s rules, judged on ``runs`` (Holm over the claims);
+    ``pilot``: also judge runs with the rules' pilot seeds (the planning command)."""
+    return judge_rows(preset, per_run_rows(preset, runs), pilot)
 
 
-def _call(fn: Measure, run: Run, params: Mapping[str, Any], runs: Sequence[Run] = ()) -> float:
-    """``fn(run, **params)``, with the params its signature names; a measure that names
-    ``all_runs`` also gets every run judged (a value at a point common to all runs: equal time)."""
-    names = inspect.signature(fn).parameters
-    kw = {k: v for k, v in params.items() if k in names}
-    if "all_runs" in names:
-        kw["all_runs"] = runs
-    return float(fn(run, **kw))
-
-
-def arm_runs(runs: Sequence[Run], arm: Arm) -> list[Run]:
-    """The runs of ``arm``, in the order of their seeds; they must be seeds of one setting
-    (`check_seeds_only`)."""
-    members = sorted(matching(runs, arm.select), key=lambda r: r.seed)
-    check_seeds_only(members, f"arm {arm.label!r}")
-    return members
-
-
-def arm_values(
-    members: Sequence[Run], runs: Sequence[Run], fn: Measure, params: Mapping[str, Any], better: str
-) -> list[float]:
-    """One value per run of ``members`` (an arm's runs: `arm_runs`), a diverged run the worst value
-    of the measure; ``runs`` (every judged run) for measures that read them all."""
-    worst = -math.inf if better == "higher" else math.inf
-    return [worst if r.status == "diverged" else _call(fn, r, params, runs) for r in members]
-
-
-def judge(preset: str, runs: Sequence[Run]) -> list[Claim]:
-    """Every claim and check of ``preset``'s rules, judged on ``runs`` (Holm over the claims)."""
+def judge_rows(preset: str, rows: Sequence[Row], pilot: bool = False) -> list[Claim]:
+    """`judge` from the per-run table (`normbench.analysis.per_run.per_run_rows`, or a
+    ``per_run.csv`` read back): the claims in the rules' order, then the checks."""
     rules = load_rules(preset)
     if rules is None:
         return []
-    var = variant(preset)
-    out: list[Claim] = []
-    family: list[tuple[Claim, ClaimRule, float]] = []
-    for rule in rules.claims:
-        scale = rule.scale.get(var) or rules.scale[var]
-        claim = Claim(rule.id, rule.claim, rule.paper, rule.figure, NOT_JUDGED, scale.fmt(), rule.test,
-                      rule.a.label, rule.b.label, relation=rule.relation, margin=rule.margin,
-                      rules_hash=rules.hash)  # fmt: skip
-        out.append(claim)
-        if var not in rule.variants:
-            claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
-            continue
-        where = f"rules of {preset}, {rule.id}"
-        members_a, members_b = arm_runs(runs, rule.a), arm_runs(runs, rule.b)
-        seeds_a, seeds_b = [r.seed for r in members_a], [r.seed for r in members_b]
-        if rule.test == "paired" and seeds_a != seeds_b:
-            raise ConfigError(f"{where}: test paired needs the same seeds in both arms; got {seeds_a} and {seeds_b}")
-        va, vb = (
-            arm_values(members, runs, registered_measure(arm.measure or rule.measure, where),
-                       {**rules.params, **(arm.params if arm.measure else rule.params)}, rule.better)
-            for arm, members in ((rule.a, members_a), (rule.b, members_b))
-        )  # fmt: skip
-        claim.a, claim.b = summarize_arm(va, rule.test, rules.alpha), summarize_arm(vb, rule.test, rules.alpha)
-        if min(claim.a.n, claim.b.n) < rules.min_seeds:
-            claim.note = (f"n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per arm; "
-                          f"{claim.a_label}: {claim.a.fmt()}, {claim.b_label}: {claim.b.fmt()}")  # fmt: skip
-            claim.a = claim.b = None
-            continue
-        claim.comparison = compare(va, vb, rule.test, rule.margin, rules.alpha)
-        claim.test = claim.comparison.test
-        if claim.comparison.test != rule.test:
-            claim.note = f"a run diverged: {rule.test} → rank (the rule for diverged runs)"
+    _check_rows(rules, preset, rows, pilot)
+    checks = [_judge_check(c, rows, rules, preset) for c in rules.checks]
+    pairs = [(_measure_claim(rule, rows, rules, preset), rule) for rule in rules.claims]
+    family = [(claim, rule) for claim, rule in pairs if claim.comparison is not None]
+    _holm_verdicts(family, rules.alpha)
+    failed = [c.id for c, rule in zip(checks, rules.checks, strict=True)
+              if judged_here(rule.variants, preset) and c.verdict != PASSED]  # fmt: skip
+    if failed:
+        for claim, rule in pairs:
+            if _judged_at_this_scale(rule, preset):
+                claim.verdict = NOT_JUDGED
+                claim.note = f"not judged: setup check failed ({', '.join(failed)})" + (
+                    f"; {claim.note}" if claim.note else ""
+                )
+    return [claim for claim, _ in pairs] + checks
+
+
+def claim_values(preset: str, rows: Sequence[Row]) -> dict[str, tuple[list[float], list[float]]]:
+    """Each claim's arms' per-seed values (a, b), as `judge_rows` judges them (diverged runs at the
+    worst value), for the claims of ``preset``'s variant; pilot runs included (for planning)."""
+    rules = load_rules(preset)
+    if rules is None:
+        return {}
+    return {rule.id: _arm_values(rule, rows, f"rules of {preset}, {rule.id}") for rule in rules.claims
+            if judged_here(rule.variants, preset)}  # fmt: skip
+
+
+def _check_rows(rules: Rules, preset: str, rows: Sequence[Row], pilot: bool) -> None:
+    """Rows measured under other rules, and (unless ``pilot``) rows of pilot seeds, are refused."""
+    if stale := [r for r in rows if r["rules_hash"] != rules.hash]:
+        raise ConfigError(f"the values of {stale[0]['source']} were measured under rules {stale[0]['rules_hash']!r} "
+                          f"and {preset}'s rules are now {rules.hash}: measure the runs again "
+                          "(normbench-figures --runs)")  # fmt: skip
+    if not pilot and (piloted := [r for r in rows if r["seed"] in rules.pilot_seeds]):
+        seeds = sorted({r["seed"] for r in piloted})
+        raise ConfigError(f"{len(piloted)} runs have the pilot seeds {seeds} of {preset}'s rules (e.g. "
+                          f"{piloted[0]['source']}): pilot runs are not confirmatory; judge runs of other seeds, "
+                          "and read the pilots with the planning command")  # fmt: skip
+
+
+def _judged_at_this_scale(rule: ClaimRule, preset: str) -> bool:
+    return judged_here(rule.variants, preset) and not (rule.full_scale_only and variant(preset) == "cpu")
+
+
+def _arm_values(rule: ClaimRule, rows: Sequence[Row], where: str) -> tuple[list[float], list[float]]:
+    """The values of the rows of each arm, in the order of their seeds (the same seeds in both
+    arms for test ``paired``)."""
+    columns = claim_columns(rule)
+    members = {side: select_rows(rows, arm.select) for side, arm in (("a", rule.a), ("b", rule.b))}
+    seeds_a, seeds_b = ([r["seed"] for r in members[side]] for side in "ab")
+    if rule.test == "paired" and seeds_a != seeds_b:
+        raise ConfigError(f"{where}: test paired needs the same seeds in both arms; got {seeds_a} and {seeds_b}")
+    values: dict[str, list[float]] = {}
+    for side, chosen in members.items():
+        if missing := [r for r in chosen if r.get(columns[side]) is None]:
+            raise ConfigError(f"{where}: no value of {columns[side]} for {missing[0]['source']} (seed "
+                              f"{missing[0]['seed']}): the per-run table was not measured for these rules")  # fmt: skip
+        values[side] = [float(r[columns[side]]) for r in chosen]
+    return values["a"], values["b"]
+
+
+def _measure_claim(rule: ClaimRule, rows: Sequence[Row], rules: Rules, preset: str) -> Claim:
+    """A claim with its arms and comparison (no verdict yet: `_holm_verdicts`), or the reason it
+    is not judged here."""
+    scale = rule.scale.get(variant(preset)) or rules.scale[variant(preset)]
+    claim = Claim(rule.id, rule.claim, rule.paper, rule.figure, NOT_JUDGED, scale.fmt(), rule.test,
+                  rule.a.label, rule.b.label, relation=rule.relation, margin=rule.margin,
+                  rules_hash=rules.hash, short=rule.short)  # fmt: skip
+    if not judged_here(rule.variants, preset):
+        claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
+        return claim
+    if not _judged_at_this_scale(rule, preset):
+        assert rule.full_scale_only is not None
+        claim.note = f"not judged at this scale (needs n ≈ {rule.full_scale_only.needs_n}, or the full preset)"
+        return claim
+    va, vb = _arm_values(rule, rows, f"rules of {preset}, {rule.id}")
+    claim.a, claim.b = summarize_arm(va, rule.test, rules.alpha), summarize_arm(vb, rule.test, rules.alpha)
+    if min(claim.a.n, claim.b.n) < rules.min_seeds:
+        claim.note = (f"n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per arm; "
+                      f"{claim.a_label}: {claim.a.fmt()}, {claim.b_label}: {claim.b.fmt()}")  # fmt: skip
+        claim.a = claim.b = None
+        return claim
+    claim.comparison = compare(va, vb, rule.test, rule.margin, rules.alpha)
+    claim.test = claim.comparison.test
+    if claim.comparison.test != rule.test:
+        claim.note = f"a run diverged: {rule.test} → rank (the rule for diverged runs)"
+    return claim
+
+
+def _holm_verdicts(family: Sequence[tuple[Claim, ClaimRule]], alpha: float) -> None:
+    """Holm's step-down over the family's p-values (an equivalence claim: the smaller of TOST's
+    and the difference's), then each claim's verdict from its adjusted p."""
+    ps = []
+    for claim, rule in family:
         c = claim.comparison
-        family.append((claim, rule, c.p if rule.margin is None else min(c.p_eq, c.p_diff)))
-    adjusted = holm([p for _, _, p in family])
-    for (claim, rule, _), p_adj in zip(family, adjusted):
+        assert c is not None
+        ps.append(c.p if rule.margin is None else min(c.p_eq, c.p_diff))
+    for (claim, rule), p_adj in zip(family, holm(ps)):
         claim.p_holm = p_adj
         c = claim.comparison
         assert c is not None
         if rule.relation == "equivalent":
             eq_first = c.p_eq <= c.p_diff
-            claim.verdict = equivalence_verdict(p_adj if eq_first else 1.0, 1.0 if eq_first else p_adj, rules.alpha)
+            claim.verdict = equivalence_verdict(p_adj if eq_first else 1.0, 1.0 if eq_first else p_adj, alpha)
         else:
             claim.verdict = directional_verdict(c.estimate, 1.0 if c.ratio else 0.0, rule.relation == "greater",
-                                                p_adj, rules.alpha)  # fmt: skip
-    for check in rules.checks:
-        out.append(_check(check, runs, rules, var))
-    return out
+                                                p_adj, alpha)  # fmt: skip
 
 
-def _run_label(run: Run) -> str:
-    """A run's name in a check's note: its sweep overrides, an arm file by its name (``g8 seed=0``),
-    after the norm's name where no arm file names the run (``gn seed=0``; no overrides: ``gn seed 0``).
-    Every selected run is listed, also where two labels coincide."""
-    arms = [o.rpartition("=")[2] for o in run.overrides if o.startswith("experiment/arms/")]
-    rest = [o for o in run.overrides if not o.startswith(("experiment=", "experiment/arms/"))]
-    return " ".join(arms or [str(run.get("norm.name"))]) + " " + (" ".join(rest) or f"seed {run.seed}")
+def row_label(row: Row, rules: Rules, preset: str) -> str:
+    """A run's name in a check's note: the label of the first arm (in the rules' order) that
+    selects it, else its norm's name, then its seed (``BN@32 seed=0``)."""
+    arms = [arm for r in rules.claims if judged_here(r.variants, preset) for arm in (r.a, r.b)]
+    label = next((arm.label for arm in arms if select_rows([row], arm.select)), None)
+    return f"{label or row.get('norm.name') or 'run'} seed={row['seed']}"
 
 
-def _check(check: CheckRule, runs: Sequence[Run], rules: Rules, var: str) -> Claim:
-    params = {**rules.params, **check.params}
-    fn = registered_measure(check.measure, f"rules of {rules.preset}, {check.id}")
-    values = [(_run_label(r), math.inf if r.status == "diverged" else _call(fn, r, params, runs))
-              for r in matching(runs, check.select)]  # fmt: skip
-    ok = bool(values) and all(v < check.below for _, v in values)
+def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: str) -> Claim:
+    scale = rules.scale[variant(preset)].fmt()
+    what = "a check of the setup, not a paper claim"
+    if not judged_here(check.variants, preset):
+        note = f"not run in {preset} (the rules check it in: {', '.join(check.variants)})"
+        return Claim(check.id, check.claim, what, check.figure, NOT_JUDGED, scale, note=note, rules_hash=rules.hash,
+                     short=check.id)  # fmt: skip
+    values = [(row_label(r, rules, preset), float(r[check_column(check)])) for r in select_rows(rows, check.select)]
+    if check.below is not None:
+        ok, bound = all(v < check.below for _, v in values), f"below {check.below:g}"
+    else:
+        assert check.above is not None
+        ok, bound = all(v > check.above for _, v in values), f"above {check.above:g}"
     note = ", ".join(f"{k} {v:.3g}" for k, v in values) or "no runs selected"
-    return Claim(check.id, check.claim, "a check of the setup, not a paper claim", check.figure,
-                 PASSED if ok else FAILED, rules.scale[var].fmt(), note=f"{note} (passes when every run's is below "
-                 f"{check.below:g})", rules_hash=rules.hash)  # fmt: skip
+    return Claim(check.id, check.claim, what, check.figure, PASSED if values and ok else FAILED, scale,
+                 note=f"{note} (passes when every run's is {bound})", rules_hash=rules.hash,
+                 short=check.id)  # fmt: skip
 
 
 CSV_FIELDS = (
-    "id", "figure", "claim", "paper", "a", "a_centre", "a_lo", "a_hi", "a_n", "a_diverged", "b", "b_centre", "b_lo",
-    "b_hi", "b_n", "b_diverged", "relation", "margin", "test", "ratio", "estimate", "lo", "hi", "p", "p_holm",
+    "id", "short", "figure", "claim", "paper", "a", "a_centre", "a_lo", "a_hi", "a_n", "a_diverged", "b", "b_centre",
+    "b_lo", "b_hi", "b_n", "b_diverged", "relation", "margin", "test", "ratio", "estimate", "lo", "hi", "p", "p_holm",
     "effect_size", "detectable", "p_eq", "p_diff", "verdict", "scale", "measured", "rules_hash",
 )  # fmt: skip
 
@@ -355,7 +268,7 @@ CSV_FIELDS = (
 def csv_row(c: Claim) -> dict[str, Any]:
     """The flat row of ``claims.csv``: every number beside the one-line ``measured`` text."""
     row: dict[str, Any] = dict.fromkeys(CSV_FIELDS, "")
-    row.update(id=c.id, figure=c.figure, claim=c.claim, paper=c.paper, a=c.a_label, b=c.b_label,
+    row.update(id=c.id, short=c.short, figure=c.figure, claim=c.claim, paper=c.paper, a=c.a_label, b=c.b_label,
                relation=c.relation, margin="" if c.margin is None else c.margin, test=c.test, verdict=c.verdict,
                scale=c.scale, measured=c.measured, rules_hash=c.rules_hash)  # fmt: skip
     for side, s in (("a", c.a), ("b", c.b)):
@@ -379,3 +292,22 @@ def claims_markdown(claims: Sequence[Claim]) -> str:
         cells = [c.claim, c.paper, c.measured, f"**{c.verdict}**", c.scale, c.figure]
         lines.append("| " + " | ".join(s.replace("|", "/").replace("\n", " ") for s in cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _csv_cell(v: Any) -> Any:
+    """Floats (numpy's too) with ``repr``, so that they read back exactly."""
+    return repr(float(v)) if isinstance(v, (float, np.floating)) else v
+
+
+def write_claims(claims: Sequence[Claim], out_dir: str | Path) -> list[Path]:
+    """``claims.csv`` (`CSV_FIELDS`, one row per claim in the given order) and ``claims.md`` into
+    ``out_dir``; returns the paths written."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "claims.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for c in claims:
+            writer.writerow({k: _csv_cell(v) for k, v in csv_row(c).items()})
+    (out / "claims.md").write_text(claims_markdown(claims))
+    return [out / "claims.csv", out / "claims.md"]

@@ -4,12 +4,16 @@ numbers and the claims table.
     normbench-figures santurkar_vgg_cpu --runs outputs/multirun/2026-11-29_15-00-00
     normbench-figures powernorm_mt --wandb my-entity/normbench --group sweep-2026-11-29_15-00-00
     normbench-figures powernorm_mt --wandb my-entity/normbench --job-type powernorm_mt --log-to-wandb
+    normbench-figures gn_groups_cpu --per-run results/gn_groups_cpu/per_run.csv
 
 Writes ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and ``<out>/claims.csv``, ``claims.md``,
-``runs.csv`` (default ``<out>``: ``results/<preset>``). From W&B, runs are selected by group (one
-sweep invocation) and/or job type (the preset: every sweep of it), and only the keys the figures
-plot are fetched. ``--log-to-wandb`` logs each figure as a ``wandb.Image`` and each claims table as
-a ``wandb.Table`` into a summary run of the group (job type ``figures``).
+``per_run.csv`` (every value the claims and checks are judged on, one row per run), ``runs.csv``
+(default ``<out>``: ``results/<preset>``). From ``--per-run`` (a ``per_run.csv``) only
+``claims.csv`` and ``claims.md`` are written, byte-identical to those judged from the runs. From
+W&B, runs are selected by group (one sweep invocation) and/or job type (the preset: every sweep
+of it), and only the keys the figures plot are fetched. ``--log-to-wandb`` logs each figure as a
+``wandb.Image`` and each claims table as a ``wandb.Table`` into a summary run of the group (job
+type ``figures``).
 """
 
 from __future__ import annotations
@@ -20,8 +24,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from normbench.analysis import figure_fn, figure_keys, load_local_runs, load_wandb_runs, make_figures, write_outputs
-from normbench.analysis.claims import claims_markdown
+from normbench.analysis import (
+    figure_fn,
+    figure_keys,
+    load_local_runs,
+    load_wandb_runs,
+    make_figures,
+    usable_runs,
+    write_outputs,
+)
+from normbench.analysis.claims import Claim, claims_markdown, judge_rows, write_claims
+from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
@@ -104,6 +117,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--runs", nargs="+", metavar="DIR", help="multirun directories (each job: metrics.jsonl ...)")
     source.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B")
+    source.add_argument("--per-run", metavar="PATH", help="a per_run.csv: rebuild claims.csv / claims.md from it "
+                        "alone (no figures)")  # fmt: skip
     parser.add_argument("--group", help="W&B group: one sweep invocation (sweep-<dir name>)")
     parser.add_argument("--job-type", help="W&B job type: the preset (every sweep of it); default with --wandb "
                         "and no --group: the preset's name")  # fmt: skip
@@ -114,35 +129,55 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        figure_fn(args.preset)
-        check_out(Path(args.out or Path("results") / args.preset))
-        if args.runs:
-            runs = load_local_runs(args.runs)
-        else:
-            job_type = args.job_type or (None if args.group else args.preset)
-            runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
-        check_rules(args.preset, runs)
-        check_provenance(runs, args.out or Path("results") / args.preset)
-        results = make_figures(args.preset, runs)
-    except ConfigError as e:
-        print(f"normbench-figures: error: {e}", file=sys.stderr)
-        return 2
-    out = Path(args.out or Path("results") / args.preset)
-    for path in [*write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]:
+def from_per_run(preset: str, path: str, out: Path) -> list[Claim]:
+    """``claims.csv`` / ``claims.md`` judged from a ``per_run.csv`` alone, into ``out``."""
+    claims = judge_rows(preset, read_per_run(path))
+    for written in write_claims(claims, out):
+        print(f"[figures] wrote {written}")
+    print(f"[figures] judged from {path} alone: no figures (they need the runs themselves: --runs or --wandb)")
+    return claims
+
+
+def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
+    """Figures, ``per_run.csv``, ``claims.csv`` / ``claims.md`` and ``runs.csv`` from the runs."""
+    if args.runs:
+        runs = load_local_runs(args.runs)
+    else:
+        job_type = args.job_type or (None if args.group else args.preset)
+        runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
+    check_rules(args.preset, runs)
+    check_provenance(runs, out)
+    rows = per_run_rows(args.preset, usable_runs(args.preset, runs))
+    claims = judge_rows(args.preset, rows)
+    results = make_figures(args.preset, runs, claims)
+    out.mkdir(parents=True, exist_ok=True)
+    outputs = [*write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
+    for path in [*outputs, write_runs_table(runs, out / "runs.csv")]:
         print(f"[figures] wrote {path}")
     total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
     print(f"[figures] {len(runs)} runs, {total:.0f} s of run wall time in all")
-    print(claims_markdown([c for r in results for c in r.claims]))
     if args.log_to_wandb is not None:
         target = args.log_to_wandb or args.wandb
-        if not target:
-            print("normbench-figures: error: --log-to-wandb needs ENTITY/PROJECT (or --wandb)", file=sys.stderr)
-            return 2
         run_id = log_to_wandb(results, out, target, args.group, args.preset)
         print(f"[figures] logged to W&B run {run_id}")
+    return claims
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out or Path("results") / args.preset)
+    try:
+        figure_fn(args.preset)
+        check_out(out)
+        if args.log_to_wandb is not None and not (args.log_to_wandb or args.wandb):
+            raise ConfigError("--log-to-wandb needs ENTITY/PROJECT (or --wandb)")
+        if args.per_run and args.log_to_wandb is not None:
+            raise ConfigError("--log-to-wandb logs figures; --per-run draws none: leave one out")
+        claims = from_per_run(args.preset, args.per_run, out) if args.per_run else from_runs(args, out)
+    except ConfigError as e:
+        print(f"normbench-figures: error: {e}", file=sys.stderr)
+        return 2
+    print(claims_markdown(claims))
     return 0
 
 

@@ -23,8 +23,7 @@ import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from normbench.analysis.claims import CSV_FIELDS as CLAIM_FIELDS  # noqa: E402
-from normbench.analysis.claims import Claim, claims_markdown, csv_row  # noqa: E402
+from normbench.analysis.claims import Claim, write_claims  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 
 CSV_COLUMNS = ("panel", "series", "x", "median", "lo", "hi", "n")
@@ -146,9 +145,12 @@ def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], font
             label.remove()
 
 
-def write_outputs(results: Sequence[FigureResult], out_dir: str | Path) -> list[Path]:
+def write_outputs(
+    results: Sequence[FigureResult], out_dir: str | Path, claims: Sequence[Claim] | None = None
+) -> list[Path]:
     """``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` per figure, and ``claims.csv`` /
-    ``claims.md`` with every figure's claims. Returns the paths written."""
+    ``claims.md`` with ``claims`` in their order (`normbench.analysis.claims.judge`'s: the rules'
+    order; default: every figure's claims, figure by figure). Returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -166,18 +168,7 @@ def write_outputs(results: Sequence[FigureResult], out_dir: str | Path) -> list[
                 writer.writerow({k: _fmt_csv(row[k]) for k in CSV_COLUMNS})
         written.append(path)
         plt.close(res.fig)
-    claims = [c for res in results for c in res.claims]
-    path = out / "claims.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
-        writer.writeheader()
-        for c in claims:
-            writer.writerow({k: _fmt_csv(v) for k, v in csv_row(c).items()})
-    written.append(path)
-    path = out / "claims.md"
-    path.write_text(claims_markdown(claims))
-    written.append(path)
-    return written
+    return written + write_claims([c for res in results for c in res.claims] if claims is None else claims, out)
 
 
 def _fmt_csv(v: Any) -> Any:

@@ -320,15 +320,16 @@ def select(runs: Iterable[Run], **criteria: Any) -> list[Run]:
 
 def matching(runs: Iterable[Run], criteria: Mapping[str, Any]) -> list[Run]:
     """`select` with dotted keys (``{"norm.name": "bn"}``, as the claim rules write them)."""
-    out = []
-    for run in runs:
-        for key, want in criteria.items():
-            have = run.get(key)
-            if isinstance(want, float) and isinstance(have, (int, float)):
-                if not math.isclose(float(have), want, rel_tol=1e-9):
-                    break
-            elif have != want:
-                break
-        else:
-            out.append(run)
-    return sorted(out, key=lambda r: r.seed)
+    return sorted((run for run in runs if config_matches(run.get, criteria)), key=lambda r: r.seed)
+
+
+def config_matches(get: Callable[[str], Any], criteria: Mapping[str, Any]) -> bool:
+    """Whether the values ``get(key)`` match every criterion (floats within a relative 1e-9)."""
+    for key, want in criteria.items():
+        have = get(key)
+        if isinstance(want, float) and isinstance(have, (int, float)):
+            if not math.isclose(float(have), want, rel_tol=1e-9):
+                return False
+        elif have != want:
+            return False
+    return True

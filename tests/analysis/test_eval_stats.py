@@ -72,6 +72,7 @@ def test_paired_arms_must_hold_the_same_seeds(tmp_path: Path, monkeypatch: pytes
     import shutil
 
     from normbench.analysis import claims as claims_module
+    from normbench.analysis import rules_schema
 
     write_sweep(tmp_path / "runs", {arm: [0.0] * 5 for arm in ARMS}, dict.fromkeys(ARMS, 0.01))
     shutil.rmtree(tmp_path / "runs" / "9")  # slow_ema, seed 4
@@ -82,8 +83,8 @@ def test_paired_arms_must_hold_the_same_seeds(tmp_path: Path, monkeypatch: pytes
         "relation": "greater", "better": "higher", "test": "paired",
     }  # fmt: skip
     data = {"preset": "bn_eval_stats", "min_seeds": 4, "scale": {"cpu": {"kind": "reduced"}}, "claims": [rule]}
-    monkeypatch.setattr(claims_module, "load_rules_data", lambda preset: data)
-    monkeypatch.setattr(claims_module, "rules_hash", lambda preset: "h")
+    monkeypatch.setattr(rules_schema, "load_rules_data", lambda preset: data)
+    monkeypatch.setattr(rules_schema, "rules_hash", lambda preset: "h")
     from normbench.analysis.runs import load_local_runs
 
     with pytest.raises(ConfigError, match=r"test paired needs the same seeds in both arms; got \[0, 1, 2, 3, 4\] and"):

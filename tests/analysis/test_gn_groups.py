@@ -9,7 +9,7 @@ import pytest
 
 from normbench.analysis.claims import FAILED, PASSED, load_rules
 from normbench.analysis.groups import IN_X
-from normbench.analysis.stats import INCONCLUSIVE, OPPOSITE, SUPPORTED
+from normbench.analysis.stats import NOT_JUDGED, SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
 
@@ -64,13 +64,17 @@ def test_gn_groups_figure_and_claims(tmp_path: Path) -> None:
     assert row["scale"].startswith("reduced: ResNet8 on 500 CIFAR-10 images")
 
 
-def test_gn_groups_claims_opposite_inconclusive_and_a_short_run(tmp_path: Path) -> None:
+def test_gn_groups_short_run_leaves_its_claims_unjudged(tmp_path: Path) -> None:
     # LN-like best, IN equal to G = 8 within the seeds' noise; the runs end at 10 % of their first loss
     err = {"g1": 30.0, "g2": 32.0, "g4": 34.0, "g8": 35.0, "g16": 36.0, "in": 35.1}
     write_sweep(tmp_path / "runs", err, spread=1.0, last_loss=0.2)
     build("gn_groups", tmp_path / "runs", tmp_path / "out")
     verdicts = claims(tmp_path / "out")
-    assert verdicts == {"g8_beats_g1": OPPOSITE, "g8_beats_in": INCONCLUSIVE, "long_enough": FAILED}
+    # the failed check leaves both claims unjudged (issue 43): their numbers stay, no verdict
+    assert verdicts == {"g8_beats_g1": NOT_JUDGED, "g8_beats_in": NOT_JUDGED, "long_enough": FAILED}
+    row = claim_row(tmp_path / "out", "g8_beats_g1")
+    assert float(row["estimate"]) == pytest.approx(35.0 - 30.0) and row["p_holm"] != ""
+    assert row["measured"].endswith("; not judged: setup check failed (long_enough)")
 
 
 def test_gn_groups_check_reads_every_group_count(tmp_path: Path) -> None:
@@ -84,7 +88,8 @@ def test_gn_groups_check_reads_every_group_count(tmp_path: Path) -> None:
     entries = row["measured"].split(" (passes")[0].split(", ")  # "<run> <value>", one per run
     values = [float(e.rpartition(" ")[2]) for e in entries]
     assert len(values) == 30 and sum(v > 0.05 for v in values) == 5  # G = 2's five seeds: 0.1-0.102
-    assert sum(e.startswith("gn seed") for e in entries) == 25
+    labels = [e.split(" seed=")[0] for e in entries]  # an arm's label, else the norm's name
+    assert {k: labels.count(k) for k in set(labels)} == {"G=8": 5, "G=1": 5, "IN": 5, "gn": 15}
 
 
 def test_gn_groups_rules_name_arms_the_preset_runs() -> None:
@@ -118,13 +123,13 @@ def test_every_arm_builds_on_every_layer(preset: str, arm: str) -> None:
         assert all(m.groups == int(arm[1:]) for m in norms)
 
 
-def test_a_checks_run_label_names_its_arm_file_or_its_norm() -> None:
-    from normbench.analysis.claims import _run_label
-    from normbench.analysis.runs import Run
+def test_a_checks_run_label_names_its_arm_or_its_norm() -> None:
+    """A run in a check's note: the first arm (in the rules' order) that selects it, else its norm."""
+    from normbench.analysis.claims import row_label
 
-    swept = ["experiment=gn_groups_cpu", "experiment/arms/gn_groups@_global_=g8", "seed=3"]
-    assert _run_label(Run("5", {"norm": {"name": "gn"}, "seed": 3}, [], overrides=swept)) == "g8 seed=3"
-    assert _run_label(Run("5", {"norm": {"name": "gn"}, "seed": 3}, [], overrides=["norm=gn", "seed=3"])) == (
-        "gn norm=gn seed=3"
-    )
-    assert _run_label(Run("5", {"norm": {"name": "in"}, "seed": 3}, [])) == "in seed 3"
+    rules = load_rules("gn_groups_cpu")
+    assert rules is not None
+    row = {"norm.name": "gn", "norm.groups": 8, "seed": 3}
+    assert row_label(row, rules, "gn_groups_cpu") == "G=8 seed=3"
+    assert row_label({**row, "norm.groups": 2}, rules, "gn_groups_cpu") == "gn seed=3"  # no arm selects G = 2
+    assert row_label({"norm.name": "in", "norm.groups": None, "seed": 0}, rules, "gn_groups_cpu") == "IN seed=0"

@@ -1,0 +1,324 @@
+"""The schema of a preset's rules (``normbench/rules/<preset>.yaml``), parsed once into typed
+dataclasses (`Rules`, `ClaimRule`, `CheckRule`); `normbench.analysis.claims` judges with them.
+
+Every level accepts only its own keys: an unknown key (a typo, a key of another level) is a
+one-line `ConfigError` naming the key, where it stands and the valid keys, as is a missing
+required one. What a plan still lacks (the paper's short title, an effect of interest for a
+directional claim) is not a load error but `missing_plan_keys`: rules written before the plan
+keys still load and judge.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from normbench.analysis.stats import ALPHA, TESTS
+from normbench.errors import ConfigError
+from normbench.rules import load_rules_data, rules_hash
+
+RELATIONS = ("greater", "less", "equivalent")
+SCALE_KINDS = ("paper", "reduced", "hardware")
+VARIANTS = ("full", "cpu")
+SHORT_MAX = 40
+"""The most characters of a claim's ``short`` name (forest plots, the findings page)."""
+
+TOP_KEYS = ("preset", "min_seeds", "scale", "claims"), ("alpha", "family", "params", "checks", "paper_title", "pilot")
+CLAIM_KEYS = (("id", "figure", "claim", "measure", "a", "b", "relation", "better", "test"),
+              ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only"))  # fmt: skip
+CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "variants")
+ARM_KEYS = ("label", "select"), ("measure",)
+SCALE_KEYS = ("kind",), ("note",)
+EFFECT_KEYS = ("value",), ("source", "smallest")
+FULL_SCALE_KEYS = ("needs_n", "why"), ()
+PILOT_KEYS = ("seeds",), ("note",)
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How a preset's runs compare with the paper's: ``kind`` (`SCALE_KINDS`) and by how much."""
+
+    kind: str
+    note: str
+
+    def fmt(self) -> str:
+        return {"paper": "paper scale", "reduced": "reduced", "hardware": "other hardware"}[self.kind] + (
+            f": {self.note}" if self.note else ""
+        )
+
+
+@dataclass(frozen=True)
+class Effect:
+    """A claim's effect of interest in its measure's units (a difference; a ratio for
+    ``welch_log``): the paper's, with its ``source`` (table or figure), or the ``smallest`` that
+    matters, with why. Exactly one of the two is set."""
+
+    value: float
+    source: str | None = None
+    smallest: str | None = None
+
+
+@dataclass(frozen=True)
+class FullScaleOnly:
+    """A claim judged at full scale only: the ``_cpu`` variant cannot run the ``needs_n`` seeds
+    per arm it would need (``why``)."""
+
+    needs_n: int
+    why: str
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str
+    select: dict[str, Any]
+    measure: str | None = None
+    """This arm's own measure (e.g. the same runs evaluated another way; test ``paired``)."""
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClaimRule:
+    id: str
+    claim: str
+    paper: str
+    figure: str
+    measure: str
+    params: dict[str, Any]
+    a: Arm
+    b: Arm
+    relation: str
+    test: str
+    better: str
+    """``higher`` or ``lower``: which way the measure is better (a diverged run gets the worst)."""
+    margin: float | None = None
+    variants: tuple[str, ...] = VARIANTS
+    scale: dict[str, Scale] = field(default_factory=dict)
+    short: str = ""
+    """The claim's name on forest plots and the findings page (≤ `SHORT_MAX` characters; the id
+    when the rules give none)."""
+    effect: Effect | None = None
+    planned_n: dict[str, int] = field(default_factory=dict)
+    """Seeds per arm the plan asks for, per variant (``normbench-plan``)."""
+    full_scale_only: FullScaleOnly | None = None
+
+
+@dataclass(frozen=True)
+class CheckRule:
+    """A setup check: passes when every selected run's measure is below ``below`` (or above
+    ``above``: exactly one is set); a failed check leaves every claim of its variants unjudged."""
+
+    id: str
+    claim: str
+    figure: str
+    measure: str
+    params: dict[str, Any]
+    select: dict[str, Any]
+    below: float | None = None
+    above: float | None = None
+    variants: tuple[str, ...] = VARIANTS
+
+
+@dataclass(frozen=True)
+class Rules:
+    preset: str
+    hash: str
+    alpha: float
+    min_seeds: int
+    scale: dict[str, Scale]
+    params: dict[str, Any]
+    claims: tuple[ClaimRule, ...]
+    checks: tuple[CheckRule, ...]
+    paper_title: str | None = None
+    pilot_seeds: tuple[int, ...] = ()
+    """The pilot runs' seeds: disjoint from the confirmatory ones, never judged."""
+    pilot_note: str = ""
+
+
+def _node(node: Any, where: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Mapping[str, Any]:
+    """``node`` as a mapping holding every required key of ``keys`` (required, optional) and no other."""
+    required, optional = keys
+    valid = ", ".join((*required, *optional))
+    if not isinstance(node, Mapping):
+        raise ConfigError(f"{where}: a mapping with keys {valid} expected, got {node!r}")
+    for key in node:
+        if key not in required and key not in optional:
+            raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {valid}")
+    for key in required:
+        if key not in node:
+            raise ConfigError(f"{where}: missing key {key!r} (required: {', '.join(required)})")
+    return node
+
+
+def _variants(node: Any, where: str) -> tuple[str, ...]:
+    got = tuple(node)
+    if not got or any(v not in VARIANTS for v in got):
+        raise ConfigError(f"{where}: variants {list(got)}; valid choices: {', '.join(VARIANTS)}")
+    return got
+
+
+def _scale(node: Any, where: str) -> Scale:
+    node = _node(node, where, SCALE_KEYS)
+    if node["kind"] not in SCALE_KINDS:
+        raise ConfigError(f"{where}: scale kind {node['kind']!r}; valid choices: {', '.join(SCALE_KINDS)}")
+    return Scale(node["kind"], str(node.get("note", "")))
+
+
+def _scales(node: Any, where: str) -> dict[str, Scale]:
+    node = _node(node or {}, where, ((), VARIANTS))
+    return {k: _scale(v, f"{where} {k}") for k, v in node.items()}
+
+
+def _measure_spec(node: Any, where: str) -> tuple[str, dict[str, Any]]:
+    """A rule's ``measure``: a name, or a mapping of its ``name`` and its parameters."""
+    spec = dict(node) if isinstance(node, Mapping) else {"name": node}
+    if not isinstance(spec.get("name"), str):
+        raise ConfigError(f"{where}: a measure name, or a mapping of 'name' and its parameters, expected; got {node!r}")
+    return spec.pop("name"), spec
+
+
+def _select(node: Any, where: str) -> dict[str, Any]:
+    if not isinstance(node, Mapping):
+        raise ConfigError(f"{where}: select must map config keys to values, got {node!r}")
+    return dict(node)
+
+
+def _arm(node: Any, where: str) -> Arm:
+    """An arm of a rule: its label, selector, and (optionally) its own measure."""
+    node = _node(node, where, ARM_KEYS)
+    name, params = _measure_spec(node["measure"], f"{where} measure") if "measure" in node else (None, {})
+    return Arm(node["label"], _select(node["select"], where), name, params)
+
+
+def _number(v: Any, where: str, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise ConfigError(f"{where}: {what} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _count(v: Any, where: str, what: str, least: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        raise ConfigError(f"{where}: {what} must be an integer ≥ {least}, got {v!r}")
+    return v
+
+
+def _text(v: Any, where: str, what: str) -> str:
+    if not isinstance(v, str) or not v.strip():
+        raise ConfigError(f"{where}: {what} must be a non-empty text, got {v!r}")
+    return v
+
+
+def _effect(node: Any, where: str) -> Effect:
+    node = _node(node, where, EFFECT_KEYS)
+    if ("source" in node) == ("smallest" in node):
+        raise ConfigError(f"{where}: give exactly one of 'source' (the paper's effect: its table or figure) and "
+                          "'smallest' (why it is the smallest effect that matters)")  # fmt: skip
+    value = _number(node["value"], where, "value")
+    if "source" in node:
+        return Effect(value, source=_text(node["source"], where, "source"))
+    return Effect(value, smallest=_text(node["smallest"], where, "smallest"))
+
+
+def _planned_n(node: Any, where: str) -> dict[str, int]:
+    node = _node(node, where, ((), VARIANTS))
+    return {k: _count(v, where, f"n of {k}", 2) for k, v in node.items()}
+
+
+def _full_scale_only(node: Any, where: str) -> FullScaleOnly:
+    node = _node(node, where, FULL_SCALE_KEYS)
+    return FullScaleOnly(_count(node["needs_n"], where, "needs_n", 2), _text(node["why"], where, "why"))
+
+
+def _claim(c: Any, where: str) -> ClaimRule:
+    """One claim of a rules file, every key checked."""
+    where = f"{where}, {c['id']}" if isinstance(c, Mapping) and "id" in c else f"{where}, a claim"
+    c = _node(c, where, CLAIM_KEYS)
+    measure_name, measure_params = _measure_spec(c["measure"], f"{where} measure")
+    rule = ClaimRule(
+        id=c["id"], claim=c["claim"], paper=c.get("paper", ""), figure=c["figure"],
+        measure=measure_name, params=measure_params,
+        a=_arm(c["a"], f"{where} a"), b=_arm(c["b"], f"{where} b"),
+        relation=c["relation"], test=c["test"], better=c["better"], margin=c.get("margin"),
+        variants=_variants(c.get("variants", VARIANTS), where), scale=_scales(c.get("scale"), f"{where} scale"),
+        short=str(c.get("short", c["id"])),
+        effect=_effect(c["effect"], f"{where} effect") if "effect" in c else None,
+        planned_n=_planned_n(c["n"], f"{where} n") if "n" in c else {},
+        full_scale_only=_full_scale_only(c["full_scale_only"], f"{where} full_scale_only") if "full_scale_only" in c
+        else None,
+    )  # fmt: skip
+    if rule.relation not in RELATIONS or rule.test not in TESTS or rule.better not in ("higher", "lower"):
+        raise ConfigError(f"{where}: relation/test/better {rule.relation!r}/{rule.test!r}/"
+                          f"{rule.better!r}; valid: {RELATIONS} / {TESTS} / ('higher', 'lower')")  # fmt: skip
+    if (rule.relation == "equivalent") != (rule.margin is not None):
+        raise ConfigError(f"{where}: a margin goes with relation 'equivalent', and only with it")
+    if rule.effect is not None and rule.relation == "equivalent":
+        raise ConfigError(f"{where}: an effect goes with a directional claim (an equivalence claim's margin is its)")
+    if len(rule.short) > SHORT_MAX:
+        raise ConfigError(f"{where}: short {rule.short!r} has {len(rule.short)} characters; at most {SHORT_MAX}")
+    return rule
+
+
+def _check(c: Any, where: str) -> CheckRule:
+    """One setup check of a rules file: exactly one of ``below`` and ``above``."""
+    where = f"{where}, {c['id']}" if isinstance(c, Mapping) and "id" in c else f"{where}, a check"
+    c = _node(c, where, CHECK_KEYS)
+    if ("below" in c) == ("above" in c):
+        raise ConfigError(f"{where}: give exactly one of 'below' and 'above' (the bound every selected run must pass)")
+    bound = {k: _number(c[k], where, k) for k in ("below", "above") if k in c}
+    return CheckRule(c["id"], c["claim"], c["figure"], *_measure_spec(c["measure"], f"{where} measure"),
+                     _select(c["select"], where), **bound,
+                     variants=_variants(c.get("variants", VARIANTS), where))  # fmt: skip
+
+
+def _pilot(node: Any, where: str) -> tuple[tuple[int, ...], str]:
+    node = _node(node, where, PILOT_KEYS)
+    seeds = node["seeds"]
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and not isinstance(s, bool)
+                                                            for s in seeds):  # fmt: skip
+        raise ConfigError(f"{where}: seeds must be a non-empty list of integers, got {seeds!r}")
+    return tuple(seeds), str(node.get("note", ""))
+
+
+def parse_rules(data: Any, preset: str, digest: str) -> Rules:
+    """``data`` (a rules file's parsed YAML) as `Rules`; ``digest``: the file's `rules_hash`."""
+    where = f"rules of {preset}"
+    data = _node(data, where, TOP_KEYS)
+    if data.get("family", "holm") != "holm":
+        raise ConfigError(f"{where}: family {data['family']!r}; valid choices: holm")
+    claims = tuple(_claim(c, where) for c in data["claims"] or [])
+    checks = tuple(_check(c, where) for c in data.get("checks") or [])
+    for kind, items in (("claim", claims), ("check", checks)):
+        ids = [r.id for r in items]
+        if dup := sorted({i for i in ids if ids.count(i) > 1}):
+            raise ConfigError(f"{where}: {kind} id {dup[0]!r} is used twice; ids name one {kind} each")
+    pilot_seeds, pilot_note = _pilot(data["pilot"], f"{where}, pilot") if "pilot" in data else ((), "")
+    return Rules(
+        preset=data["preset"],
+        hash=digest,
+        alpha=float(data.get("alpha", ALPHA)),
+        min_seeds=_count(data["min_seeds"], where, "min_seeds", 2),
+        scale=_scales(data["scale"], f"{where}, scale"),
+        params=dict(data.get("params") or {}),
+        claims=claims,
+        checks=checks,
+        paper_title=_text(data["paper_title"], where, "paper_title") if "paper_title" in data else None,
+        pilot_seeds=pilot_seeds,
+        pilot_note=pilot_note,
+    )
+
+
+def load_rules(preset: str) -> Rules | None:
+    """The parsed rules of ``preset`` (None: it judges no claims), checked for bad values."""
+    data = load_rules_data(preset)
+    return None if data is None else parse_rules(data, preset, str(rules_hash(preset)))
+
+
+def missing_plan_keys(rules: Rules) -> list[str]:
+    """What the rules still lack for a plan (issue 43), one line each: the paper's short title, and
+    the effect of interest of every directional claim (an equivalence claim's margin is its effect)."""
+    where = f"rules of {rules.preset}"
+    missing = [] if rules.paper_title else [f"{where}: no paper_title"]
+    missing += [f"{where}, {r.id}: no effect (a directional claim)" for r in rules.claims
+                if r.relation != "equivalent" and r.effect is None]  # fmt: skip
+    return missing
