@@ -8,6 +8,8 @@
 #   bash scripts/reproduce_cpu.sh                       # every _cpu paper preset, in this order
 #   bash scripts/reproduce_cpu.sh powernorm_stats_cpu   # some of them
 #   bash scripts/reproduce_cpu.sh leaderboard_cpu       # the leaderboard's three sweeps as one job list
+#   bash scripts/reproduce_cpu.sh --pilot bn_lp_cpu     # the pilot: the sweep at the rules' pilot seeds,
+#                                                       # into results/<preset>/pilot/ (then: normbench-plan)
 #
 # Every job runs as `python -m normbench` from this checkout (cwd first on sys.path), never the
 # `normbench` console script, which imports the package from wherever it was pip-installed
@@ -19,6 +21,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true PYTHONUNBUFFERED=1
+pilot=""
+if [ "${1:-}" = --pilot ]; then pilot=1; shift; fi
 presets=("$@")
 ((${#presets[@]})) || presets=(powernorm_stats_cpu powernorm_grads_cpu ln_axes_cpu powernorm_mt_cpu powernorm_chain_cpu gn_batch_size_cpu gn_groups_cpu bn_eval_stats_cpu bn_dropout_cpu bn_saturation_cpu bn_lr_range_cpu bn_padding_cpu bn_lp_cpu rmsnorm_speed_cpu rmsnorm_time_cpu prms_width_cpu santurkar_vgg_cpu)
 dirty=$(git status --porcelain --untracked-files=normal -- . ':!results' ':!outputs')
@@ -44,6 +48,11 @@ jobs_of() {  # the preset's jobs, numbered, seed by seed; leaderboard_cpu: its t
     { { python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_enc_cpu' norm=bn,gn,pn &&
         python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms; } | seed_major &&
       python scripts/sweep_jobs.py leaderboard_cpu | seed_major; } | awk '{ print NR - 1, $0 }'
+  elif [ -n "$pilot" ]; then  # the rules' pilot seeds in place of the sweep's seeds
+    seeds=$(python -c "from normbench.analysis.rules_schema import load_rules; r = load_rules('$1')
+print(','.join(map(str, r.pilot_seeds)) if r and r.pilot_seeds else '')") || return 2
+    [ -n "$seeds" ] || { echo "reproduce_cpu: error: the rules of $1 name no pilot seeds (pilot: {seeds: [...]})" >&2; return 2; }
+    python scripts/sweep_jobs.py "$1" "seed=$seeds" | seed_major | awk '{ print NR - 1, $0 }'
   else
     python scripts/sweep_jobs.py "$1" | seed_major | awk '{ print NR - 1, $0 }'
   fi
@@ -52,14 +61,17 @@ jobs_of() {  # the preset's jobs, numbered, seed by seed; leaderboard_cpu: its t
 analyse() {  # analyse <preset> <runs dir>: the claims and figures, or the leaderboard
   if [ "$1" = leaderboard_cpu ]; then
     python -m normbench.analysis.leaderboard_report "$2" --out "results/$1"
+  elif [ -n "$pilot" ]; then
+    python -m normbench.analysis.figures_cli "$1" --pilot --runs "$2" --out "results/$1/pilot"
   else
     python -m normbench.analysis.figures_cli "$1" --runs "$2" --out "results/$1"
   fi
 }
 total=0
 for preset in "${presets[@]}"; do
-  out="outputs/repro/$preset-$(date -u +%Y%m%dT%H%M%S)"
-  mkdir -p "$out" "results/$preset"
+  out="outputs/repro/$preset${pilot:+-pilot}-$(date -u +%Y%m%dT%H%M%S)"
+  folder="results/$preset${pilot:+/pilot}"
+  mkdir -p "$out" "$folder"
   jobs_of "$preset" > "$out/jobs.txt" || exit 2
   start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS
   # shellcheck disable=SC2016
@@ -69,7 +81,7 @@ for preset in "${presets[@]}"; do
   analyse "$preset" "$out" > "$out/figures.log" 2>&1
   fig_status=$?
   {
-    echo "preset: $preset"
+    echo "preset: $preset${pilot:+ (pilot: the rules' pilot seeds)}"
     echo "commit: $commit"
     echo "rules hash: $(python -c "from normbench.rules import rules_hash; print(rules_hash('$preset'))")"
     echo "start (UTC): $start; wall clock: $((wall / 60)) min $((wall % 60)) s ($(wc -l < "$out/jobs.txt") runs, two at a time)"
@@ -79,7 +91,7 @@ for preset in "${presets[@]}"; do
     echo "  analyse $preset $out   # normbench-figures, or normbench-leaderboard for leaderboard_cpu"
     echo "  (the same jobs one after another: normbench -m experiment=$preset)"
     echo "exit status: runs $status, figures $fig_status"
-  } > "results/$preset/RUN.txt"
+  } > "$folder/RUN.txt"
   echo "[reproduce] $preset: $((wall / 60)) min $((wall % 60)) s (runs $status, figures $fig_status)"
 done
 echo "[reproduce] all: $((total / 60)) min $((total % 60)) s of wall clock"

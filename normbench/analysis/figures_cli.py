@@ -122,16 +122,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--group", help="W&B group: one sweep invocation (sweep-<dir name>)")
     parser.add_argument("--job-type", help="W&B job type: the preset (every sweep of it); default with --wandb "
                         "and no --group: the preset's name")  # fmt: skip
-    parser.add_argument("--out", help="output folder (default: results/<preset>)")
+    parser.add_argument("--out", help="output folder (default: results/<preset>, with --pilot results/<preset>/pilot)")
+    parser.add_argument("--pilot", action="store_true", help="the runs are the rules' pilot runs (their seeds are "
+                        "the rules' pilot seeds): judged for planning only (normbench-plan reads their per_run.csv)")
     parser.add_argument("--log-to-wandb", metavar="ENTITY/PROJECT", nargs="?", const="",
                         help="log the figures and claims tables into a W&B summary run of the group "
                         "(default project: the one read with --wandb)")  # fmt: skip
     return parser.parse_args(argv)
 
 
-def from_per_run(preset: str, path: str, out: Path) -> list[Claim]:
+def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list[Claim]:
     """``claims.csv`` / ``claims.md`` judged from a ``per_run.csv`` alone, into ``out``."""
-    claims = judge_rows(preset, read_per_run(path))
+    claims = judge_rows(preset, read_per_run(path), pilot)
     for written in write_claims(claims, out):
         print(f"[figures] wrote {written}")
     print(f"[figures] judged from {path} alone: no figures (they need the runs themselves: --runs or --wandb)")
@@ -148,7 +150,7 @@ def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
     check_rules(args.preset, runs)
     check_provenance(runs, out)
     rows = per_run_rows(args.preset, usable_runs(args.preset, runs))
-    claims = judge_rows(args.preset, rows)
+    claims = judge_rows(args.preset, rows, args.pilot)
     results = make_figures(args.preset, runs, claims)
     out.mkdir(parents=True, exist_ok=True)
     outputs = [*write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
@@ -165,7 +167,7 @@ def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    out = Path(args.out or Path("results") / args.preset)
+    out = Path(args.out or Path("results") / args.preset / ("pilot" if args.pilot else ""))
     try:
         figure_fn(args.preset)
         check_out(out)
@@ -173,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--log-to-wandb needs ENTITY/PROJECT (or --wandb)")
         if args.per_run and args.log_to_wandb is not None:
             raise ConfigError("--log-to-wandb logs figures; --per-run draws none: leave one out")
-        claims = from_per_run(args.preset, args.per_run, out) if args.per_run else from_runs(args, out)
+        claims = from_per_run(args.preset, args.per_run, out, args.pilot) if args.per_run else from_runs(args, out)
     except ConfigError as e:
         print(f"normbench-figures: error: {e}", file=sys.stderr)
         return 2
