@@ -4,12 +4,16 @@ numbers and the claims table.
     normbench-figures santurkar_vgg_cpu --runs outputs/multirun/2026-11-29_15-00-00
     normbench-figures powernorm_mt --wandb my-entity/normbench --group sweep-2026-11-29_15-00-00
     normbench-figures powernorm_mt --wandb my-entity/normbench --job-type powernorm_mt --log-to-wandb
+    normbench-figures santurkar_vgg_cpu --forest-only --out results/santurkar_vgg_cpu
 
-Writes ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and ``<out>/claims.csv``, ``claims.md``,
-``runs.csv`` (default ``<out>``: ``results/<preset>``). From W&B, runs are selected by group (one
-sweep invocation) and/or job type (the preset: every sweep of it), and only the keys the figures
-plot are fetched. ``--log-to-wandb`` logs each figure as a ``wandb.Image`` and each claims table as
-a ``wandb.Table`` into a summary run of the group (job type ``figures``).
+Writes, first, ``<out>/forest.png`` (``.pdf``, ``.csv``: every claim's difference with its 95 %
+interval, `normbench.analysis.forest`), then ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and
+``<out>/claims.csv``, ``claims.md``, ``runs.csv`` (default ``<out>``: ``results/<preset>``).
+``--forest-only`` redraws the forest plot from ``<out>/claims.csv`` alone (no runs read). From
+W&B, runs are selected by group (one sweep invocation) and/or job type (the preset: every sweep of
+it), and only the keys the figures plot are fetched. ``--log-to-wandb`` logs the forest plot and
+each figure as a ``wandb.Image`` and each claims table as a ``wandb.Table`` into a summary run of
+the group (job type ``figures``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from normbench.analysis import figure_fn, figure_keys, load_local_runs, load_wandb_runs, make_figures, write_outputs
-from normbench.analysis.claims import claims_markdown
+from normbench.analysis.claims import claims_markdown, csv_row
+from normbench.analysis.forest import annotate, rules_meta, write_forest
 from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
@@ -72,17 +77,43 @@ def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
     return path
 
 
+def forest_title(preset: str) -> str:
+    title, _ = rules_meta(preset)
+    where = preset if title == base_preset(preset) else f"{title} ({preset})"
+    return f"{where}: each claim's difference (or ratio) with its 95 % interval"
+
+
+def write_preset_forest(preset: str, rows: Sequence[dict], out: Path) -> list[Path]:
+    """The preset's forest plot from its claims' rows (``claims.csv``'s); nothing when it judges none."""
+    if not any(r.get("verdict") not in ("passed", "failed") for r in rows):
+        return []
+    return write_forest(annotate(rows, preset), out, title=forest_title(preset))
+
+
+def forest_only(preset: str, out: Path) -> list[Path]:
+    """``--forest-only``: redraw ``<out>/forest.*`` from ``<out>/claims.csv``."""
+    path = out / "claims.csv"
+    if not path.is_file():
+        raise ConfigError(f"--forest-only reads {str(path)!r}, which does not exist; run normbench-figures first")
+    with open(path, newline="") as f:
+        return write_preset_forest(preset, list(csv.DictReader(f)), out)
+
+
 def log_to_wandb(
     results: Sequence[FigureResult], out: Path, entity_project: str, group: str | None, preset: str
 ) -> str:
-    """Each figure as a ``wandb.Image`` and each figure's claims as a ``wandb.Table``, in one summary
-    run of ``group`` (job type ``figures``); returns the run's id."""
+    """The forest plot first (``figures/forest``), then each figure as a ``wandb.Image`` and each
+    figure's claims as a ``wandb.Table``, in one summary run of ``group`` (job type ``figures``,
+    name ``figures-<preset>``: the run the preset's W&B report shows the forest plot from); returns
+    the run's id."""
     import wandb
 
     entity, _, project = entity_project.rpartition("/")
     run = wandb.init(entity=entity or None, project=project, group=group, job_type="figures",
                      name=f"figures-{preset}", tags=[preset, "figures"])  # fmt: skip
     try:
+        if (out / "forest.png").is_file():
+            run.log({"figures/forest": wandb.Image(str(out / "forest.png"))})
         for res in results:
             row = {f"figures/{res.name}": wandb.Image(str(out / f"{res.name}.png"))}
             if res.claims:
@@ -101,7 +132,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="normbench-figures", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu")
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", nargs="+", metavar="DIR", help="multirun directories (each job: metrics.jsonl ...)")
     source.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B")
     parser.add_argument("--group", help="W&B group: one sweep invocation (sweep-<dir name>)")
@@ -111,7 +142,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-to-wandb", metavar="ENTITY/PROJECT", nargs="?", const="",
                         help="log the figures and claims tables into a W&B summary run of the group "
                         "(default project: the one read with --wandb)")  # fmt: skip
-    return parser.parse_args(argv)
+    parser.add_argument("--forest-only", action="store_true",
+                        help="redraw only the forest plot, from <out>/claims.csv (no runs read)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if not args.forest_only and not (args.runs or args.wandb):
+        parser.error("one of the arguments --runs --wandb is required (or --forest-only)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         figure_fn(args.preset)
         check_out(Path(args.out or Path("results") / args.preset))
+        if args.forest_only:
+            for path in forest_only(args.preset, Path(args.out or Path("results") / args.preset)):
+                print(f"[figures] wrote {path}")
+            return 0
         if args.runs:
             runs = load_local_runs(args.runs)
         else:
@@ -131,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"normbench-figures: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or Path("results") / args.preset)
-    for path in [*write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]:
+    rows = [csv_row(c) for r in results for c in r.claims]
+    forest = write_preset_forest(args.preset, rows, out)  # the first figure: what every verdict rests on
+    for path in [*forest, *write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]:
         print(f"[figures] wrote {path}")
     total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
     print(f"[figures] {len(runs)} runs, {total:.0f} s of run wall time in all")

@@ -134,3 +134,18 @@ def test_write_forest_writes_the_figure_and_its_numbers(tmp_path: Path) -> None:
         table = list(csv.DictReader(f))
     assert [r["label"] for r in table] == ["faster", "same_speed", "acc_up", "acc_same", "bleu_up", "full_only"]
     assert table[3]["band_lo"] == "-0.02" and table[5]["verdict"] == "not judged" and "not run" in table[5]["note"]
+
+
+def test_normbench_figures_forest_only_redraws_from_claims_csv(tmp_path: Path, capsys) -> None:
+    from normbench.analysis.claims import CSV_FIELDS
+    from normbench.analysis.figures_cli import main
+
+    assert main(["gn_batch_size_cpu", "--forest-only", "--out", str(tmp_path)]) == 2  # no claims.csv yet
+    assert "claims.csv" in capsys.readouterr().err
+    with open(tmp_path / "claims.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows([{**dict.fromkeys(CSV_FIELDS, ""), **r} for r in ROWS])
+    assert main(["gn_batch_size_cpu", "--forest-only", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "forest.png").is_file()
+    assert (tmp_path / "forest.csv").read_text().count("\n") == 1 + 6  # the header, one row per claim
