@@ -30,7 +30,7 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
 from normbench.analysis.stats import (  # noqa: E402
@@ -142,7 +142,8 @@ def _float(v: Any) -> float:
         return math.nan
 
 
-def _is_ratio(row: Mapping[str, Any]) -> bool:
+def is_ratio(row: Mapping[str, Any]) -> bool:
+    """Whether a ``claims.csv`` row compares a ratio (column ``ratio``; a claim not judged: its test)."""
     ratio = row.get("ratio")
     if ratio in ("", None):  # not judged: the panel its rule's test would have put it in
         return row.get("test") == "welch_log"
@@ -154,7 +155,7 @@ def forest_row(row: Mapping[str, Any]) -> ForestRow | None:
     verdict = str(row.get("verdict", ""))
     if verdict not in VERDICTS:
         return None
-    ratio = _is_ratio(row)
+    ratio = is_ratio(row)
     panel = RATIO_PANEL if ratio else f"{DIFFERENCE}: {row.get('unit') or 'measure'}"
     label = str(row.get("short") or row.get("id"))
     estimate, lo, hi = (_float(row.get(k)) for k in ("estimate", "lo", "hi"))
@@ -189,19 +190,26 @@ def _limits(rows: Sequence[ForestRow], log: bool) -> tuple[float, float]:
     return (10**lo, 10**hi) if log else (lo, hi)
 
 
-def _fmt(v: float, ratio: bool) -> str:
+def _fmt(v: float, ratio: bool, lead: bool = True) -> str:
+    """A number to 3 significant digits; the estimate (``lead``) with its sign (``+0.12``) or, for a
+    ratio, ``×1.5``; ±inf as ∞; a ratio of 0 (a log interval open to the left) as 0."""
     if math.isnan(v):
         return "n/a"
     if math.isinf(v) or (ratio and v <= 0):
-        return ("∞" if v > 0 else "0") if ratio else ("+∞" if v > 0 else "−∞")
+        return ("∞" if v > 0 else "0") if ratio else (("+∞" if lead else "∞") if v > 0 else "−∞")
     if ratio:
-        return f"×{v:.3g}"
-    return "0" if v == 0 else f"{v:+.3g}".replace("-", "−")
+        return f"×{v:.3g}" if lead else f"{v:.3g}"
+    return "0" if v == 0 else (f"{v:+.3g}" if lead else f"{v:.3g}").replace("-", "−")
+
+
+def interval_text(estimate: Any, lo: Any, hi: Any, ratio: bool) -> str:
+    """``+0.12 [0.08, 0.16]`` (a ratio: ``×1.5 [1.2, 1.9]``), 3 significant digits."""
+    bounds = ", ".join(_fmt(_float(v), ratio, lead=False) for v in (lo, hi))
+    return f"{_fmt(_float(estimate), ratio)} [{bounds}]"
 
 
 def numbers(row: ForestRow, ratio: bool) -> str:
-    """``+0.12 [+0.08, +0.16]`` (a ratio: ``×1.5 [×1.2, ×1.9]``)."""
-    return f"{_fmt(row.estimate, ratio)} [{_fmt(row.lo, ratio)}, {_fmt(row.hi, ratio)}]"
+    return interval_text(row.estimate, row.lo, row.hi, ratio)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,11 +243,13 @@ def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow]) -> None:
     numbers at the right; not-judged claims as grey text."""
     log = name == RATIO_PANEL
     ax.set_xscale("log" if log else "linear")
-    if log:  # ticks at 1, 2, 5 × 10^k, written as plain numbers (×0.5, not 5·10⁻¹)
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    xlim = _limits(rows, log)
+    if log:  # ticks at 1, 2, 5 × 10^k (powers of 10 over > 3 decades, evenly spaced within one), plain numbers
+        decades = math.log10(xlim[1] / xlim[0])
+        subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+        ax.xaxis.set_major_locator(MaxNLocator(6) if decades < 1 else LogLocator(subs=subs, numticks=12))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-    xlim = _limits(rows, log)
     ax.set_xlim(*xlim)
     ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.9, zorder=1, gid="reference")
@@ -254,7 +264,8 @@ def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow]) -> None:
         else:
             reason = row.note if len(row.note) <= 90 else row.note[:89] + "…"
             ax.text(0.01, y, f"not judged: {reason}", transform=blend, va="center", fontsize=7,
-                    color=VERDICT_COLORS[NOT_JUDGED], style="italic", gid="not-judged")  # fmt: skip
+                    color=VERDICT_COLORS[NOT_JUDGED], style="italic", gid="not-judged",
+                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})  # fmt: skip
     ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=7)
     for tick, row in zip(ax.get_yticklabels(), rows):
         tick.set_color("black" if row.judged else VERDICT_COLORS[NOT_JUDGED])
@@ -305,8 +316,8 @@ def write_forest(rows: Sequence[Mapping[str, Any]], out_dir: str | Path, title: 
     out.mkdir(parents=True, exist_ok=True)
     fig = forest_figure(rows, title)
     written = []
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"forest.{ext}", dpi=150)
+    for ext, metadata in (("png", {"Software": None}), ("pdf", {"CreationDate": None})):  # no timestamp: reproducible
+        fig.savefig(out / f"forest.{ext}", dpi=150, metadata=metadata)
         written.append(out / f"forest.{ext}")
     plt.close(fig)
     with open(out / "forest.csv", "w", newline="") as f:
