@@ -149,3 +149,22 @@ def test_normbench_figures_forest_only_redraws_from_claims_csv(tmp_path: Path, c
     assert main(["gn_batch_size_cpu", "--forest-only", "--out", str(tmp_path)]) == 0
     assert (tmp_path / "forest.png").is_file()
     assert (tmp_path / "forest.csv").read_text().count("\n") == 1 + 6  # the header, one row per claim
+
+
+def test_the_forest_plot_is_the_first_image_logged_to_wandb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+    import types
+
+    from normbench.analysis.figures_cli import log_to_wandb
+    from normbench.analysis.plot import FigureResult
+
+    logged: list[dict] = []
+    run = types.SimpleNamespace(id="r1", log=logged.append, finish=lambda: None)
+    fake = types.SimpleNamespace(init=lambda **kw: run, Image=lambda path: ("image", path), Table=lambda **kw: kw)
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    write_forest(ROWS, tmp_path)
+    figure = forest_figure(ROWS)  # any figure: only its name and PNG are logged
+    figure.savefig(tmp_path / "fig1.png")
+    assert log_to_wandb([FigureResult("fig1", figure)], tmp_path, "me/nb", None, "x_cpu") == "r1"
+    assert [list(row) for row in logged] == [["figures/forest"], ["figures/fig1"]]
+    assert logged[0]["figures/forest"] == ("image", str(tmp_path / "forest.png"))
