@@ -25,22 +25,28 @@ from pathlib import Path
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 sys.path.insert(0, str(RESULTS.parent))
 
+from normbench.analysis.forest import annotate, interval_text, is_ratio, rules_meta, write_forest  # noqa: E402
+from normbench.analysis.leaderboard_labels import dataset_label, model_label  # noqa: E402
+from normbench.analysis.stats import (  # noqa: E402
+    DIFFERENT,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NOT_JUDGED,
+    OPPOSITE,
+    SUPPORTED,
+)
 from normbench.rules import rules_hash  # noqa: E402
 
-HEADER = """# Reproductions at CPU scale
+INTRO = """# What normbench found, at CPU scale
 
-**The benchmark: [the norm leaderboard at CPU scale](leaderboard_cpu/README.md)** (ResNet8 on 5,000
-images of the CIFAR-10 subset, transformer_tiny on the de-en subset; 5 seeds, 95 % t-intervals).
+Papers' claims about normalization layers, rerun on a 2-core CPU on real data (the CIFAR-10 subset
+and, in place of IWSLT14, the Multi30k de-en subset) and judged by rules fixed before the runs:
+each claim's difference between two arms with its 95 % interval, Holm-adjusted per preset
+([how a claim is judged](#how-a-claim-is-judged)). Every folder's README maps the paper's setting
+onto ours; its `claims.md` gives each claim in the paper's words with every number measured.
+"""
 
-What the papers' figures look like when their presets run at CPU scale on real data: the CIFAR-10
-subset (`../shared/data/cifar10-subset`, 10,000 / 2,000 images) and, in place of IWSLT14, the
-Multi30k de-en subset (`../shared/data/de-en-subset`) with `transformer_tiny`. Each folder has the
-figure(s) (PNG, PDF), the CSV of every plotted number (median over seeds, min, max, n),
-`claims.md` / `claims.csv`, `runs.csv`, `RUN.txt` (commit, rules hash, commands, wall clock) and a
-README that maps the paper's setting onto ours. Rebuild with `bash scripts/reproduce_cpu.sh` and
-this page with `python scripts/results_index.py`.
-
-## How a claim is judged
+METHOD = """## How a claim is judged
 
 Each preset's claims are data, fixed before its runs: `normbench/rules/<preset>.yaml` names the
 measure, the two arms, the relation (a direction, or equality within a declared margin), the test
@@ -60,8 +66,20 @@ preset's claims as one family, Holm-adjusted. Verdicts:
 - **not judged**: fewer seeds than the rules ask, or an arm the preset does not run.
 
 The scale (the paper's, reduced and by how much, or other hardware) is its own column: it never
-turns a verdict into another.
+turns a verdict into another. The data: the CIFAR-10 subset (`../shared/data/cifar10-subset`,
+10,000 / 2,000 images) and, in place of IWSLT14, the Multi30k de-en subset
+(`../shared/data/de-en-subset`) with `transformer_tiny`. Each folder has the figure(s) (PNG, PDF),
+the CSV of every plotted number (median over seeds, min, max, n), `forest.png` (its claims'
+intervals), `claims.md` / `claims.csv`, `runs.csv`, `RUN.txt` (commit, rules hash, commands, wall
+clock) and a README. Rebuild with `bash scripts/reproduce_cpu.sh` and this page with
+`python scripts/results_index.py`.
 """
+
+TALLY_ORDER = (SUPPORTED, OPPOSITE, EQUIVALENT, DIFFERENT, INCONCLUSIVE, NOT_JUDGED)
+DECIDED = (SUPPORTED, OPPOSITE, EQUIVALENT, DIFFERENT)
+CHECKS = ("passed", "failed")
+LEADERBOARD = "leaderboard_cpu"
+MAX_CELL = 120
 
 
 HISTORY = "HISTORY.md"
@@ -112,77 +130,182 @@ def judged_hash(rows: list[dict[str, str]]) -> str | None:
     return None if hashes in (set(), {""}) else ",".join(sorted(hashes))
 
 
-def _num(text: str, digits: int = 4) -> str:
+def claims_of(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The claims among a folder's rows (setup checks, verdict passed / failed, left out)."""
+    return [r for r in rows if r.get("verdict") not in CHECKS]
+
+
+def tally(folders: list[tuple[Path, list[dict[str, str]]]]) -> str:
+    """The first line of findings: how many claims got each verdict, and the setup checks."""
+    rows = [r for _, rs in folders for r in rs]
+    claims = claims_of(rows)
+    counts = " · ".join(f"{v} **{sum(r['verdict'] == v for r in claims)}**" for v in TALLY_ORDER)
+    checks = ", ".join(f"{sum(r['verdict'] == c for r in rows)} {c}" for c in CHECKS)
+    return (f"**Verdicts of the {len(claims)} claims of {len(folders)} presets:** {counts} "
+            f"(setup checks: {checks}).")  # fmt: skip
+
+
+def value_text(row: dict[str, str]) -> str:
+    """The difference (or ratio) with its 95 % interval, 3 significant digits."""
+    return interval_text(row.get("estimate"), row.get("lo"), row.get("hi"), is_ratio(row))
+
+
+def reason(row: dict[str, str]) -> str:
+    """Why a claim was not judged, in a few words."""
+    text = " ".join(row.get("measured", "").split())
+    if text.startswith("not run in"):
+        return "not run at this scale; the full preset judges it"
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def finding(preset: str, rows: list[dict[str, str]]) -> str:
+    """What a preset found, in one clause: each decided claim with its numbers; the inconclusive ones
+    (with numbers when at most 4, by name when at most 6, else counted); the not-judged ones with
+    the reason."""
+    claims = annotate(claims_of(rows), preset)
+    parts = [f"{r['short']}: {r['verdict']}, {value_text(r)}" for r in claims if r["verdict"] in DECIDED]
+    unsure = [r for r in claims if r["verdict"] == INCONCLUSIVE]
+    if len(unsure) <= 4:
+        parts += [f"{r['short']}: inconclusive, {value_text(r)}" for r in unsure]
+    elif len(unsure) <= 6:
+        parts.append(f"inconclusive ({len(unsure)}): " + ", ".join(r["short"] for r in unsure))
+    else:
+        parts.append(f"{len(unsure)} inconclusive (see the table)")
+    skipped = [r for r in claims if r["verdict"] == NOT_JUDGED]
+    for why in dict.fromkeys(reason(r) for r in skipped):
+        names = ", ".join(r["short"] for r in skipped if reason(r) == why)
+        parts.append(f"not judged ({why}): {names}")
+    return "; ".join(parts)
+
+
+def paper_lines(folders: list[tuple[Path, list[dict[str, str]]]]) -> list[str]:
+    """One line per paper (the rules' ``paper_title``; default the preset's name), its presets linked."""
+    papers: dict[str, list[tuple[Path, list[dict[str, str]]]]] = {}
+    for folder, rows in folders:
+        papers.setdefault(rules_meta(folder.name)[0], []).append((folder, rows))
+    lines = []
+    for title, mine in sorted(papers.items()):
+        links = ", ".join(f"[{f.name}]({f.name}/README.md)" for f, _ in mine)
+        found = " — ".join(finding(f.name, rows) for f, rows in mine)
+        lines.append(f"- **{title}** ({links}): {found}")
+    return lines
+
+
+def _relabel(model: str, dataset: str) -> tuple[str, str]:
+    """A leaderboard cell written before the labels said what ran (``resnet20 (depth 8)``,
+    ``iwslt14 (de-en-subset)``) in today's words (``ResNet8``, ``Multi30k de-en (subset)``)."""
+    m = re.fullmatch(r"(\S+) \(depth (\d+)\)", model)
+    d = re.fullmatch(r"(\S+) \((\S+)\)", dataset)
+    return (model_label(m[1], int(m[2])) if m else model, dataset_label(d[1], d[2]) if d else dataset)
+
+
+def leaderboard_line(folder: Path) -> str | None:
+    """The leaderboard's finding: per cell, the best norm's score with its interval and which tie it."""
+    if not (folder / "leaderboard.csv").exists():
+        return None
+    with open(folder / "leaderboard.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["n"] not in ("", "0")]
+    table = (folder / "leaderboard.md").read_text() if (folder / "leaderboard.md").exists() else ""
+    cells = []
+    for model, dataset in dict.fromkeys((r["model"], r["dataset"]) for r in rows):
+        mine = [r for r in rows if (r["model"], r["dataset"]) == (model, dataset)]
+        mine.sort(key=lambda r: -float(r["mean"]))
+        best, rest = mine[0], mine[1:]
+        steps = re.search(rf"^\| {re.escape(model)} on {re.escape(dataset)} \|.*?([\d,]+ steps)", table, re.M)
+        name = " on ".join(_relabel(model, dataset)) + (f", {steps[1]}" if steps else "")
+        score = f"{best['metric']} {_num(best['mean'])} [{_num(best['ci_lo'])}, {_num(best['ci_hi'])}]"
+        tied = [r["norm"] for r in rest if r["verdict"] == "tied"]
+        below = [r for r in rest if r["verdict"] != "tied"]
+        after = f"tied with {', '.join(tied)}" if tied else "every other norm below"
+        if below and not tied:
+            after += f" (next: {below[0]['norm']} {_num(below[0]['mean'])})"
+        cells.append(f"{name}: **{best['norm']}** best, {score}, {after} ({len(mine)} norms × 5 seeds)")
+    return f"- **Norm leaderboard** ([{folder.name}]({folder.name}/README.md)): " + "; ".join(cells)
+
+
+def _num(text: str, digits: int = 3) -> str:
     try:
         v = float(text)
     except ValueError:
         return text or "n/a"
-    return "n/a" if math.isnan(v) else ("diverged" if math.isinf(v) else f"{v:.{digits}g}")
+    return "n/a" if math.isnan(v) else f"{v:.{digits}g}"
 
 
-def arm_cell(row: dict[str, str], side: str) -> str:
-    if not row.get(f"{side}_n"):
-        return f"{row.get(side, '')}: n/a"
-    div = row.get(f"{side}_diverged") or "0"
-    extra = f", {div} diverged" if div not in ("", "0") else ""
-    return (f"{row[side]}: {_num(row[f'{side}_centre'])} [{_num(row[f'{side}_lo'])}, {_num(row[f'{side}_hi'])}] "
-            f"(n={row[f'{side}_n']}{extra})")  # fmt: skip
+def claim_cells(preset: str, row: dict[str, str]) -> list[str]:
+    """A claim's table row: preset, short claim (linked to ``claims.md``), verdict, difference [95 % CI],
+    unit, n per arm, scale (its kind: the setup is in the folder's README)."""
+    ratio = is_ratio(row)
+    value = value_text(row) if row.get("estimate") else "—"
+    unit = "ratio a / b" if ratio else (row.get("unit") or "")
+    n = f"{row.get('a_n') or 0} / {row.get('b_n') or 0}"
+    scale = (row.get("scale") or "").split(":")[0]
+    return [preset, f"[{row['short']}]({preset}/claims.md)", f"**{row['verdict']}**", value, unit, n, scale]
 
 
-def difference_cell(row: dict[str, str]) -> str:
-    if not row.get("estimate"):
-        return row.get("measured", "")
-    what = "ratio" if row.get("ratio") == "True" else "difference"
-    margin = f"; margin ±{_num(row['margin'])}" if row.get("margin") else ""
-    return f"{what} {_num(row['estimate'])} [{_num(row['lo'])}, {_num(row['hi'])}]{margin}"
+def runs_table(results: Path, folders: list[Path], problems: list[str]) -> list[str]:
+    lines = ["## Runs", "", "| preset | commit | rules | start (UTC) | wall clock | exit status |"]
+    lines.append("|---|---|---|---|---|---|")
+    for folder in folders:
+        run = read_run_txt(folder)
+        rules = "—"
+        if (folder / "claims.csv").exists():
+            judged = judged_hash(read_claims(folder))
+            now = rules_hash(folder.name)
+            rules = "none (before the rules): rerun pending" if judged is None else judged
+            if judged is not None and judged != now:
+                rules = f"{judged} (now {now}: STALE)"
+                problems.append(f"results/{folder.name}: claims judged under rules {judged}, the preset's rules are "
+                                f"now {now}: a rule changed after the runs; rerun the preset")  # fmt: skip
+        lines.append(f"| [{folder.name}]({folder.name}/README.md) | {run.get('commit', '?')} | {rules} "
+                     f"| {run.get('start', '?')} | {run.get('wall', '?')} | {run.get('status', '?')} |")  # fmt: skip
+    return lines
 
 
-def test_cell(row: dict[str, str]) -> str:
-    if not row.get("p"):
-        return row.get("test", "")
-    return f"{row['test']}: p={_num(row['p'], 2)}, Holm p={_num(row['p_holm'], 2)}"
+def judged_folders(results: Path) -> tuple[list[tuple[Path, list[dict[str, str]]]], list[Path]]:
+    """(folders judged under recorded rules with their claims' rows, folders judged before the rules)."""
+    current, legacy = [], []
+    for folder in sorted(p for p in results.iterdir() if (p / "claims.csv").exists()):
+        rows = read_claims(folder)
+        if judged_hash(rows) is None:
+            legacy.append(folder)
+        else:
+            current.append((folder, rows))
+    return current, legacy
 
 
 def build(results: Path = RESULTS) -> tuple[str, list[str]]:
     """The page, and the problems ``--check`` fails on (a rule changed after its runs)."""
     problems: list[str] = []
-    presets = sorted(p for p in results.iterdir() if (p / "claims.csv").exists())
-    lines = [HEADER, "## Runs", "", "| preset | commit | rules | start (UTC) | wall clock | exit status |"]
-    lines.append("|---|---|---|---|---|---|")
-    current, legacy = [], []
-    for folder in presets:
-        rows, run = read_claims(folder), read_run_txt(folder)
-        judged = judged_hash(rows)
-        if judged is None:
-            legacy.append(folder)
-            rules = "none (before the rules): rerun pending"
-        else:
-            now = rules_hash(folder.name)
-            rules = judged if judged == now else f"{judged} (now {now}: STALE)"
-            if judged != now:
-                problems.append(f"results/{folder.name}: claims judged under rules {judged}, the preset's rules are "
-                                f"now {now}: a rule changed after the runs; rerun the preset")  # fmt: skip
-            current.append((folder, rows))
-        lines.append(f"| [{folder.name}]({folder.name}/README.md) | {run.get('commit', '?')} | {rules} "
-                     f"| {run.get('start', '?')} | {run.get('wall', '?')} | {run.get('status', '?')} |")  # fmt: skip
-    lines += ["", "## Claims", ""]
-    lines.append("| claim | paper | arm a: mean [95 % CI] | arm b: mean [95 % CI] | a vs b [95 % CI] | test "
-                 "| verdict | scale | figure |")  # fmt: skip
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+    current, legacy = judged_folders(results)
+    board = leaderboard_line(results / LEADERBOARD)
+    lines = [INTRO, tally(current), "", "## Findings per paper", "", *paper_lines(current)]
+    lines += [board] if board else []
+    lines += ["", "Every claim's difference with its 95 % interval, coloured by verdict (the band: an equivalence "
+              "claim's margin); each folder's `forest.png` shows its own:"]  # fmt: skip
+    lines += ["", "![forest plot](forest.png)", ""]
+    lines += ["## Claims", "", "| preset | claim | verdict | a vs b [95 % CI] | unit | n (a / b) | scale |"]
+    lines.append("|---|---|---|---|---|---|---|")
     for folder, rows in current:
-        for row in rows:
-            figure = f"[{row['figure']}]({folder.name}/{row['figure']}.png)"
-            cells = [row["claim"], row["paper"], arm_cell(row, "a"), arm_cell(row, "b"), difference_cell(row),
-                     test_cell(row), f"**{row['verdict']}**", row["scale"], figure]  # fmt: skip
+        for row in annotate(claims_of(rows), folder.name):
+            cells = claim_cells(folder.name, row)
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
+    shown = sorted({f for f, _ in current} | set(legacy) | ({results / LEADERBOARD} if board else set()))
+    lines += ["", *runs_table(results, shown, problems)]
     if legacy:
         lines += ["", "## Awaiting a rerun under fixed rules", ""]
         lines.append("These folders were judged before the rules were fixed as data (2 seeds, min–max ranges, the old "
                      "vocabulary); their verdicts are not shown here. Their figures and `claims.md` stay as they were "
                      "until the rerun:")  # fmt: skip
         lines += [f"- [{f.name}]({f.name}/README.md)" for f in legacy]
-    lines += ["", "Speed of the norms themselves (eager and compiled, CPU): [bench/](bench/README.md).", ""]
+    lines += ["", METHOD, "Speed of the norms themselves (eager and compiled, CPU): [bench/](bench/README.md).", ""]
     return "\n".join(lines), problems
+
+
+def write_all_forest(results: Path = RESULTS) -> list[Path]:
+    """``results/forest.png`` (``.pdf``, ``.csv``): every judged folder's claims, named ``preset: claim``."""
+    current, _ = judged_folders(results)
+    rows = [r for folder, rs in current for r in annotate(claims_of(rs), folder.name, prefix=f"{folder.name}: ")]
+    return write_forest(rows, results, title="Every claim: the difference (or ratio) between its arms, 95 % interval")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if problems else 0
     target.write_text(text)
     print(f"wrote {target}")
+    for path in write_all_forest():
+        print(f"wrote {path}")
     return 1 if problems else 0
 
 

@@ -52,7 +52,7 @@ def test_a_tampered_rule_fails_the_check(tmp_path: Path, monkeypatch: pytest.Mon
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))
     text, problems = index.build(results)
-    assert problems == [] and "ratio 2 [1.5, 2.5]" in text and "**supported**" in text
+    assert problems == [] and "×2 [1.5, 2.5]" in text and "**supported**" in text
     # the rule moved after the runs: a margin made stricter, a direction flipped — any change counts
     path = rules_dir / "powernorm_stats.yaml"
     path.write_text(path.read_text().replace("relation: greater", "relation: less", 1))
@@ -136,3 +136,65 @@ def test_history_refuses_a_folder_judged_before_the_rules(tmp_path: Path) -> Non
     folder.mkdir()
     (folder / "claims.csv").write_text("figure,claim,paper,measured,verdict\nln_axes,c,p,m,holds\n")
     assert history.main([str(folder), "--changed", "x"]) == 2 and not (folder / "HISTORY.md").exists()
+
+
+def test_the_first_40_lines_say_what_was_found_per_paper_and_for_the_leaderboard() -> None:
+    index = load_script()
+    text, _ = index.build()
+    head = "\n".join(text.splitlines()[:40])
+    assert "**Verdicts of the" in head and all(f"{v} **" in head for v in ("supported", "opposite", "not judged"))
+    presets = sorted(p.name for p in index.RESULTS.iterdir() if (p / "claims.csv").exists())
+    for preset in presets:
+        (line,) = [x for x in head.splitlines() if f"[{preset}]({preset}/README.md)" in x]
+        assert any(c.isdigit() for c in line.split("):", 1)[1])  # a finding in numbers, not just a link
+    board = [x for x in head.splitlines() if "[leaderboard_cpu](leaderboard_cpu/README.md)" in x]
+    assert len(board) == 1 and " best, " in board[0] and "[" in board[0].split("):", 1)[1]
+
+
+def table_cells(text: str, header: str) -> list[str]:
+    lines = text.splitlines()
+    start = lines.index(header)
+    rows = [x for x in lines[start + 2 :] if x.startswith("| ")]
+    rows = rows[: next((i for i, x in enumerate(lines[start + 2 :]) if not x.startswith("| ")), len(rows))]
+    return [c.strip() for row in rows for c in row.strip("|").split(" | ")]
+
+
+def test_every_claim_cell_is_short() -> None:
+    text, _ = load_script().build()
+    header = next(x for x in text.splitlines() if x.startswith("| preset | claim | verdict"))
+    cells = table_cells(text, header)
+    assert len(cells) >= 7 * 50 and max(len(c) for c in cells) <= 120, max(cells, key=len)
+
+
+def test_the_tally_and_the_finding_come_from_the_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    index = load_script()
+    monkeypatch.setattr(index, "rules_hash", lambda preset: "h")
+    results = tmp_path / "results"
+    write_claims(results / "powernorm_stats_cpu", "h")
+    with open(results / "powernorm_stats_cpu" / "claims.csv", "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writerow({**dict.fromkeys(CSV_FIELDS, ""), "id": "y", "verdict": "not judged", "test": "welch",
+                         "measured": "not run in powernorm_stats_cpu (the rules judge it in: full)", "rules_hash": "h"})
+        writer.writerow({**dict.fromkeys(CSV_FIELDS, ""), "id": "z", "verdict": "passed", "rules_hash": "h"})
+    text, problems = index.build(results)
+    assert problems == []
+    assert "**Verdicts of the 2 claims of 1 presets:** supported **1** · opposite **0**" in text
+    assert "not judged **1** (setup checks: 1 passed, 0 failed)" in text
+    line = next(x for x in text.splitlines() if x.startswith("- **"))
+    assert "x: supported, ×2 [1.5, 2.5]" in line and "not judged (not run at this scale" in line and ": y" in line
+
+
+def test_the_leaderboards_line_names_what_ran_and_the_best_norm(tmp_path: Path) -> None:
+    index = load_script()
+    folder = tmp_path / "leaderboard_cpu"
+    folder.mkdir()
+    head = "model,dataset,task,norm,verdict,metric,n,mean,ci_lo,ci_hi\n"
+    rows = ["resnet20 (depth 8),cifar10 (cifar10-subset),images,bn,best,val/acc,5,0.45,0.44,0.46",
+            "resnet20 (depth 8),cifar10 (cifar10-subset),images,gn,below,val/acc,5,0.35,0.34,0.36",
+            "resnet20 (depth 8),cifar10 (cifar10-subset),images,pn,not run,val/acc,0,,,"]  # fmt: skip
+    (folder / "leaderboard.csv").write_text(head + "\n".join(rows) + "\n")
+    what_ran = "| resnet20 (depth 8) on cifar10 (cifar10-subset) | x | 8 epochs = 312 steps |\n"
+    (folder / "leaderboard.md").write_text(what_ran)
+    line = index.leaderboard_line(folder)
+    assert "ResNet8 on CIFAR-10 (subset), 312 steps: **bn** best, val/acc 0.45 [0.44, 0.46]" in line
+    assert "every other norm below (next: gn 0.35)" in line and "(2 norms × 5 seeds)" in line

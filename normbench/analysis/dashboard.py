@@ -17,6 +17,9 @@ What a dashboard holds is read, not written by hand:
   out as `normbench.wandb_layout` sections them (per-layer diagnostics as ``<name>/first_layer/…``
   and ``<name>/layer_mean/…``; the per-layer values are in the table ``<name>/layers``), against
   the x-axis the paper uses;
+- first, the preset's forest plot (`normbench.analysis.forest`): the image ``figures/forest``
+  that ``normbench-figures --log-to-wandb`` logs into its summary run ``figures-<preset>`` (job
+  type ``figures``), every claim's difference with its 95 % interval, coloured by verdict;
 - for ``leaderboard`` (and ``leaderboard_cpu``): the leaderboard's table, one row per model, data
   set and norm, with the columns ``normbench-leaderboard`` reports (`LEADERBOARD_COLUMNS`).
 """
@@ -36,6 +39,8 @@ from normbench.wandb_layout import EPOCH, FIRST_LAYER, LAYER_MEAN, STEP, TABLE
 
 LEADERBOARD = "leaderboard"
 CENTER, RANGE = "median", "minmax"
+FOREST_KEY, FIGURES_JOB_TYPE = "figures/forest", "figures"
+"""The forest plot's image key, and the job type of the summary run ``normbench-figures`` logs it to."""
 CLOCK = "perf/train_s"
 """The training clock, an x-axis for equal-time panels (logged on every row)."""
 """How a group of seeds is drawn (W&B's ``groupby_aggfunc`` / ``groupby_rangefunc``)."""
@@ -77,6 +82,8 @@ class Dashboard:
     sections: list[Section] = field(default_factory=list)
     center: str = CENTER
     range: str = RANGE
+    forest_run: str = ""
+    """The name of the ``figures`` run whose `FOREST_KEY` image heads the report ("" for none)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -272,6 +279,7 @@ def build_dashboard(preset: str) -> Dashboard:
         description=str((rules.get("scale") or {}).get(scale, {}).get("note", "")),
         job_type=preset,
         swept=swept,
+        forest_run=f"figures-{preset}",  # normbench.analysis.figures_cli.log_to_wandb names it so
     )
     for figure in figures:
         mine = [c for c in claims if c["figure"] == figure]

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from normbench.analysis.dashboard import all_presets, build_dashboard
-from normbench.analysis.dashboard_report import columns, create, filter_expression
+from normbench.analysis.dashboard_report import columns, create, filter_expression, forest_filter
 from normbench.errors import ConfigError
 from normbench.output import atomic_write_text
 
@@ -52,6 +52,8 @@ def specification(preset: str, entity: str, project: str) -> dict:
     """The dashboard as JSON-ready data, with each section's W&B run filter and table columns."""
     dash = build_dashboard(preset)
     data = {"entity": entity, "project": project, **dash.to_json()}
+    if dash.forest_run:  # the report's first panel: the forest plot logged by normbench-figures
+        data["wandb_forest_filter"] = forest_filter(dash)
     for section, node in zip(dash.sections, data["sections"]):
         node["wandb_filter"] = filter_expression(dash.job_type, section.select)
         node["wandb_groupby"] = [f"config.{k}" for k in section.group_by]

@@ -1,7 +1,9 @@
 """A `normbench.analysis.dashboard.Dashboard` as a W&B report, through ``wandb-workspaces``
 (``pip install "normbench[dashboard]"``).
 
-Each section becomes a heading, its claims as a list, and a panel grid: one run set (the preset's
+The report opens with the preset's forest plot (the image `FOREST_KEY` of the run
+``figures-<preset>``, job type ``figures``, that ``normbench-figures --log-to-wandb`` writes), then
+each section becomes a heading, its claims as a list, and a panel grid: one run set (the preset's
 runs, ``JobType = <preset>``, narrowed to the values its arms take, grouped by the section's keys)
 and its panels: line plots drawn as the median over a group's seeds with the min–max band, and the
 run set's table with the grouping keys and the panels' keys pinned as columns. Building the
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from normbench.analysis.dashboard import Dashboard, Panel, Section
+from normbench.analysis.dashboard import FIGURES_JOB_TYPE, FOREST_KEY, Dashboard, Panel, Section
 from normbench.errors import ConfigError
 
 
@@ -66,11 +68,30 @@ def _claims_text(section: Section) -> str:
     )
 
 
+def forest_filter(dash: Dashboard) -> str:
+    """The run set of the forest plot: the preset's ``figures`` summary run, by its name."""
+    return f"JobType = {FIGURES_JOB_TYPE!r} and Name = {dash.forest_run!r}"
+
+
+def _forest_blocks(wr: Any, dash: Dashboard, entity: str, project: str) -> list[Any]:
+    """The forest plot as the report's first panel grid (none when the dashboard has no forest run)."""
+    if not dash.forest_run:
+        return []
+    runset = wr.Runset(entity=entity, project=project, name="forest", filters=forest_filter(dash))
+    text = (
+        "Every claim's difference between its arms (or ratio, log axis) with its 95 % interval, coloured by "
+        "verdict; the band is an equivalence claim's margin. Logged by `normbench-figures --log-to-wandb`."
+    )
+    media = wr.MediaBrowser(title="forest plot", media_keys=[FOREST_KEY], num_columns=1)
+    return [wr.H2("What the verdicts rest on"), wr.MarkdownBlock(text), wr.PanelGrid(runsets=[runset], panels=[media])]
+
+
 def to_report(dash: Dashboard, entity: str, project: str) -> Any:
     """The ``wandb_workspaces.reports.v2.Report`` of ``dash`` (not saved)."""
     wr = _workspaces()
     swept = ", ".join(f"{k}: {v}" for k, v in dash.swept.items())
     blocks: list[Any] = [wr.P(f"{dash.description} Runs: job type {dash.job_type}; the sweep varies {swept}.")]
+    blocks += _forest_blocks(wr, dash, entity, project)
     for section in dash.sections:
         runset = wr.Runset(
             entity=entity,

@@ -5,15 +5,18 @@ numbers and the claims table.
     normbench-figures powernorm_mt --wandb my-entity/normbench --group sweep-2026-11-29_15-00-00
     normbench-figures powernorm_mt --wandb my-entity/normbench --job-type powernorm_mt --log-to-wandb
     normbench-figures gn_groups_cpu --per-run results/gn_groups_cpu/per_run.csv
+    normbench-figures santurkar_vgg_cpu --forest-only --out results/santurkar_vgg_cpu
 
-Writes ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and ``<out>/claims.csv``, ``claims.md``,
-``per_run.csv`` (every value the claims and checks are judged on, one row per run), ``runs.csv``
-(default ``<out>``: ``results/<preset>``). From ``--per-run`` (a ``per_run.csv``) only
-``claims.csv`` and ``claims.md`` are written, byte-identical to those judged from the runs. From
-W&B, runs are selected by group (one sweep invocation) and/or job type (the preset: every sweep
-of it), and only the keys the figures plot are fetched. ``--log-to-wandb`` logs each figure as a
-``wandb.Image`` and each claims table as a ``wandb.Table`` into a summary run of the group (job
-type ``figures``).
+Writes, first, ``<out>/forest.png`` (``.pdf``, ``.csv``: every claim's difference with its 95 %
+interval, `normbench.analysis.forest`), then ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and
+``<out>/claims.csv``, ``claims.md``, ``per_run.csv`` (every value the claims and checks are judged
+on, one row per run), ``runs.csv`` (default ``<out>``: ``results/<preset>``). From ``--per-run`` (a
+``per_run.csv``) only ``claims.csv``, ``claims.md`` and the forest plot are written, the claims
+byte-identical to those judged from the runs. ``--forest-only`` redraws the forest plot from
+``<out>/claims.csv`` alone (no runs read). From W&B, runs are selected by group (one sweep
+invocation) and/or job type (the preset: every sweep of it), and only the keys the figures plot
+are fetched. ``--log-to-wandb`` logs the forest plot and each figure as a ``wandb.Image`` and each
+claims table as a ``wandb.Table`` into a summary run of the group (job type ``figures``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from normbench.analysis import (
     usable_runs,
     write_outputs,
 )
-from normbench.analysis.claims import Claim, claims_markdown, judge_rows, write_claims
+from normbench.analysis.claims import Claim, claims_markdown, csv_row, judge_rows, write_claims
+from normbench.analysis.forest import annotate, rules_meta, write_forest
 from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
@@ -85,17 +89,43 @@ def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
     return path
 
 
+def forest_title(preset: str) -> str:
+    title, _ = rules_meta(preset)
+    where = preset if title == base_preset(preset) else f"{title} ({preset})"
+    return f"{where}: each claim's difference (or ratio) with its 95 % interval"
+
+
+def write_preset_forest(preset: str, rows: Sequence[dict], out: Path) -> list[Path]:
+    """The preset's forest plot from its claims' rows (``claims.csv``'s); nothing when it judges none."""
+    if not any(r.get("verdict") not in ("passed", "failed") for r in rows):
+        return []
+    return write_forest(annotate(rows, preset), out, title=forest_title(preset))
+
+
+def forest_only(preset: str, out: Path) -> list[Path]:
+    """``--forest-only``: redraw ``<out>/forest.*`` from ``<out>/claims.csv``."""
+    path = out / "claims.csv"
+    if not path.is_file():
+        raise ConfigError(f"--forest-only reads {str(path)!r}, which does not exist; run normbench-figures first")
+    with open(path, newline="") as f:
+        return write_preset_forest(preset, list(csv.DictReader(f)), out)
+
+
 def log_to_wandb(
     results: Sequence[FigureResult], out: Path, entity_project: str, group: str | None, preset: str
 ) -> str:
-    """Each figure as a ``wandb.Image`` and each figure's claims as a ``wandb.Table``, in one summary
-    run of ``group`` (job type ``figures``); returns the run's id."""
+    """The forest plot first (``figures/forest``), then each figure as a ``wandb.Image`` and each
+    figure's claims as a ``wandb.Table``, in one summary run of ``group`` (job type ``figures``,
+    name ``figures-<preset>``: the run the preset's W&B report shows the forest plot from); returns
+    the run's id."""
     import wandb
 
     entity, _, project = entity_project.rpartition("/")
     run = wandb.init(entity=entity or None, project=project, group=group, job_type="figures",
                      name=f"figures-{preset}", tags=[preset, "figures"])  # fmt: skip
     try:
+        if (out / "forest.png").is_file():
+            run.log({"figures/forest": wandb.Image(str(out / "forest.png"))})
         for res in results:
             row = {f"figures/{res.name}": wandb.Image(str(out / f"{res.name}.png"))}
             if res.claims:
@@ -114,7 +144,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="normbench-figures", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu")
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", nargs="+", metavar="DIR", help="multirun directories (each job: metrics.jsonl ...)")
     source.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B")
     source.add_argument("--per-run", metavar="PATH", help="a per_run.csv: rebuild claims.csv / claims.md from it "
@@ -128,15 +158,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-to-wandb", metavar="ENTITY/PROJECT", nargs="?", const="",
                         help="log the figures and claims tables into a W&B summary run of the group "
                         "(default project: the one read with --wandb)")  # fmt: skip
-    return parser.parse_args(argv)
+    parser.add_argument("--forest-only", action="store_true",
+                        help="redraw only the forest plot, from <out>/claims.csv (no runs read)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if not args.forest_only and not (args.runs or args.wandb or args.per_run):
+        parser.error("one of the arguments --runs --wandb --per-run is required (or --forest-only)")
+    return args
 
 
 def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list[Claim]:
     """``claims.csv`` / ``claims.md`` judged from a ``per_run.csv`` alone, into ``out``."""
     claims = judge_rows(preset, read_per_run(path), pilot)
-    for written in write_claims(claims, out):
+    out.mkdir(parents=True, exist_ok=True)
+    for written in [*write_preset_forest(preset, [csv_row(c) for c in claims], out), *write_claims(claims, out)]:
         print(f"[figures] wrote {written}")
-    print(f"[figures] judged from {path} alone: no figures (they need the runs themselves: --runs or --wandb)")
+    print(f"[figures] judged from {path} alone: the claims and the forest plot; no paper figures "
+          "(they need the runs themselves: --runs or --wandb)")
     return claims
 
 
@@ -153,7 +190,8 @@ def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
     claims = judge_rows(args.preset, rows, args.pilot)
     results = make_figures(args.preset, runs, claims)
     out.mkdir(parents=True, exist_ok=True)
-    outputs = [*write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
+    forest = write_preset_forest(args.preset, [csv_row(c) for c in claims], out)  # first: what verdicts rest on
+    outputs = [*forest, *write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
     for path in [*outputs, write_runs_table(runs, out / "runs.csv")]:
         print(f"[figures] wrote {path}")
     total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
@@ -175,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError("--log-to-wandb needs ENTITY/PROJECT (or --wandb)")
         if args.per_run and args.log_to_wandb is not None:
             raise ConfigError("--log-to-wandb logs figures; --per-run draws none: leave one out")
+        if args.forest_only:
+            for path in forest_only(args.preset, out):
+                print(f"[figures] wrote {path}")
+            return 0
         claims = from_per_run(args.preset, args.per_run, out, args.pilot) if args.per_run else from_runs(args, out)
     except ConfigError as e:
         print(f"normbench-figures: error: {e}", file=sys.stderr)

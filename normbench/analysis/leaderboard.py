@@ -49,7 +49,9 @@ from normbench.analysis.leaderboard_labels import (
     ENCODER_ONLY_DECODER,
     IMAGES,
     TRANSLATION,
+    dataset_label,
     label,
+    model_label,
     norm_name,
     norm_of,
     over_of,
@@ -124,13 +126,11 @@ def task_of(run: Run) -> str:
 
 
 def cell_of(run: Run) -> tuple[str, str]:
-    """(model, data set): the model with its depth when that differs from its name (``resnet20
-    (depth 8)``); the data set with its folder when that differs from its name (``iwslt14
-    (de-en-subset)``: the loader is IWSLT14's, the data a subset of Multi30k)."""
+    """(model, data set) as they ran: `model_label` (``ResNet8`` for resnet20 at depth 8) and
+    `dataset_label` (``Multi30k de-en (subset)`` for the iwslt14 loader on ``de-en-subset``)."""
     name, root, depth = str(run.get("dataset.name")), run.get("dataset.root"), run.get("model.depth")
-    folder, model = PurePath(str(root)).name if root else "", str(run.get("model.name"))
-    model = f"{model} (depth {depth})" if depth and model.rstrip("0123456789") + str(depth) != model else model
-    return model, f"{name} ({folder})" if folder and folder != name else name
+    folder = PurePath(str(root)).name if root else ""
+    return model_label(str(run.get("model.name")), depth), dataset_label(name, folder)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ norm classes' own declarations (`normbench.norms.base.Norm.normalizes_over`), pe
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,32 @@ from normbench.analysis.runs import Run
 IMAGES, TRANSLATION = "images", "translation"
 ENCODER_ONLY_DECODER = "ln"
 """The decoder's norm when the compared norm mixes time steps and runs in the encoder only."""
+
+
+DATA_FOLDERS = {
+    "de-en-subset": "Multi30k de-en (subset)",  # read by the iwslt14 loader; shared/data/de-en-subset/README.md
+    "cifar10-subset": "CIFAR-10 (subset)",
+}
+"""Data folders whose contents the data set's config name does not say: what they hold."""
+
+
+def model_label(name: str, depth: Any = None) -> str:
+    """The model as it ran: ``resnet20`` built at depth 8 is ``ResNet8`` (He et al.'s CIFAR family
+    at n = 1), never the config's name for another depth; another model at another depth than its
+    name says: ``vgg16 (depth 11)``."""
+    if not depth or name.rstrip("0123456789") + str(depth) == name:
+        return name
+    if re.fullmatch(r"resnet\d+", name):
+        return f"ResNet{depth}"
+    return f"{name} (depth {depth})"
+
+
+def dataset_label(name: str, folder: str = "") -> str:
+    """The data as they ran: a known folder by what it holds (``de-en-subset``: Multi30k, read by the
+    ``iwslt14`` loader), another folder beside the name (``cifar10 (my-copy)``), else the name."""
+    if not folder or folder == name:
+        return name
+    return DATA_FOLDERS.get(folder, f"{name} ({folder})")
 
 
 def norm_name(node: Any) -> str | None:

@@ -178,6 +178,12 @@ def test_the_report_builds_offline(preset: str) -> None:
     dash = build_dashboard(preset)
     report = to_report(dash, "me", "normbench")
     grids = [b for b in report.blocks if type(b).__name__ == "PanelGrid"]
+    if base_preset(preset) != "leaderboard":  # the first grid: the forest plot from the figures run
+        forest, *grids = grids
+        (media,) = forest.panels
+        assert type(media).__name__ == "MediaBrowser" and media.media_keys == ["figures/forest"]
+        leaves = {(f.key.section, f.key.name): f.value for f in expr_to_filters(forest.runsets[0].filters).filters}
+        assert leaves == {("run", "jobType"): "figures", ("run", "displayName"): f"figures-{preset}"}
     assert len(grids) == len(dash.sections)
     for grid, section in zip(grids, dash.sections):
         (runset,) = grid.runsets
@@ -195,6 +201,7 @@ def test_the_command_writes_the_specification(tmp_path: Path, monkeypatch, capsy
     assert main(["--entity", "me", "--project", "nb", "--preset", "santurkar_vgg", "--out", str(out)]) == 0
     spec = json.loads((out / "santurkar_vgg.json").read_text())
     assert spec["entity"] == "me" and spec["job_type"] == "santurkar_vgg"
+    assert spec["wandb_forest_filter"] == "JobType = 'figures' and Name = 'figures-santurkar_vgg'"
     fig4 = next(s for s in spec["sections"] if s["figure"] == "santurkar_fig4")
     assert "Config('norm.name') in ['bn', 'none']" in fig4["wandb_filter"]
     assert "summary:landscape/loss_range" in fig4["wandb_columns"]

@@ -182,15 +182,18 @@ def test_rules_keys_and_cell_names() -> None:
     assert lb.diag_key(both, "bn_stats", "first_layer/var_dist") == "bn_stats/first_layer/var_dist"
     assert lb.diag_key({"x"}, "landscape", "loss_range") is None
     subset = {"model": {"name": "m"}, "dataset": {"name": "iwslt14", "root": "${oc.env:D,x}/de-en-subset"}}
-    assert lb.cell_of(Run("a", subset, [])) == ("m", "iwslt14 (de-en-subset)")
+    assert lb.cell_of(Run("a", subset, [])) == ("m", "Multi30k de-en (subset)")  # what the folder holds
     powernorm = {"norm": {"name": "ln"}, "model": {"encoder_norm": "pn", "decoder_norm": {"name": "ln"}}}
     assert lb.norm_of(Run("p", powernorm, [])) == "pn (enc) / ln (dec)"
     assert lb.swept_norm(Run("p", powernorm, [])) == "pn"
     swept = {"norm": {"name": "gn"}, "model": {"encoder_norm": None, "decoder_norm": "ln"}}
     assert lb.norm_of(Run("g", swept, [])) == "gn (enc) / ln (dec)"
     resnet8 = {"model": {"name": "resnet20", "depth": 8}, "dataset": {"name": "cifar10"}}
-    assert lb.cell_of(Run("r", resnet8, []))[0] == "resnet20 (depth 8)"
+    assert lb.cell_of(Run("r", resnet8, []))[0] == "ResNet8"  # the depth that ran, not the config's name
     assert lb.cell_of(Run("r", {**resnet8, "model": {"name": "resnet20", "depth": 20}}, []))[0] == "resnet20"
+    assert lb.cell_of(Run("r", {**resnet8, "model": {"name": "vgg16", "depth": 11}}, []))[0] == "vgg16 (depth 11)"
+    other = {"model": {"name": "m"}, "dataset": {"name": "cifar10", "root": "/d/my-copy"}}
+    assert lb.cell_of(Run("c", other, []))[1] == "cifar10 (my-copy)"
     assert lb.refusal({**powernorm, "dataset": {"name": "iwslt14", "src_lang": "de"}}) is None  # LN decoder
     assert lb.cell_of(Run("b", {"model": {"name": "m"}, "dataset": {"name": "cifar10", "root": "/d/cifar10"}}, [])) == (
         "m",

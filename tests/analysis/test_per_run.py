@@ -84,8 +84,9 @@ def test_claims_rebuilt_from_per_run_csv_are_byte_identical(tmp_path: Path, caps
     assert (out / "bn_dropout.png").is_file() and (out / "per_run.csv").is_file()
     assert read_csv(out / "claims.csv")[0]["short"] == "dropout_narrows_gap"  # the id: the rules give no short
     assert main(["bn_dropout_cpu", "--per-run", str(out / "per_run.csv"), "--out", str(again)]) == 0
-    assert "no figures" in capsys.readouterr().out
-    assert sorted(p.name for p in again.iterdir()) == ["claims.csv", "claims.md"]
+    assert "no paper figures" in capsys.readouterr().out
+    assert sorted(p.name for p in again.iterdir()) == ["claims.csv", "claims.md", "forest.csv", "forest.pdf",
+                                                       "forest.png"]  # fmt: skip
     for name in ("claims.csv", "claims.md"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
     verdicts = {r["id"]: r["verdict"] for r in read_csv(out / "claims.csv")}
