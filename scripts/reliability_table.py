@@ -47,6 +47,7 @@ FILES = [
     "tests/test_cli.py",
     "tests/data/test_cifar.py",
     "tests/data/test_translation.py",
+    "tests/data/test_data_edges.py",
 ]
 
 _BAD_CIFAR = "a bad CIFAR-10 file (short, garbage, wrong shape or labels)"

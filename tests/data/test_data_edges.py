@@ -1,0 +1,194 @@
+"""Data files at the edges users reach (issue 47): a line break inside a line, under one reader
+rule for checking, preparing and loading; ``normbench-data --from`` on an archive cut short or
+not gzip, a ``.gz`` cut short, a line that is not UTF-8, two files of a split not aligned: one
+line each, exit 2, nothing half-written."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from normbench.data.parallel_text import LINE_BREAKS, DataFileError, load_parallel_folder, read_lines
+from normbench.data.prepare import main as data_main
+from tests.data.test_prepare import write_raw_release
+from tests.data.test_translation import run_cli_inprocess, write_files
+from tests.faults import fault
+
+BREAK_IDS = [f"U+{ord(c):04X}" for c in LINE_BREAKS]
+
+
+def folder_with(root: Path, name: str, lines: list[str]) -> Path:
+    """A parallel-text folder (`write_files`) whose ``name`` holds ``lines`` (written as they are)."""
+    return write_files(root, {name: "".join(line + "\n" for line in lines).encode()})
+
+
+def listing(root: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
+# ---------------------------------------------------------------------------------------------
+# Line ends: one rule
+
+
+@pytest.mark.parametrize("char", list(LINE_BREAKS), ids=BREAK_IDS)
+@fault(
+    "a line break other than \\n inside a line of parallel text (\\r, \\v, \\f, \\x1c-\\x1e, \\x85, U+2028, U+2029)",
+    "one error naming the file, line and character; never pairs shifted",
+    "one-line",
+)
+def test_a_line_break_inside_a_line_is_refused_naming_file_and_line(tmp_path, char) -> None:
+    """The ``datasets`` reader splits at ``\\r``, ``str.splitlines`` at all of them: a file with
+    one inside line 3 and its partner with one inside line 7 count the same lines by ``\\n`` and
+    would be read shifted between the two. Refused before any reader disagrees."""
+    lines = [f"satz {i}" for i in range(6)]
+    lines[2] = f"ein kleines{char}mädchen"
+    root = folder_with(tmp_path / "data", "train.de", lines)
+    with pytest.raises(DataFileError) as e:
+        load_parallel_folder(root, "de", "en")
+    message = str(e.value)
+    assert message.startswith(f"{root / 'train.de'} line 3: a line break (U+{ord(char):04X} ")
+    assert "at column 12 inside the line" in message and "\n" not in message
+
+
+@fault(
+    "a carriage return inside a line of training text, through the command",
+    "one line naming the file and line, exit 2; nothing made",
+    "one-line",
+)
+def test_a_carriage_return_through_the_command_is_one_line(tmp_path, monkeypatch, capsys) -> None:
+    from tests.test_file_faults import MT, one_error
+
+    root = write_files(tmp_path / "data", {"train.de": b"ein\rkleines\nx y\n", "train.en": b"a\nb\n"})
+    before = listing(tmp_path)
+    code, err = run_cli_inprocess(monkeypatch, capsys, *MT, f"dataset.root={root}", f"hydra.run.dir={tmp_path / 'r'}")
+    assert one_error(code, err, 2).startswith(
+        f"normbench: error: {root / 'train.de'} line 1: a line break (U+000D carriage return) at column 4"
+    )
+    assert listing(tmp_path) == before
+
+
+def test_windows_line_ends_are_line_ends_for_every_reader(tmp_path) -> None:
+    root = write_files(tmp_path / "data", {"train.de": b"a b\r\nc d\r\n", "train.en": b"x y\nz w\n"})
+    assert read_lines(root / "train.de") == ["a b", "c d"]
+    assert load_parallel_folder(root, "de", "en")["train"].src == ["a b", "c d"]  # datasets agrees
+
+
+@fault(
+    "a line break inside a line of a file normbench-data prepares from",
+    "made a space, as in a Hub row; the pairs stay aligned",
+    "result",
+)
+def test_preparation_makes_a_line_break_inside_a_line_a_space(tmp_path, capsys) -> None:
+    src = tmp_path / "raw"
+    src.mkdir()
+    for stem, n in (("train", 9), ("val", 2), ("test_2016_flickr", 2)):
+        for lang in ("de", "en"):
+            lines = [f"{lang} {stem} {i}" for i in range(n)]
+            if stem == "train":  # a \r inside German line 3 and English line 7
+                k = 2 if lang == "de" else 6
+                lines[k] = lines[k].replace(" ", "\r", 1)
+            (src / f"{stem}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8", newline="")
+    assert data_main(["de-en-subset", "--root", str(tmp_path / "data"), "--from", str(src)]) == 0
+    text = load_parallel_folder(tmp_path / "data" / "de-en-subset", "de", "en")
+    assert text["train"].src[2] == "de train 2" and text["train"].tgt[2] == "en train 2"
+    assert text["train"].src[6] == "de train 6" and text["train"].tgt[6] == "en train 6"
+    assert all(s.split()[2] == t.split()[2] for s, t in zip(text["train"].src, text["train"].tgt))
+
+
+# ---------------------------------------------------------------------------------------------
+# normbench-data --from: bad files are one line, exit 2, nothing half-written
+
+
+def _tgz(files: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _release_tgz(tmp_path: Path) -> bytes:
+    write_raw_release(tmp_path / "release" / "de-en")
+    files = {f"de-en/{p.name}": p.read_bytes() for p in sorted((tmp_path / "release" / "de-en").iterdir())}
+    return _tgz(files)
+
+
+def _bad_source(tmp_path: Path, case: str) -> tuple[str, Path, str]:
+    """(data set name, --from folder, the start of the expected message) for a bad input ``case``."""
+    src = tmp_path / "src"
+    src.mkdir()
+    if case in ("archive cut short", "archive not gzip"):
+        data = _release_tgz(tmp_path)
+        (src / "de-en.tgz").write_bytes(data[: len(data) // 2] if case == "archive cut short" else b"<html>" * 50)
+        return "iwslt14", src, f"{src / 'de-en.tgz'} is not a whole .tar.gz archive ("
+    if case == "cifar archive cut short":
+        data = _tgz({"cifar-10-batches-py/batches.meta": bytes(range(256)) * 400})
+        (src / "cifar-10-python.tar.gz").write_bytes(data[: len(data) // 2])
+        return "cifar10", src, f"{src / 'cifar-10-python.tar.gz'} is not a whole .tar.gz archive ("
+    for stem, n in (("train", 4), ("val", 2), ("test_2016_flickr", 2)):
+        for lang in ("de", "en"):
+            data = "".join(f"{lang} {stem} {i}\n" for i in range(n)).encode()
+            if stem == "train" and lang == "en" and case == "not UTF-8":
+                data = data.replace(b"en train 1", b"en tr\xe4in 1")
+            if stem == "train" and lang == "en" and case == "misaligned":
+                data = data[: data.rindex(b"en train 3")]
+            path = src / f"{stem}.{lang}.gz"
+            path.write_bytes(gzip.compress(data))
+            if stem == "train" and lang == "de" and case == ".gz cut short":
+                path.write_bytes(path.read_bytes()[:-12])
+    where = src / "train.en.gz"
+    expected = {
+        "not UTF-8": f"{where} line 2: byte 0xe4 at column 6 is not UTF-8",
+        "misaligned": f"{src / 'train.de.gz'} has 4 lines but {where} has 3; the two files of a split must be aligned",
+        ".gz cut short": f"{src / 'train.de.gz'} cannot be read: it is cut short",
+    }[case]
+    return "de-en-subset", src, expected
+
+
+@pytest.mark.parametrize(
+    "case", ["archive cut short", "archive not gzip", "cifar archive cut short", "not UTF-8", ".gz cut short",
+             "misaligned"],
+)  # fmt: skip
+@fault(
+    "normbench-data --from a bad file (an archive cut short or not gzip, a .gz cut short, text not UTF-8, "
+    "a split misaligned)",
+    "one line naming the file, exit 2; nothing written",
+    "one-line",
+)
+def test_a_bad_source_file_is_one_line_exit_2_and_nothing_written(tmp_path, capsys, case) -> None:
+    name, src, expected = _bad_source(tmp_path, case)
+    root = tmp_path / "data"
+    assert data_main([name, "--root", str(root), "--from", str(src)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in captured.err, captured.err
+    assert err[0].startswith(f"normbench-data {name}: {expected}"), err[0]
+    assert not root.exists()  # no target, no partial folder, not even the root
+
+
+@fault(
+    "normbench-data iwslt14 --from fairseq's files with train.en one line short",
+    "refused at preparation: one line naming both files, exit 2; nothing written",
+    "one-line",
+)
+def test_a_misaligned_prepared_folder_is_refused_at_preparation(tmp_path, capsys) -> None:
+    src = tmp_path / "fairseq"
+    src.mkdir()
+    for split in ("train", "valid", "test"):
+        for lang in ("de", "en"):
+            n = 4 if (split, lang) == ("train", "en") else 5
+            (src / f"{split}.{lang}").write_text("".join(f"{lang} {i} .\n" for i in range(n)))
+    root = tmp_path / "data"
+    assert data_main(["iwslt14", "--root", str(root), "--from", str(src)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == (
+        f"normbench-data iwslt14: {src / 'train.de'} has 5 lines but {src / 'train.en'} has 4; "
+        "the two files of a split must be aligned line by line"
+    )
+    assert not root.exists()
