@@ -192,3 +192,120 @@ def test_a_misaligned_prepared_folder_is_refused_at_preparation(tmp_path, capsys
         "the two files of a split must be aligned line by line"
     )
     assert not root.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# CIFAR-10 files swapped or copied: checked whatever dataset.verify_checksums says
+
+
+def _cifar(root: Path) -> Path:
+    from normbench.data.cifar import make_synthetic_images, write_cifar_batches
+
+    return write_cifar_batches(root, make_synthetic_images(50, seed=0), make_synthetic_images(20, seed=1))
+
+
+def _copy(src: str, dst: str):
+    return lambda folder: (folder / dst).write_bytes((folder / src).read_bytes())
+
+
+def _swap(a: str, b: str):
+    def apply(folder: Path) -> None:
+        x, y = (folder / a).read_bytes(), (folder / b).read_bytes()
+        (folder / a).write_bytes(y)
+        (folder / b).write_bytes(x)
+
+    return apply
+
+
+def _test_from_training_images(folder: Path) -> None:
+    """test_batch re-pickled from training images: no file is a copy, the images are."""
+    import pickle
+
+    with open(folder / "data_batch_1", "rb") as f:
+        batch = pickle.load(f)
+    batch["batch_label"] = "testing batch 1 of 1"
+    with open(folder / "test_batch", "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
+def _with_sums(change):
+    """normbench-data's SHA256SUMS beside the folder, then ``change``."""
+
+    def apply(folder: Path) -> None:
+        from normbench.data.prepare_io import write_checksums
+
+        write_checksums(folder.parent)
+        change(folder)
+
+    return apply
+
+
+CIFAR_FAULTS = {
+    "test_batch a copy of data_batch_1": (
+        _copy("data_batch_1", "test_batch"), "{f}/test_batch is byte for byte {f}/data_batch_1: a batch copied"
+    ),
+    "two training batches the same": (
+        _copy("data_batch_2", "data_batch_4"), "{f}/data_batch_4 is byte for byte {f}/data_batch_2: a batch copied"
+    ),
+    "test_batch made of training images": (
+        _test_from_training_images, "10 of 10 test images are also training images (test_batch and data_batch_1"
+    ),
+    "two batches swapped, SHA256SUMS written by normbench-data": (
+        _with_sums(_swap("data_batch_2", "data_batch_3")),
+        "{f}/data_batch_2, {f}/data_batch_3: SHA-256 differs from {f}/../SHA256SUMS",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CIFAR_FAULTS))
+@fault(
+    "CIFAR-10 files swapped or copied with dataset.verify_checksums=false (test = a training batch, two batches "
+    "the same, a file changed since SHA256SUMS)",
+    "one error naming the files; never a test split of training images",
+    "one-line",
+)
+def test_cifar_files_swapped_or_copied_are_refused_without_checksums(tmp_path, case) -> None:
+    from normbench.data.cifar import load_cifar10_splits
+
+    damage, expected = CIFAR_FAULTS[case]
+    folder = _cifar(tmp_path / "data")
+    damage(folder)
+    with pytest.raises(DataFileError) as e:
+        load_cifar10_splits(tmp_path / "data", verify_checksums=False)
+    message = str(e.value)
+    expected = expected.format(f=folder).replace(f"{folder}/../", f"{folder.parent}/")
+    assert expected in message and "\n" not in message, message
+
+
+def test_intact_cifar_files_pass_the_identity_checks_with_and_without_sums(tmp_path) -> None:
+    from normbench.data.cifar import load_cifar10_splits
+    from normbench.data.prepare_io import write_checksums
+
+    folder = _cifar(tmp_path / "data")
+    (train, _, _), (test, _, _) = load_cifar10_splits(tmp_path / "data", verify_checksums=False)
+    assert len(train) == 50 and len(test) == 20
+    write_checksums(folder.parent)
+    load_cifar10_splits(tmp_path / "data", verify_checksums=False)
+
+
+@fault(
+    "CIFAR-10 test_batch a copy of a training batch, through the command (verify_checksums=false)",
+    "one line naming both files, exit 2; nothing written",
+    "one-line",
+)
+def test_a_copied_cifar_batch_stops_the_run_before_anything_is_written(tmp_path, monkeypatch, capsys) -> None:
+    from tests.test_validate import run_cli_inprocess as run_normbench
+
+    folder = _cifar(tmp_path / "data")
+    _copy("data_batch_3", "test_batch")(folder)
+    out = tmp_path / "run"
+    args = ("dataset=cifar10", f"dataset.root={tmp_path / 'data'}", "dataset.verify_checksums=false",
+            "hardware=cpu", "batch_size=2", "max_steps=1", "logger=local", "logger.progress_bar=false",
+            f"hydra.run.dir={out}")  # fmt: skip
+    code, stdout, stderr = run_normbench(monkeypatch, capsys, *args)
+    assert code == 2 and "Traceback" not in stdout + stderr, stderr
+    assert stderr.strip().splitlines() == [
+        f"normbench: error: {folder}/test_batch is byte for byte {folder}/data_batch_3: a batch copied over another; "
+        "restore the original files"
+    ]
+    assert not out.exists()
