@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from normbench.errors import one_line_os_error
+from normbench.errors import ConfigError, one_line_os_error
 
 LOG = logging.getLogger("normbench")
 
@@ -103,6 +103,26 @@ def warn(message: str) -> None:
 def error_line(message: str) -> None:
     """``normbench: error: <message>``: the one line a refused run prints on stderr."""
     print(f"normbench: error: {message}", file=sys.stderr, flush=True)
+
+
+def check_out_dir(out: Path, what: str) -> None:
+    """A `ConfigError` (one line naming ``--out``) unless ``out`` is a folder, or can be made as
+    one, that this process may write ``what`` into: not a file, not a path through a file, not
+    under a folder it may not write (read-only, not permitted). Checked before anything is read
+    or made, so that a refused command leaves nothing."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for {what}")
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"--out {str(out)!r} goes through {str(existing)!r}, a file; pass a folder for {what}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        shown = "" if existing == out else f" ({str(existing)!r} is where it would be made)"
+        raise ConfigError(
+            f"--out {str(out)!r} cannot be written: permission denied or a read-only file system{shown}; "
+            f"pass --out <a writable folder> for {what}"
+        )
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:

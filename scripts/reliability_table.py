@@ -44,6 +44,7 @@ FILES = [
     "tests/test_sweep.py",
     "tests/test_damaged_records.py",
     "tests/analysis/test_pooling.py",
+    "tests/analysis/test_run_loading.py",
     "tests/test_cli.py",
     "tests/data/test_cifar.py",
     "tests/data/test_translation.py",

@@ -25,8 +25,8 @@ from normbench.analysis.claims import claims_markdown
 from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
-from normbench.errors import ConfigError
-from normbench.output import warn
+from normbench.errors import ConfigError, is_environment_error, one_line_os_error
+from normbench.output import check_out_dir, warn
 from normbench.rules import base_preset, rules_hash
 
 
@@ -55,9 +55,9 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
 
 
 def check_out(out: Path) -> None:
-    """``--out`` must be a folder (or not exist yet): a `ConfigError` before any run is read."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for the figures and tables")
+    """``--out`` must be a folder that can be written (`normbench.output.check_out_dir`): a
+    `ConfigError` before any run is read."""
+    check_out_dir(out, "the figures and tables")
 
 
 def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         figure_fn(args.preset)
         check_out(Path(args.out or Path("results") / args.preset))
         if args.runs:
-            runs = load_local_runs(args.runs)
+            runs = load_local_runs(args.runs, needs=("norm",))
         else:
             job_type = args.job_type or (None if args.group else args.preset)
             runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
@@ -131,7 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"normbench-figures: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out or Path("results") / args.preset)
-    for path in [*write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]:
+    try:
+        written = [*write_outputs(results, out), write_runs_table(runs, out / "runs.csv")]
+    except OSError as e:  # the disk refused a write the checks could not foresee (full, gone read-only)
+        print(f"normbench-figures: error: {one_line_os_error(e)}", file=sys.stderr)
+        return 1 if is_environment_error(e) else 2
+    for path in written:
         print(f"[figures] wrote {path}")
     total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
     print(f"[figures] {len(runs)} runs, {total:.0f} s of run wall time in all")
