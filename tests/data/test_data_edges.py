@@ -309,3 +309,61 @@ def test_a_copied_cifar_batch_stops_the_run_before_anything_is_written(tmp_path,
         "restore the original files"
     ]
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# The BPE cache is a cache
+
+
+DAMAGED_CACHE = {
+    "cut short": lambda b: b[: len(b) // 2],
+    "garbage": lambda b: b"\x00\xff" * 100,
+    "another JSON file": lambda b: b'{"vocab": [1, 2]}',
+    "empty": lambda b: b"",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_CACHE))
+@fault(
+    "a corrupted BPE cache file (cut short, garbage, another JSON file, empty)",
+    "one warning naming the file; the BPE trained again and the file replaced",
+    "result",
+)
+def test_a_corrupted_bpe_cache_is_rebuilt_with_one_warning(tmp_path, capsys, damage) -> None:
+    from tests.data.test_translation import prepare, write_small
+
+    root = tmp_path / "data"
+    text = write_small(root)
+    first = prepare(root, text)
+    path, good = first.bpe_path, first.bpe_path.read_bytes()
+    path.write_bytes(DAMAGED_CACHE[damage](good))
+    capsys.readouterr()
+    again = prepare(root, text)
+    assert again.bpe_path == path and path.read_bytes() == good and again.splits == first.splits
+    (warning,) = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert warning.startswith(f"normbench: warning: the cached BPE {path} cannot be read (")
+    assert warning.endswith("); training it again and replacing the file")
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary file left
+
+
+@fault(
+    "a corrupted BPE cache file, through the command",
+    "the run goes on: one warning naming the file, status finished",
+    "result",
+)
+def test_a_corrupted_bpe_cache_does_not_stop_the_run(tmp_path, monkeypatch, capsys) -> None:
+    from tests.test_file_faults import MT
+
+    root = write_files(tmp_path / "data", {})
+    args = (*MT, "max_steps=1", f"dataset.root={root}")
+    code, err = run_cli_inprocess(monkeypatch, capsys, *args, f"hydra.run.dir={tmp_path / 'first'}")
+    assert code == 0, err
+    (cache,) = (root / ".normbench_bpe").glob("*.json")
+    cache.write_bytes(cache.read_bytes()[:100])
+    code, err = run_cli_inprocess(monkeypatch, capsys, *args, f"hydra.run.dir={tmp_path / 'second'}")
+    assert code == 0 and "Traceback" not in err, err
+    assert [line for line in err.splitlines() if "warning" in line and str(cache) in line] == [
+        line for line in err.splitlines() if line.startswith(f"normbench: warning: the cached BPE {cache} cannot be")
+    ]
+    assert f"normbench: warning: the cached BPE {cache} cannot be read (" in err
+    assert '"status": "finished"' in (tmp_path / "second" / "summary.json").read_text()
