@@ -249,14 +249,18 @@ two differ slightly. The MD5s differ from the full release: read it with
 """
 
 
-def prepare_subset(staging: Path, source: Path | None, release_folder: Path | None, target: Path) -> Report:
+def prepare_subset(
+    staging: Path, source: Path | None, release_folder: Path | None, target: Path, release_home: Path
+) -> Report:
     """``cifar10-subset`` into ``staging``: from ``release_folder`` (an original
     ``cifar-10-batches-py`` already prepared) when given, else from ``source`` or a download, fetched
-    into ``staging/.release`` and removed once the subset is written."""
+    into ``staging/.release`` and removed once the subset is written. ``release_home``: the
+    ``cifar10`` folder where `normbench.data.prepare` looks for a prepared release, which the
+    offline hint names."""
     if release_folder is None:
         scratch = staging / ".release"
         scratch.mkdir()
-        release_folder = fetch_release(scratch, source, target.with_name("cifar10"))
+        release_folder = fetch_release(scratch, source, release_home)
     report = build_subset(release_folder, staging, TRAIN_PER_CLASS, TEST_PER_CLASS)
     shutil.rmtree(staging / ".release", ignore_errors=True)
     return report

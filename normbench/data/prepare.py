@@ -105,13 +105,14 @@ def builder(name: str, args: argparse.Namespace, target: Path) -> Callable[[Path
     if name == "cifar10":
         return lambda tmp: cifar_prepare.prepare_cifar10(tmp, args.source, target)
     if name == "cifar10-subset":
-        release = data_root("cifar10", args.root) / FOLDERS["cifar10"] / BASE_FOLDER
+        home = data_root("cifar10", args.root) / FOLDERS["cifar10"]  # where a prepared release is looked for
+        release: Path | None = home / BASE_FOLDER
         if args.source is None and release.is_dir():
             cifar_prepare.check_release(release)
             print(f"cifar10-subset: made from {release}")
         else:
             release = None
-        return lambda tmp: cifar_prepare.prepare_subset(tmp, args.source, release, target)
+        return lambda tmp: cifar_prepare.prepare_subset(tmp, args.source, release, target, home)
     if name == "de-en-subset":
         return lambda tmp: text_prepare.prepare_multi30k(tmp, args.source, target)
     return lambda tmp: text_prepare.prepare_iwslt14(tmp, args.source, target, args.hub, args.hub_revision)

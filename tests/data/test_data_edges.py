@@ -367,3 +367,35 @@ def test_a_corrupted_bpe_cache_does_not_stop_the_run(tmp_path, monkeypatch, caps
     ]
     assert f"normbench: warning: the cached BPE {cache} cannot be read (" in err
     assert '"status": "finished"' in (tmp_path / "second" / "summary.json").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# normbench-data's offline hint names the folder the command reads
+
+
+@fault(
+    "normbench-data cifar10-subset offline, NORMBENCH_DATA unset (the release and the subset in different roots)",
+    "one line naming the folder the command reads the release from; doing what it says works",
+    "one-line",
+)
+def test_the_offline_hint_names_the_folder_the_command_reads(tmp_path, monkeypatch, capsys) -> None:
+    from normbench.data import cifar_prepare
+    from normbench.data import prepare as prepare_module
+    from tests.data.test_prepare import fake_md5s, no_network, write_fake_release
+
+    checkout = tmp_path / "checkout"
+    monkeypatch.setattr(prepare_module, "from_checkout", lambda rel: str((checkout / rel).resolve()))
+    monkeypatch.delenv("NORMBENCH_DATA", raising=False)
+    no_network(monkeypatch)
+    assert data_main(["cifar10-subset"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    release = checkout / "data" / "cifar10" / "cifar-10-batches-py"
+    assert f"extract it so that {release} holds data_batch_1..5" in line, line
+    assert str(tmp_path / "shared") not in line
+
+    fake_md5s(monkeypatch, write_fake_release(checkout / "data" / "cifar10"))  # what the line says to do
+    monkeypatch.setattr(cifar_prepare, "TRAIN_PER_CLASS", 10)
+    monkeypatch.setattr(cifar_prepare, "TEST_PER_CLASS", 4)
+    assert data_main(["cifar10-subset"]) == 0
+    assert f"cifar10-subset: made from {release}" in capsys.readouterr().out
+    assert (tmp_path / "shared" / "data" / "cifar10-subset" / "cifar-10-batches-py" / "test_batch").is_file()
