@@ -16,6 +16,7 @@ import contextlib
 import csv
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,12 @@ def warn(message: str) -> None:
 def error_line(message: str) -> None:
     """``normbench: error: <message>``: the one line a refused run prints on stderr."""
     print(f"normbench: error: {message}", file=sys.stderr, flush=True)
+
+
+def plain_text(doc: str) -> str:
+    """A docstring as a terminal shows it (``--help``): reStructuredText's double and single
+    backquotes around literals and references dropped, the words kept."""
+    return re.sub(r"`([^`\n]+)`", r"\1", re.sub(r"``([^`\n]+)``", r"\1", doc))
 
 
 def check_out_dir(out: Path, what: str) -> None:

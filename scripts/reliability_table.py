@@ -46,6 +46,7 @@ FILES = [
     "tests/analysis/test_pooling.py",
     "tests/analysis/test_run_loading.py",
     "tests/test_cli.py",
+    "tests/test_newcomer.py",
     "tests/data/test_cifar.py",
     "tests/data/test_translation.py",
     "tests/data/test_data_edges.py",

@@ -26,7 +26,7 @@ from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
 from normbench.errors import ConfigError, is_environment_error, one_line_os_error
-from normbench.output import check_out_dir, warn
+from normbench.output import check_out_dir, plain_text, warn
 from normbench.rules import base_preset, rules_hash
 
 
@@ -98,7 +98,7 @@ def log_to_wandb(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="normbench-figures", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="normbench-figures", description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu")
     source = parser.add_mutually_exclusive_group(required=True)
