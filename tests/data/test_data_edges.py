@@ -399,3 +399,26 @@ def test_the_offline_hint_names_the_folder_the_command_reads(tmp_path, monkeypat
     assert data_main(["cifar10-subset"]) == 0
     assert f"cifar10-subset: made from {release}" in capsys.readouterr().out
     assert (tmp_path / "shared" / "data" / "cifar10-subset" / "cifar-10-batches-py" / "test_batch").is_file()
+
+
+# ---------------------------------------------------------------------------------------------
+# The blank-pair warning, once
+
+
+@fault(
+    "blank translation pairs in a sweep of two jobs on the same files",
+    "the warning once, not once per job",
+    "result",
+)
+def test_the_blank_pair_warning_is_printed_once_in_a_sweep(tmp_path, monkeypatch, capsys) -> None:
+    from tests.test_file_faults import MT
+
+    root = write_files(tmp_path / "data", {"train.de": "ab cd\n\nef gh\n", "train.en": "x y\nz w\nv u\n"})
+    args = ("-m", *MT, "max_steps=1", f"dataset.root={root}", "seed=0,1", f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    code, err = run_cli_inprocess(monkeypatch, capsys, *args)
+    assert code == 0, err
+    blank = [line for line in err.splitlines() if "with a blank side" in line]
+    assert blank == [
+        f"normbench: warning: {root / 'train.de'} / {root / 'train.en'}: dropped 1 of 3 training pairs: 1 with a "
+        "blank side (line 2)"
+    ]
