@@ -134,7 +134,9 @@ def check_out_dir(out: Path, what: str) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file, flush + fsync, then ``os.replace``: readers see the old file or
-    the new one, never half of one; a failed write (a full disk, a signal) leaves no temporary file."""
+    the new one, never half of one; a failed write (a full disk, a signal) leaves no temporary file,
+    and its ``OSError`` names ``path`` (a write or fsync that fails names no file of its own, and
+    the temporary file is gone), so that its one line says which file found no room."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -142,8 +144,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and (e.filename is None or e.filename == str(tmp)):
+            e.filename = str(path)
         raise
 
 

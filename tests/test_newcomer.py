@@ -1,15 +1,17 @@
 """What a newcomer meets (issue 47): ``normbench-dashboard`` writes where a user expects and git
-ignores, ``normbench-figures --help`` reads as plain text."""
+ignores, ``normbench-figures --help`` reads as plain text, a full disk's line names the file."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 from tests.faults import fault
+from tests.test_faults import UNSHARE, needs_mounts
 
 
 @pytest.mark.e2e
@@ -72,3 +74,29 @@ def test_help_is_plain_text(capsys, command) -> None:
     out = capsys.readouterr().out
     assert e.value.code == 0 and out.startswith(f"usage: {command}")
     assert "`" not in out, [line for line in out.splitlines() if "`" in line]
+
+
+@pytest.mark.e2e
+@needs_mounts
+@pytest.mark.parametrize("record", ["summary.json", "config.yaml"])
+@fault(
+    "a full disk while a run's record (summary.json, config.yaml) is written",
+    "one line naming the file, not the temporary one; no .tmp left",
+    "one-line",
+)
+def test_a_full_disk_names_the_record_it_could_not_write(tmp_path, record) -> None:
+    """Every record goes through `normbench.output.atomic_write_bytes`; a ``write`` or ``fsync``
+    that finds no room raises an ``OSError`` that names no file, so the one line said only
+    "No space left on device"."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    code = (
+        "import sys; from pathlib import Path; from normbench.errors import one_line_os_error; "
+        "from normbench.output import atomic_write_text\n"
+        "try:\n    atomic_write_text(Path(sys.argv[1]), 'x' * 200000)\n"
+        "except OSError as e:\n    print(one_line_os_error(e))"
+    )
+    script = f"mount -t tmpfs -o size=64k tmpfs {mnt} && {sys.executable} -c \"{code}\" {mnt / record} && ls -A {mnt}"
+    r = subprocess.run([*UNSHARE, "sh", "-c", script], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.splitlines() == [f"{mnt / record}: No space left on device (errno 28)"]  # and ls: nothing left
