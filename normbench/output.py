@@ -16,11 +16,12 @@ import contextlib
 import csv
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
-from normbench.errors import one_line_os_error
+from normbench.errors import ConfigError, one_line_os_error
 
 LOG = logging.getLogger("normbench")
 
@@ -105,9 +106,37 @@ def error_line(message: str) -> None:
     print(f"normbench: error: {message}", file=sys.stderr, flush=True)
 
 
+def plain_text(doc: str) -> str:
+    """A docstring as a terminal shows it (``--help``): reStructuredText's double and single
+    backquotes around literals and references dropped, the words kept."""
+    return re.sub(r"`([^`\n]+)`", r"\1", re.sub(r"``([^`\n]+)``", r"\1", doc))
+
+
+def check_out_dir(out: Path, what: str) -> None:
+    """A `ConfigError` (one line naming ``--out``) unless ``out`` is a folder, or can be made as
+    one, that this process may write ``what`` into: not a file, not a path through a file, not
+    under a folder it may not write (read-only, not permitted). Checked before anything is read
+    or made, so that a refused command leaves nothing."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for {what}")
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"--out {str(out)!r} goes through {str(existing)!r}, a file; pass a folder for {what}")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        shown = "" if existing == out else f" ({str(existing)!r} is where it would be made)"
+        raise ConfigError(
+            f"--out {str(out)!r} cannot be written: permission denied or a read-only file system{shown}; "
+            f"pass --out <a writable folder> for {what}"
+        )
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a temporary file, flush + fsync, then ``os.replace``: readers see the old file or
-    the new one, never half of one; a failed write (a full disk, a signal) leaves no temporary file."""
+    the new one, never half of one; a failed write (a full disk, a signal) leaves no temporary file,
+    and its ``OSError`` names ``path`` (a write or fsync that fails names no file of its own, and
+    the temporary file is gone), so that its one line says which file found no room."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         with open(tmp, "wb") as f:
@@ -115,8 +144,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if isinstance(e, OSError) and (e.filename is None or e.filename == str(tmp)):
+            e.filename = str(path)
         raise
 
 

@@ -44,9 +44,12 @@ FILES = [
     "tests/test_sweep.py",
     "tests/test_damaged_records.py",
     "tests/analysis/test_pooling.py",
+    "tests/analysis/test_run_loading.py",
     "tests/test_cli.py",
+    "tests/test_newcomer.py",
     "tests/data/test_cifar.py",
     "tests/data/test_translation.py",
+    "tests/data/test_data_edges.py",
 ]
 
 _BAD_CIFAR = "a bad CIFAR-10 file (short, garbage, wrong shape or labels)"

@@ -193,7 +193,8 @@ def test_a_full_disk_while_metrics_grow_is_one_line_not_logging_tracebacks(tmp_p
     assert (
         one_error(code, stderr, 1) == f"normbench: error: {run_dir}/metrics.jsonl: No space left on device (errno 28)"
     )
-    no_summary = "the summary of this failed run could not be written (No space left on device (errno 28))"
+    no_room = "No space left on device (errno 28)"
+    no_summary = f"the summary of this failed run could not be written ({run_dir}/summary.json: {no_room})"
     log_stops = f"{run_dir}/cli.log: No space left on device (errno 28); the job's log stops here (the terminal shows"
     warnings = [line for line in stderr.splitlines() if line.startswith("normbench: warning:")]
     assert f"normbench: warning: {no_summary}" in warnings

@@ -1,13 +1,16 @@
 """``normbench-dashboard``: a paper preset's figures (or the leaderboard's table) as a W&B report.
 
-    normbench-dashboard --entity E --project P --preset santurkar_vgg          # writes dashboards/santurkar_vgg.json
+    normbench-dashboard --entity E --project P --preset santurkar_vgg  # writes outputs/dashboards/santurkar_vgg.json
     normbench-dashboard --entity E --project P --preset all --preset all_cpu   # every preset, both scales
     normbench-dashboard --entity E --project P --preset santurkar_vgg --create # and saves the report to W&B
 
 By default it writes the specification only (``<out>/<preset>.json``: the sections, their run
 filters and groupings, the panels and their keys; see `normbench.analysis.dashboard`), and needs
-no network. ``--create`` builds the report with wandb-workspaces and saves it to W&B
-(``pip install "normbench[dashboard]"``, ``wandb login``), printing its URL.
+no network. ``--out`` defaults to ``outputs/dashboards`` under the current folder, beside the
+runs' ``outputs/`` and, like it, ignored by git in a checkout (a file written into the checkout
+would make every later run record a dirty tree). ``--create`` builds the report with
+wandb-workspaces and saves it to W&B (``pip install "normbench[dashboard]"``, ``wandb login``),
+printing its URL.
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ from pathlib import Path
 from normbench.analysis.dashboard import all_presets, build_dashboard
 from normbench.analysis.dashboard_report import columns, create, filter_expression, forest_filter
 from normbench.errors import ConfigError
-from normbench.output import atomic_write_text
+from normbench.output import atomic_write_text, check_out_dir, plain_text
+
+DEFAULT_OUT = Path("outputs") / "dashboards"
+"""Beside the runs' ``outputs/`` (Hydra's default), which a checkout's ``.gitignore`` ignores."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="normbench-dashboard", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="normbench-dashboard", description=plain_text(__doc__.splitlines()[0]))
     parser.add_argument("--entity", required=True, help="the W&B entity (user or team) that holds the runs")
     parser.add_argument("--project", required=True, help="the W&B project the sweep logged to")
     parser.add_argument(
@@ -35,7 +41,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="a paper preset (santurkar_vgg, ..., or its _cpu variant), leaderboard[_cpu], all or all_cpu; repeatable",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("dashboards"), help="where the JSON goes (default %(default)s)"
+        "--out", type=Path, default=DEFAULT_OUT, help="where the JSON goes (default %(default)s, git-ignored)"
     )
     parser.add_argument("--create", action="store_true", help="also save the report to W&B (needs network and login)")
     return parser.parse_args(argv)
@@ -64,6 +70,7 @@ def specification(preset: str, entity: str, project: str) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        check_out_dir(args.out, "the dashboards' JSON")
         for preset in expand(args.preset):
             data = specification(preset, args.entity, args.project)
             path = args.out / f"{preset}.json"

@@ -42,8 +42,8 @@ from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
-from normbench.errors import ConfigError
-from normbench.output import warn
+from normbench.errors import ConfigError, is_environment_error, one_line_os_error
+from normbench.output import check_out_dir, plain_text, warn
 from normbench.rules import base_preset, rules_hash
 
 
@@ -72,9 +72,9 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
 
 
 def check_out(out: Path) -> None:
-    """``--out`` must be a folder (or not exist yet): a `ConfigError` before any run is read."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for the figures and tables")
+    """``--out`` must be a folder that can be written (`normbench.output.check_out_dir`): a
+    `ConfigError` before any run is read."""
+    check_out_dir(out, "the figures and tables")
 
 
 def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
@@ -141,7 +141,7 @@ def log_to_wandb(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="normbench-figures", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="normbench-figures", description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu")
     source = parser.add_mutually_exclusive_group()
@@ -180,7 +180,7 @@ def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list
 def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
     """Figures, ``per_run.csv``, ``claims.csv`` / ``claims.md`` and ``runs.csv`` from the runs."""
     if args.runs:
-        runs = load_local_runs(args.runs)
+        runs = load_local_runs(args.runs, needs=("norm",))
     else:
         job_type = args.job_type or (None if args.group else args.preset)
         runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
@@ -221,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"normbench-figures: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the disk refused a write the checks could not foresee (full, gone read-only)
+        print(f"normbench-figures: error: {one_line_os_error(e)}", file=sys.stderr)
+        return 1 if is_environment_error(e) else 2
     print(claims_markdown(claims))
     return 0
 

@@ -72,6 +72,8 @@ REFERENCE = {IMAGES: "bn", TRANSLATION: "ln"}
 TRAIN_LOSS = "train/loss"
 
 BEST, TIED, BELOW, NA, NOT_RUN, NO_RESULT = "best", "tied", "below", "n/a", "not run", "no result"
+ONE_SEED = "one seed: no verdict"
+"""The verdict of a row with one finished seed: no interval, so neither best, tied nor below."""
 
 
 @dataclass(frozen=True)
@@ -313,8 +315,12 @@ def _missing_row(model: str, dataset: str, norm: str, task: str, metric: str, li
 
 
 def rank(rows: list[Row]) -> None:
-    """``best`` (highest mean), ``tied`` (interval overlaps the best one's), ``below``."""
+    """``best`` (highest mean), ``tied`` (interval overlaps the best one's), ``below``, among the
+    rows with an interval (two finished seeds or more); a row of one seed is `ONE_SEED`."""
     scored = [r for r in rows if r.verdict not in (NA, NOT_RUN) and r.score.n > 0 and math.isfinite(r.score.mean)]
+    for r in [r for r in scored if r.score.n < 2]:
+        r.verdict = ONE_SEED
+    scored = [r for r in scored if r.score.n >= 2]
     if not scored:
         return
     best = max(scored, key=lambda r: r.score.mean)
@@ -350,7 +356,7 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
         for r in rows:
             if ref is not None:
                 r.relative_throughput = r.throughput / ref.throughput
-        order = {BEST: 0, TIED: 1, BELOW: 2, NO_RESULT: 3, NA: 4, NOT_RUN: 5}
+        order = {BEST: 0, TIED: 1, BELOW: 2, ONE_SEED: 3, NO_RESULT: 4, NA: 5, NOT_RUN: 6}
         rows.sort(key=lambda r: (order[r.verdict], -r.score.mean if math.isfinite(r.score.mean) else 0.0))
         out += rows
     return out

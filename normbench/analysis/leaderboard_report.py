@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import math
 import os
 import sys
@@ -33,8 +32,9 @@ from normbench.analysis.leaderboard import (
 )
 from normbench.analysis.leaderboard_setup import what_ran
 from normbench.analysis.provenance import check_provenance
-from normbench.analysis.runs import Run, load_local_run, load_wandb_runs, read_record
-from normbench.errors import ConfigError
+from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
+from normbench.errors import ConfigError, is_environment_error, one_line_os_error
+from normbench.output import check_out_dir
 
 PROG = "normbench-leaderboard"
 STEM = "leaderboard"
@@ -46,52 +46,15 @@ CSV_COLUMNS = (
 )  # fmt: skip
 
 
-def _is_job_dir(path: Path) -> bool:
-    return any((path / m).is_file() for m in ("metrics.jsonl", "summary.json", ".hydra/overrides.yaml"))
-
-
-def find_jobs(root: Path) -> list[Path]:
-    """Job folders under ``root`` (``root`` itself when it is one): any folder holding
-    ``metrics.jsonl``, ``summary.json`` or ``.hydra/overrides.yaml``, so jobs refused before
-    training (no metrics) are found too; W&B's own folders are skipped."""
-    if _is_job_dir(root):
-        return [root]
-    found = {p.parent for m in ("metrics.jsonl", "summary.json") for p in root.rglob(m)}
-    found |= {p.parent.parent for p in root.rglob(".hydra/overrides.yaml")}
-    return sorted(p for p in found if "wandb" not in p.relative_to(root).parts)
-
-
-def load_job(job: Path) -> Run:
-    """One job folder as a `Run`; a job without metrics (refused, killed) gets its config from
-    Hydra's ``.hydra/config.yaml``, its status from ``summary.json`` (none: ``failed``)."""
-    import yaml
-
-    if (job / "metrics.jsonl").is_file():
-        run = load_local_run(job)
-    else:
-        summary = read_record(job / "summary.json", json.loads) or {}
-        run = Run(name=job.name, config={}, history=[], summary=summary, source=str(job))
-    if not run.config:
-        run.config = read_record(job / ".hydra" / "config.yaml", yaml.safe_load) or {}
-    if not run.summary:
-        run.summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
-    return run
+CELL_KEYS = ("norm", "model", "dataset")
+"""What a run's config must name to have a place on the leaderboard."""
 
 
 def load_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """Every job under the given folders; `ConfigError` (one line) for a missing folder or none found."""
-    runs = []
-    for p in paths:
-        root = Path(p).expanduser()
-        if not root.is_dir():
-            raise ConfigError(f"runs folder {str(root)!r} does not exist (pass a sweep folder: outputs/multirun/...)")
-        jobs = find_jobs(root)
-        if not jobs:
-            raise ConfigError(
-                f"no runs under {str(root)!r} (no job folder with metrics.jsonl, summary.json or .hydra/)"
-            )
-        runs += [load_job(j) for j in jobs]
-    return runs
+    """Every job under the given folders, jobs refused or killed before training included (as
+    failed runs): `normbench.analysis.runs.load_local_runs`, which names what it does not use and
+    refuses a folder with no usable run and a run read twice, in one line each."""
+    return load_local_runs(paths, unfinished=True, needs=CELL_KEYS)
 
 
 def wanted_keys(summary_keys: Collection[str]) -> list[str]:
@@ -164,7 +127,8 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
         "",
         f"Score: mean over the finished seeds and its {CONFIDENCE:.0%} Student-t interval (mean ± t·s/√n, "
         "n = finished seeds with a value). **best**: highest mean; **tied**: its interval overlaps the best "
-        "one's (no ranking inside the noise); **below**: it does not. Diverged runs are counted, not averaged. "
+        "one's (no ranking inside the noise); **below**: it does not; **one seed: no verdict**: one finished "
+        "seed has no interval, so it is ranked against nothing. Diverged runs are counted, not averaged. "
         "Throughput: each run's median over epochs, mean over runs, and relative to the reference norm "
         f"(images: {REFERENCE['images']}, translation: {REFERENCE['translation']}). Diagnostics: each run's mean "
         f"over the last {tail:.0%} of its steps, mean over runs. **n/a**: the norm cannot run in this cell "
@@ -331,8 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             runs, sources = load_runs(args.runs), list(args.runs)
             out = Path(args.out or Path(args.runs[0]) / "leaderboard")
-        if out.exists() and not out.is_dir():
-            raise ConfigError(f"--out {str(out)!r} is a file, not a folder; pass a folder for the leaderboard")
+        check_out_dir(out, "the leaderboard")
         check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
         paths = write(rows, out, sources, runs, args.tail)
@@ -349,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # the disk refused a write the checks could not foresee (full, gone read-only)
+        print(f"{PROG}: error: {one_line_os_error(e)}", file=sys.stderr)
+        return 1 if is_environment_error(e) else 2
     print(paths[0].read_text())
     print(f"[{PROG}] wrote {', '.join(str(p) for p in paths)}")
     return 0

@@ -1,182 +1,143 @@
 """Reading finished runs back: local job directories or the W&B public API, into one `Run` type.
 
 A local job directory is what the runner writes (``metrics.jsonl``, ``config.yaml``,
-``summary.json``) plus Hydra's ``.hydra/overrides.yaml``. A W&B run gives the same three
-things through ``wandb.Api()``: ``run.config``, ``run.scan_history()`` and ``run.summary``.
+``summary.json``) plus Hydra's ``.hydra/overrides.yaml`` (one run's records:
+`normbench.analysis.run_record`). A W&B run gives the same three things through
+``wandb.Api()``: ``run.config``, ``run.scan_history()`` and ``run.summary``.
+
+`load_local_runs` is the one door for local folders (``normbench-figures``,
+``normbench-leaderboard``): every job folder under the folders given, symlinked folders followed;
+every folder found and not used named in a warning with the reason (an attempt set aside in
+``restarts/``, no metrics, not a normbench run); a folder with no usable run, or one run read twice
+(the same folder by two paths, or the same seed of the same setting in two folders), one line.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from normbench.analysis.run_record import Run, _number, load_local_run, read_record
 from normbench.errors import ConfigError
+from normbench.run_records import RESTARTS_DIR
+
+__all__ = ["Run", "load_local_run", "read_record", "load_local_runs", "find_job_dirs", "experiment_key"]
+
+RECORDS = ("metrics.jsonl", "summary.json", ".hydra/overrides.yaml")
+"""What makes a folder a job folder: any of these (a job refused before training has no metrics)."""
+NOT_RUNS = ("wandb", ".hydra", "checkpoints")
+"""Folders of a run that are never runs themselves (W&B's own, Hydra's, the checkpoints)."""
 
 
-def _number(v: Any) -> Any:
-    """``"nan"`` / ``"inf"`` / ``"-inf"`` (how the local sink writes non-finite floats) back to floats."""
-    if isinstance(v, str) and v.lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
-        return float(v)
-    return v
+def find_job_dirs(root: Path) -> list[Path]:
+    """Every folder under ``root`` (``root`` included) that holds one of `RECORDS`, in path order,
+    symlinked folders followed (a link back into its own parents is not walked twice). A real
+    folder reached by two paths is listed under both: `load_local_runs` names the two."""
+    found: list[Path] = []
+    walking: set[str] = set()
 
-
-@dataclass
-class Run:
-    """One training run: its resolved config, its logged rows and its final summary."""
-
-    name: str
-    config: dict[str, Any]
-    history: list[dict[str, Any]]
-    """One dict per logged row: ``step``, ``epoch`` and the metrics of that row."""
-    summary: dict[str, Any] = field(default_factory=dict)
-    overrides: list[str] = field(default_factory=list)
-    source: str = ""
-
-    def get(self, dotted: str, default: Any = None) -> Any:
-        """A config value by dotted key (``norm.name``), or ``default`` when absent."""
-        node: Any = self.config
-        for part in dotted.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return node
-
-    @property
-    def status(self) -> str:
-        return str(self.summary.get("status", "failed" if not self.summary else "unknown"))
-
-    @property
-    def seed(self) -> int:
-        return int(self.get("seed", 0))
-
-    @property
-    def final_step(self) -> int:
-        """The last optimizer step the run reached."""
-        if "step" in self.summary:
-            return int(self.summary["step"])
-        return max((int(r["step"]) for r in self.history), default=0)
-
-    def metric_keys(self) -> set[str]:
-        return {k for row in self.history for k in row}
-
-    def series(self, key: str) -> tuple[np.ndarray, np.ndarray]:
-        """(steps, values) of every row that logged ``key``, in logging order; float64 values."""
-        rows = [(int(r["step"]), float(r[key])) for r in self.history if key in r and r[key] is not None]
-        if not rows:
-            return np.zeros(0, dtype=np.int64), np.zeros(0)
-        steps, values = zip(*rows)
-        return np.asarray(steps, dtype=np.int64), np.asarray(values, dtype=np.float64)
-
-    def final(self, key: str) -> float:
-        """The summary's value of ``key``; else the last logged one; NaN when never logged."""
-        if key in self.summary and isinstance(_number(self.summary[key]), (int, float)):
-            return float(_number(self.summary[key]))
-        _, values = self.series(key)
-        return float(values[-1]) if len(values) else math.nan
-
-
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The rows of a run's ``metrics.jsonl``. A line that is not one JSON object with an integer
-    ``step`` (two writers interleaved, a damaged file) is a ConfigError naming the file and line;
-    only a last line without its newline (a run killed mid-write, which a resume cuts off) is
-    left out, with a warning."""
-    from normbench.output import warn
-
-    with open(path, "rb") as f:
-        data = f.read()
-    lines = data.split(b"\n")
-    rows = []
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    def walk(folder: Path) -> None:
+        real = os.path.realpath(folder)
+        if real in walking:
+            return
+        walking.add(real)
+        if any((folder / m).is_file() for m in RECORDS):
+            found.append(folder)
         try:
-            row = json.loads(raw)
-            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-                raise ValueError("not a JSON object with an integer step")
-        except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-            if number == len(lines):  # no newline after it: the write was cut short
-                warn(f"{path}:{number}: an unfinished last line (a run killed mid-write) is left out")
-                break
-            text = raw[:60].decode("utf-8", "replace")
-            raise ConfigError(
-                f"{path}:{number} is not a metrics row ({type(e).__name__}: {str(e).splitlines()[0]}): "
-                f"{text!r}; was the run directory written by two runs at once?"
-            ) from None
-        rows.append({k: _number(v) for k, v in row.items()})
-    return rows
+            children = sorted(p for p in folder.iterdir() if p.name not in NOT_RUNS and p.is_dir())
+        except OSError:
+            children = []
+        for child in children:
+            walk(child)
+        walking.discard(real)
+
+    walk(root)
+    return found
 
 
-def find_job_dirs(root: Path) -> Iterator[Path]:
-    """Every directory under ``root`` (``root`` included) that holds a run's ``metrics.jsonl``."""
-    if (root / "metrics.jsonl").is_file():
-        yield root
-        return
-    for path in sorted(root.rglob("metrics.jsonl")):
-        if "wandb" not in path.parts:
-            yield path.parent
-
-
-def read_record(path: Path, parse: Callable[[str], Any]) -> Any:
-    """A run's ``summary.json`` or ``config.yaml`` parsed; None when absent; a `ConfigError`
-    naming the file when it does not parse (cut short by a kill or a full disk, edited by hand)."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{path} cannot be read ({type(e).__name__}: {e})") from None
-    try:
-        value = parse(text)
-    except Exception as e:  # json.JSONDecodeError, yaml.YAMLError
-        first = (str(e).strip().splitlines() or [""])[0]
-        raise ConfigError(
-            f"{path} is not a readable record ({type(e).__name__}: {first}); the run was cut short or the file "
-            "edited: rerun it, or move it out of the folder"
-        ) from None
-    if value is not None and not isinstance(value, dict):
-        raise ConfigError(f"{path} holds a {type(value).__name__}, not a run's record; move it out of the folder")
-    return value
-
-
-def load_local_run(job_dir: Path) -> Run:
+def load_job(job: Path, unfinished: bool, needs: Sequence[str]) -> tuple[Run | None, str]:
+    """One job folder as a `Run`, or None and why it is not used. ``unfinished``: a job without
+    metrics (refused, killed) is a run too, with its config from Hydra's ``.hydra/config.yaml`` and
+    its status from ``summary.json`` (none: ``failed``). ``needs``: config keys a run must have."""
     import yaml
 
-    config = read_record(job_dir / "config.yaml", yaml.safe_load)
-    summary = read_record(job_dir / "summary.json", json.loads)
-    overrides_path = job_dir / ".hydra" / "overrides.yaml"
-    overrides = (yaml.safe_load(overrides_path.read_text()) or []) if overrides_path.is_file() else []
-    return Run(
-        name=job_dir.name,
-        config=config or {},
-        history=_read_jsonl(job_dir / "metrics.jsonl"),
-        summary={k: _number(v) for k, v in (summary or {}).items()},
-        overrides=list(overrides),
-        source=str(job_dir),
-    )
+    if job.parent.name == RESTARTS_DIR:
+        return None, f"an earlier attempt, set aside when the run in {job.parent.parent} started over"
+    config = read_record(job / "config.yaml", yaml.safe_load)
+    config = config or read_record(job / ".hydra" / "config.yaml", yaml.safe_load)
+    if not config:
+        return None, "no config.yaml or .hydra/config.yaml: not a normbench run"
+    missing = [k for k in needs if k not in config]
+    if missing:
+        return None, f"its config has no {', '.join(missing)}: not a normbench run"
+    if (job / "metrics.jsonl").is_file():
+        run = load_local_run(job)
+    else:
+        summary = {k: _number(v) for k, v in (read_record(job / "summary.json", json.loads) or {}).items()}
+        if not unfinished:
+            error = f": {summary['error']}" if "error" in summary else ""
+            return None, f"no metrics.jsonl (status {summary.get('status', 'unknown: no summary.json')}{error})"
+        run = Run(name=job.name, config={}, history=[], summary=summary, source=str(job))
+    run.config = run.config or config
+    if not run.summary:
+        run.summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
+    return run, ""
 
 
-def load_local_runs(paths: Iterable[str | Path]) -> list[Run]:
-    """All runs found under the given multirun (or single-run) directories; a `ConfigError` for a
-    path that is not a directory or holds no run."""
-    runs = []
+def load_local_runs(paths: Iterable[str | Path], unfinished: bool = False, needs: Sequence[str] = ()) -> list[Run]:
+    """All runs under the given multirun (or single-run) folders (see the module doc; `load_job`
+    for ``unfinished`` and ``needs``). A `ConfigError` for a path that is not a folder, a folder
+    with no usable run, and a run read twice; a warning naming each folder found and not used."""
+    from normbench.output import warn
+
+    runs: list[Run] = []
+    seen: dict[str, Path] = {}
     for p in paths:
         root = Path(p).expanduser()
         if not root.is_dir():
-            raise ConfigError(f"--runs {str(root)!r} is not a directory; pass a multirun directory")
-        found = [load_local_run(d) for d in find_job_dirs(root)]
-        if not found:
+            what = "is not a directory" if root.exists() else "does not exist"
+            raise ConfigError(f"--runs {str(root)!r} {what}; pass a multirun directory")
+        jobs, used, skipped = find_job_dirs(root), [], []
+        for job in jobs:
+            real = os.path.realpath(job)
+            if real in seen:
+                raise ConfigError(
+                    f"{job} and {seen[real]} are the same run folder ({real}): it would be counted twice; "
+                    "pass each run once"
+                )
+            seen[real] = job
+            run, reason = load_job(job, unfinished, needs)
+            (used.append(run) if run is not None else skipped.append((job, reason)))
+        for job, reason in skipped:
+            warn(f"{job}: not used: {reason}")
+        if not used:
+            what = "no runs (no metrics.jsonl, summary.json or .hydra/ under it)"
+            if jobs:
+                what = f"no usable runs ({len(jobs)} found: {skipped[0][1]})"
             raise ConfigError(
-                f"--runs {str(root)!r} holds no runs (no metrics.jsonl under it); pass the folder of a sweep "
-                "(hydra.sweep.dir) or of a run"
+                f"--runs {str(root)!r} holds {what}; pass the folder of a sweep (hydra.sweep.dir) or of a run"
             )
-        runs += found
+        runs += used
+    check_distinct_runs(runs)
     return runs
+
+
+def check_distinct_runs(runs: Sequence[Run]) -> None:
+    """A `ConfigError` naming both when two runs are the same seed of the same setting
+    (`experiment_key`): a run copied, or a sweep passed twice, would be counted as two seeds."""
+    seen: dict[str, Run] = {}
+    for run in runs:
+        key = json.dumps([experiment_key(run), run.get("seed")], sort_keys=True, default=str)
+        other = seen.setdefault(key, run)
+        if other is not run:
+            raise ConfigError(
+                f"{other.source} and {run.source} are the same run (seed {run.get('seed')} of one setting): it "
+                "would be counted twice; pass each run once"
+            )
 
 
 NOT_THE_EXPERIMENT = ("seed", "logger", "checkpoint", "resume", "diagnostics", "optimized_metric", "hardware.resolved")

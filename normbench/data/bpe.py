@@ -8,12 +8,13 @@ file in every process (``train_bpe``).
 
 The BPE file is cached as ``.normbench_bpe/<key>.json`` next to the data, or under ``cache_dir``
 when the data folder is read-only; ``<key>`` hashes the training files and every setting that
-changes the BPE, so it is trained once per data set and settings. The file is written atomically
-(`save_bpe`): a write that fails leaves neither a temporary file nor a folder it made. A folder
-that refuses the write (read-only, not permitted: an unwritable ``HOME`` for the default
-``~/.cache/normbench/bpe``) passes to the next place, and when none is left the run stops with one
-line naming the folders and ``dataset.cache_dir``; a full disk stops it at once, naming the file
-(exit code 1, as every write of a run that finds no room).
+changes the BPE, so it is trained once per data set and settings. A cached file that cannot be
+read as a BPE (cut short, garbage) is trained again and replaced, with one warning naming it.
+The file is written atomically (`save_bpe`): a write that fails leaves neither a temporary file
+nor a folder it made. A folder that refuses the write (read-only, not permitted: an unwritable
+``HOME`` for the default ``~/.cache/normbench/bpe``) passes to the next place, and when none is
+left the run stops with one line naming the folders and ``dataset.cache_dir``; a full disk stops
+it at once, naming the file (exit code 1, as every write of a run that finds no room).
 """
 
 from __future__ import annotations
@@ -160,11 +161,11 @@ def load_or_train_bpe(paths: Sequence[Path], lines: Sequence[str], vocab_size: i
     """The first cached BPE among ``paths``; else train one and save it at the first path that
     can be written (a read-only mount fails there and falls through to the next). A full disk
     raises its ``OSError`` (naming the file); no path that can be written is a `ConfigError`."""
-    from tokenizers import Tokenizer
-
     for path in paths:
         if os.path.isfile(path):  # False, not an error, for a name too long
-            return Tokenizer.from_file(str(path)), path
+            cached = read_cached_bpe(path)
+            if cached is not None:
+                return cached, path
     tok = train_bpe(lines, vocab_size)
     refused = []
     for path in paths:
@@ -177,6 +178,26 @@ def load_or_train_bpe(paths: Sequence[Path], lines: Sequence[str], vocab_size: i
                 raise
             refused.append(f"{path.parent} cannot be written ({e.strerror or e}, errno {e.errno})")
     raise ConfigError(f"cannot cache the BPE: {'; '.join(refused)}; pass dataset.cache_dir=<a writable folder>")
+
+
+def read_cached_bpe(path: Path):  # -> tokenizers.Tokenizer | None
+    """The BPE cached in ``path``; None, with one warning naming the file, when it cannot be read
+    as one (cut short, garbage, another JSON file, a BPE without the special tokens): the cache is
+    a cache, so the caller trains the BPE again and writes it over the damaged file."""
+    from tokenizers import Tokenizer
+
+    from normbench.output import warn
+
+    try:
+        tok = Tokenizer.from_file(str(path))
+        missing = [t for t in SPECIALS if tok.token_to_id(t) is None]
+        if missing:
+            raise ValueError(f"no special token {', '.join(missing)}")
+    except Exception as e:  # noqa: BLE001  (tokenizers raises plain Exceptions for bad JSON)
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        warn(f"the cached BPE {path} cannot be read ({reason}); training it again and replacing the file")
+        return None
+    return tok
 
 
 def save_bpe(tok, path: Path) -> None:  # tok: tokenizers.Tokenizer

@@ -22,6 +22,7 @@ from normbench.data.cifar_files import (
     read_batch,
     read_meta,
 )
+from normbench.data.cifar_identity import check_identity
 
 LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
@@ -45,6 +46,20 @@ def load_cifar10(
             f"{folder}: the {'training' if train else 'test'} files ({', '.join(names)}) hold no images"
         )
     return torch.from_numpy(np.ascontiguousarray(images)), torch.from_numpy(labels), classes
+
+
+def load_cifar10_splits(
+    root: str | Path, download: bool = False, verify_checksums: bool = True
+) -> tuple[tuple[torch.Tensor, torch.Tensor, list[str]], tuple[torch.Tensor, torch.Tensor, list[str]]]:
+    """The train and test splits (`load_cifar10`), and, unless the release's MD5s were verified,
+    the checks of which files these are (`normbench.data.cifar_identity`: a known checksum list,
+    no two batches the same, the test images held out), whatever ``verify_checksums`` says."""
+    train = load_cifar10(root, True, download, verify_checksums)
+    test = load_cifar10(root, False, download, verify_checksums)
+    if not verify_checksums:  # verified: the files are the release's
+        folder = Path(root).expanduser() / BASE_FOLDER
+        check_identity(folder, TRAIN_FILES, TEST_FILES, train[0].numpy(), test[0].numpy())
+    return train, test
 
 
 def write_cifar_batches(

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import pickle
 import shutil
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,7 @@ from normbench.data.cifar_files import (
     read_meta,
     read_pickle,
 )
-from normbench.data.prepare_io import PrepareError, Report, download_errors, md5, require_network
+from normbench.data.prepare_io import PrepareError, Report, download_errors, extract_archive, md5, require_network
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 ARCHIVE = "cifar-10-python.tar.gz"
@@ -89,14 +88,9 @@ def _find_release(source: Path) -> Path:
 
 
 def _extract(archive: Path, into: Path) -> None:
-    with tarfile.open(archive, "r:gz") as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(f"{BASE_FOLDER}/") and m.isfile()]
-        if not members:
-            raise PrepareError(f"{archive} holds no {BASE_FOLDER}/ files; not the CIFAR-10 python release")
-        if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12: refuse links and paths out of ``into``
-            tar.extractall(into, members=members, filter="data")
-        else:  # pragma: no cover
-            tar.extractall(into, members=members)  # noqa: S202  (members checked above)
+    extract_archive(archive, into, lambda m: m.name.startswith(f"{BASE_FOLDER}/") and m.isfile())
+    if not (into / BASE_FOLDER).is_dir():
+        raise PrepareError(f"{archive} holds no {BASE_FOLDER}/ files; not the CIFAR-10 python release")
 
 
 def fetch_release(into: Path, source: Path | None, target: Path) -> Path:
@@ -255,14 +249,18 @@ two differ slightly. The MD5s differ from the full release: read it with
 """
 
 
-def prepare_subset(staging: Path, source: Path | None, release_folder: Path | None, target: Path) -> Report:
+def prepare_subset(
+    staging: Path, source: Path | None, release_folder: Path | None, target: Path, release_home: Path
+) -> Report:
     """``cifar10-subset`` into ``staging``: from ``release_folder`` (an original
     ``cifar-10-batches-py`` already prepared) when given, else from ``source`` or a download, fetched
-    into ``staging/.release`` and removed once the subset is written."""
+    into ``staging/.release`` and removed once the subset is written. ``release_home``: the
+    ``cifar10`` folder where `normbench.data.prepare` looks for a prepared release, which the
+    offline hint names."""
     if release_folder is None:
         scratch = staging / ".release"
         scratch.mkdir()
-        release_folder = fetch_release(scratch, source, target.with_name("cifar10"))
+        release_folder = fetch_release(scratch, source, release_home)
     report = build_subset(release_folder, staging, TRAIN_PER_CLASS, TEST_PER_CLASS)
     shutil.rmtree(staging / ".release", ignore_errors=True)
     return report

@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from normbench.data.parallel_text import ParallelText
-from normbench.data.prepare_io import PrepareError
+from normbench.data.parallel_text import ParallelText, read_lines
+from normbench.data.prepare_io import PrepareError, extract_archive
 
 LANGS = ("de", "en")
 TRAIN_FILE = "train.tags.de-en.{lang}"
@@ -68,11 +67,8 @@ def release_folder(folder: Path) -> Iterator[Path]:
             f"--from {folder}: no IWSLT14 data found (fairseq's {{train,valid,test}}.{{de,en}}, the Hub copy's parquet "
             f"files, {TRAIN_FILE.format(lang='de')} of the raw release, or de-en.tgz)"
         )
-    with tempfile.TemporaryDirectory(prefix="normbench-iwslt14-") as scratch, tarfile.open(archive, "r:gz") as tar:
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(scratch, filter="data")
-        else:  # pragma: no cover
-            tar.extractall(scratch)  # noqa: S202
+    with tempfile.TemporaryDirectory(prefix="normbench-iwslt14-") as scratch:
+        extract_archive(archive, Path(scratch))
         found = next((p.parent for p in Path(scratch).rglob(TRAIN_FILE.format(lang="de"))), None)
         if found is None:
             raise PrepareError(f"{archive} holds no {TRAIN_FILE.format(lang='de')}; not the IWSLT14 de-en release")
@@ -82,8 +78,7 @@ def release_folder(folder: Path) -> Iterator[Path]:
 def _read(path: Path) -> list[str]:
     if not path.is_file():
         raise PrepareError(f"{path} missing; not the complete IWSLT14 de-en release")
-    with open(path, encoding="utf-8", newline="\n") as f:
-        return [line.rstrip("\n").rstrip("\r") for line in f]
+    return read_lines(path, breaks="space")
 
 
 def training_lines(lines: list[str], tokenize: Callable[[str], str]) -> list[str]:

@@ -21,7 +21,10 @@ the two subsets. Each data set is written into a temporary folder beside its tar
 when complete; an existing folder is left alone (``--force`` moves it aside to
 ``<name>.replaced-<time>``). Each prints its folder, counts, every file's size and SHA-256 (also
 written as ``SHA256SUMS``). Without a network the first download fails at once, in one line that
-says what to fetch by hand and where to put it; exit status 1, nothing half-written.
+says what to fetch by hand and where to put it; exit status 1, nothing half-written. A file given
+with ``--from`` that cannot be used (an archive cut short or not gzip, text that is not UTF-8 or
+holds a line break inside a line, two languages of a split not aligned) is one line naming it;
+exit status 2, nothing half-written.
 """
 
 from __future__ import annotations
@@ -34,7 +37,16 @@ from pathlib import Path
 
 from normbench.data import cifar_prepare, text_prepare
 from normbench.data.cifar_files import BASE_FOLDER
-from normbench.data.prepare_io import PrepareError, Report, TargetExists, describe, one_line, staged, write_checksums
+from normbench.data.prepare_io import (
+    BadSource,
+    PrepareError,
+    Report,
+    TargetExists,
+    describe,
+    one_line,
+    staged,
+    write_checksums,
+)
 from normbench.data_roots import from_checkout
 from normbench.errors import ConfigError
 
@@ -93,13 +105,14 @@ def builder(name: str, args: argparse.Namespace, target: Path) -> Callable[[Path
     if name == "cifar10":
         return lambda tmp: cifar_prepare.prepare_cifar10(tmp, args.source, target)
     if name == "cifar10-subset":
-        release = data_root("cifar10", args.root) / FOLDERS["cifar10"] / BASE_FOLDER
+        home = data_root("cifar10", args.root) / FOLDERS["cifar10"]  # where a prepared release is looked for
+        release: Path | None = home / BASE_FOLDER
         if args.source is None and release.is_dir():
             cifar_prepare.check_release(release)
             print(f"cifar10-subset: made from {release}")
         else:
             release = None
-        return lambda tmp: cifar_prepare.prepare_subset(tmp, args.source, release, target)
+        return lambda tmp: cifar_prepare.prepare_subset(tmp, args.source, release, target, home)
     if name == "de-en-subset":
         return lambda tmp: text_prepare.prepare_multi30k(tmp, args.source, target)
     return lambda tmp: text_prepare.prepare_iwslt14(tmp, args.source, target, args.hub, args.hub_revision)
@@ -117,7 +130,7 @@ def prepare_one(name: str, args: argparse.Namespace) -> None:
         print(f"{name}: {e}")
         return
     except ConfigError as e:  # a bad input file, named by normbench.data's readers
-        raise PrepareError(str(e)) from None
+        raise BadSource(str(e)) from None
     except OSError as e:  # a read-only or full disk, a file that cannot be written
         raise PrepareError(f"{one_line(e)} while writing {target}; nothing was left there") from None
     print("\n".join(describe(report, target)))
@@ -130,7 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prepare_one(name, args)
         except PrepareError as e:
             print(f"normbench-data {name}: {e}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(e, BadSource) else 1
     roots = sorted({str(data_root(n, args.root)) for n in args.names})
     if args.root or os.environ.get("NORMBENCH_DATA"):
         print(f"the presets read it with: export NORMBENCH_DATA={roots[0]}")

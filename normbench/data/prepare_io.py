@@ -17,12 +17,15 @@ at all, check the network before a download, and report what was written.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import os
 import shutil
 import socket
+import tarfile
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
@@ -33,6 +36,12 @@ CHECKSUMS_FILE = "SHA256SUMS"
 
 class PrepareError(Exception):
     """A data set could not be prepared; the message is one line for the user (what to do)."""
+
+
+class BadSource(PrepareError):
+    """A file the data set is made from (``--from``) that cannot be used as it is: an archive cut
+    short or not gzip, text that is not UTF-8, two languages of a split not aligned. The message
+    names the file; exit status 2 (the user's input), where a failed download is 1."""
 
 
 class TargetExists(Exception):
@@ -111,6 +120,23 @@ def staged(target: Path, force: bool = False) -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 folder.rmdir()
         raise
+
+
+def extract_archive(archive: Path, into: Path, wanted: Callable[[tarfile.TarInfo], bool] | None = None) -> None:
+    """The files of the ``.tar.gz`` ``archive`` (those ``wanted`` when given) extracted into
+    ``into``; links and paths out of ``into`` refused (tarfile's ``data`` filter). An archive cut
+    short, not gzip or not tar is one `BadSource` line naming it."""
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = [m for m in tar.getmembers() if wanted is None or wanted(m)]
+            if not members:
+                return
+            if hasattr(tarfile, "data_filter"):  # Python >= 3.10.12
+                tar.extractall(into, members=members, filter="data")
+            else:  # pragma: no cover
+                tar.extractall(into, members=members)  # noqa: S202
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as e:
+        raise BadSource(f"{archive} is not a whole .tar.gz archive ({one_line(e)}); fetch it again") from None
 
 
 def moved_aside(target: Path) -> list[Path]:

@@ -27,15 +27,14 @@ or the raw release (``de-en.tgz`` or its ``de-en/`` folder, processed by
 
 from __future__ import annotations
 
-import gzip
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from normbench.data.iwslt_release import process_release, release_folder
-from normbench.data.parallel_text import SPLITS, ParallelText, write_parallel_folder
-from normbench.data.prepare_io import PrepareError, Report, download_errors, require_network
+from normbench.data.parallel_text import SPLITS, ParallelText, read_lines, write_parallel_folder
+from normbench.data.prepare_io import BadSource, PrepareError, Report, download_errors, one_line, require_network
 
 HUB = "https://huggingface.co"
 MULTI30K_HUB = "bentrevett/multi30k"
@@ -87,9 +86,13 @@ def load_rows(name: str, revision: str | None, data_files: Mapping[str, str] | N
     import datasets
 
     datasets.disable_progress_bars()
-    if data_files is not None:
+    if data_files is None:
+        return datasets.load_dataset(name, revision=revision)
+    try:
         return datasets.load_dataset(name, data_files=dict(data_files))
-    return datasets.load_dataset(name, revision=revision)
+    except Exception as e:  # noqa: BLE001  (a file cut short, not UTF-8, not json / parquet: one line)
+        files = ", ".join(str(f) for f in data_files.values())
+        raise BadSource(f"the {name} files {files} cannot be read ({one_line(e)})") from None
 
 
 def from_hub(
@@ -104,9 +107,20 @@ def from_hub(
 
 
 def _read_lines(path: Path) -> list[str]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8", newline="\n") as f:  # type: ignore[operator]
-        return [line.rstrip("\n").rstrip("\r") for line in f]
+    """``path``'s lines by the readers' one rule (`normbench.data.parallel_text.read_lines`), a
+    line break inside a line made a space."""
+    return read_lines(path, breaks="space")
+
+
+def _read_pair(src: Path, tgt: Path) -> ParallelText:
+    """The two files of a split, refused (`BadSource`, naming both) unless they have as many lines."""
+    text = ParallelText(_read_lines(src), _read_lines(tgt))
+    if len(text.src) != len(text.tgt):
+        raise BadSource(
+            f"{src} has {len(text.src)} lines but {tgt} has {len(text.tgt)}; the two files of a split must be "
+            "aligned line by line"
+        )
+    return text
 
 
 def _find(folder: Path, stem: str) -> Path | None:
@@ -127,10 +141,7 @@ def multi30k_from_folder(folder: Path) -> dict[str, ParallelText]:
                 f"--from {folder}: expected {', '.join(MULTI30K_JSONL.values())} (the Hub copy {MULTI30K_HUB}) or "
                 f"the official raw files train/val/test_2016_flickr.{{de,en}}[.gz]; {stem}.de or {stem}.en is missing"
             )
-        src, tgt = (_read_lines(p) for p in paths)  # type: ignore[arg-type]
-        if len(src) != len(tgt):
-            raise PrepareError(f"{paths[0]} has {len(src)} lines but {paths[1]} has {len(tgt)}")
-        out[split] = ParallelText(src, tgt)
+        out[split] = _read_pair(*paths)  # type: ignore[arg-type]
     return out
 
 
@@ -143,6 +154,11 @@ def write_text(staging: Path, text: Mapping[str, ParallelText], name: str, notes
     for split in SPLITS:
         if not text[split].src:
             raise PrepareError(f"{name}: the {split} split came out empty; nothing written")
+        if len(text[split].src) != len(text[split].tgt):  # whatever the source: never a misaligned data set
+            raise BadSource(
+                f"{name}: the {split} split came out with {len(text[split].src)} {LANGS[0]} and "
+                f"{len(text[split].tgt)} {LANGS[1]} lines; nothing written"
+            )
     write_parallel_folder(staging, dict(text), *LANGS)
     (staging / "README.md").write_text(readme, encoding="utf-8")
     return Report(name, staging, _count_line(text), list(notes))
@@ -185,7 +201,7 @@ def _prepared_folder(folder: Path) -> dict[str, ParallelText] | None:
     """fairseq's output in ``folder`` (``{train,valid,test}.{de,en}``), or None."""
     if not all((folder / f"{s}.{lang}").is_file() for s in SPLITS for lang in LANGS):
         return None
-    return {s: ParallelText(*(_read_lines(folder / f"{s}.{lang}") for lang in LANGS)) for s in SPLITS}
+    return {s: _read_pair(*(folder / f"{s}.{lang}" for lang in LANGS)) for s in SPLITS}
 
 
 def iwslt_from_folder(folder: Path, tokenizer: Any = None) -> tuple[dict[str, ParallelText], str]:

@@ -4,8 +4,8 @@
 from its cache) the joint BPE on the training text (`normbench.data.bpe`) and encodes every split.
 Training pairs with a blank side or too long for ``max_positions`` are dropped; valid and test
 pairs are all kept (every one is scored), cut to ``max_positions`` − 1 tokens. What is dropped,
-cut or blank is reported once, with counts and the first line numbers; a training split left
-empty is one error.
+cut or blank is reported once (once per process: the jobs of a sweep read the same files), with
+counts and the first line numbers; a training split left empty is one error.
 """
 
 from __future__ import annotations
@@ -113,12 +113,20 @@ def _lines(indices: Sequence[int], shown: int = 5) -> str:
     return f"line{'s' if len(indices) > 1 else ''} {head}{', ...' if len(indices) > shown else ''}"
 
 
+_REPORTED: set[str] = set()
+"""The reports this process has printed: the jobs of a sweep (one process under Hydra's basic
+launcher) read the same files, and the same report once is enough."""
+
+
 def _report(message: str) -> None:
-    """`normbench.output.warn`, on the first process only under torch.distributed."""
+    """`normbench.output.warn`, on the first process only under torch.distributed, and once per
+    process for the same message (`_REPORTED`)."""
     import torch.distributed as dist
 
-    if not (dist.is_available() and dist.is_initialized() and dist.get_rank() != 0):
-        warn(message)
+    if message in _REPORTED or (dist.is_available() and dist.is_initialized() and dist.get_rank() != 0):
+        return
+    _REPORTED.add(message)
+    warn(message)
 
 
 def _report_dropped(

@@ -19,7 +19,7 @@ from normbench.data.augment import (
     random_crop,
     random_flip,
 )
-from normbench.data.cifar import BASE_FOLDER, load_cifar10, make_synthetic_images, write_cifar_batches
+from normbench.data.cifar import BASE_FOLDER, load_cifar10_splits, make_synthetic_images, write_cifar_batches
 from normbench.data.registry import DatasetConfig, register_dataset
 from normbench.errors import ConfigError, require, require_in, require_seed
 from normbench.tasks.base import StepOutput
@@ -197,14 +197,12 @@ def cifar10(
     cfg: CIFAR10Config, device: torch.device, run_dir: Path, *, batch_size: int, eval_batch_size: int
 ) -> ImageClassificationTask:
     """The CIFAR-10 train split for training and its test split for ``val/*``."""
-    kw = {"download": cfg.download, "verify_checksums": cfg.verify_checksums}
-    train = load_cifar10(cfg.root, True, **kw)
+    train, test = load_cifar10_splits(cfg.root, cfg.download, cfg.verify_checksums)
     limit = cfg.train_limit
     if limit is not None:
         if not 0 < limit <= len(train[1]):
             raise ConfigError(f"dataset.train_limit={limit} must be in 1..{len(train[1])} (the training images there)")
         train = (train[0][:limit], train[1][:limit], train[2])
-    test = load_cifar10(cfg.root, False, **kw)
     return _task(train, test, cfg.augment, device, batch_size, eval_batch_size, cfg.eval_train)
 
 
@@ -225,6 +223,5 @@ def synthetic_images(
         train = make_synthetic_images(cfg.num_train, cfg.seed, noise=cfg.noise)
         test = make_synthetic_images(cfg.num_test, cfg.seed + 1_000_003, noise=cfg.noise)
         write_cifar_batches(root, train, test)
-    kw = {"download": False, "verify_checksums": False}
-    train, test = load_cifar10(root, True, **kw), load_cifar10(root, False, **kw)
+    train, test = load_cifar10_splits(root, download=False, verify_checksums=False)
     return _task(train, test, cfg.augment, device, batch_size, eval_batch_size, cfg.eval_train)

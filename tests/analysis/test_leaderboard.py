@@ -137,7 +137,7 @@ def test_cells_scores_ties_and_counts(sweep: Path) -> None:
     assert bn.verdict == lb.BEST
     assert r["resnet20", "ln"].verdict == lb.TIED  # [0.730, 0.830] overlaps [0.770, 0.870]
     assert r["resnet20", "gn"].verdict == lb.BELOW  # [0.685, 0.735]
-    assert r["resnet20", "none"].verdict == lb.TIED  # one seed: no interval, cannot be ranked
+    assert r["resnet20", "none"].verdict == lb.ONE_SEED  # one seed: no interval, cannot be ranked
     brn = r["resnet20", "brn"]
     assert brn.verdict == lb.NA and brn.reason == "layer x: brn refused for a reason stated here"
     assert r["resnet20", "rms"].verdict == lb.NOT_RUN  # met in the transformer cell only
@@ -214,7 +214,7 @@ def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path) -> None
     text = (out / "leaderboard.md").read_text()
     assert "## resnet20 on cifar10" in text and "## transformer_tiny on synthetic_translation" in text
     assert "| bn | N×H×W, per channel | 82.00 % [" in text
-    assert "| none | nothing | 50.00 % (one seed: no interval) | 1 | tied |" in text
+    assert "| none | nothing | 50.00 % (one seed: no interval) | 1 | one seed: no verdict |" in text
     pn_over = "enc: C/G per token, then N×T real tokens per channel (quadratic mean); dec: C, per token"
     enc = f"| pn (enc) / ln (dec) | {pn_over} |"
     assert enc in text and "future target tokens" in text
@@ -230,7 +230,7 @@ def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path) -> None
     ("args", "needle"),
     [
         (["{tmp}/absent"], "does not exist"),
-        (["{tmp}/empty"], "no runs under"),
+        (["{tmp}/empty"], "holds no runs"),
         ([], "pass sweep folders or --wandb"),
         (["--wandb", "entity/project"], "needs --group"),
     ],
