@@ -6,7 +6,10 @@ numbers and the claims table.
     normbench-figures powernorm_mt --wandb my-entity/normbench --job-type powernorm_mt --log-to-wandb
 
 Writes ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and ``<out>/claims.csv``, ``claims.md``,
-``runs.csv`` (default ``<out>``: ``results/<preset>``). From W&B, runs are selected by group (one
+``runs.csv`` (default ``<out>``: ``results/<preset>``). Every figure is checked as written
+(`normbench.analysis.figure_checks`: empty panels, one-point curves, overlapping tick labels, text
+cut at the edge, a legend over data): each problem is one ``error:`` line and the exit status is 1,
+after everything is written. From W&B, runs are selected by group (one
 sweep invocation) and/or job type (the preset: every sweep of it), and only the keys the figures
 plot are fetched. ``--log-to-wandb`` logs each figure as a ``wandb.Image`` and each claims table as
 a ``wandb.Table`` into a summary run of the group (job type ``figures``).
@@ -143,7 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         run_id = log_to_wandb(results, out, target, args.group, args.preset)
         print(f"[figures] logged to W&B run {run_id}")
-    return 0
+    return report_problems(results)
+
+
+def report_problems(results: Sequence[FigureResult]) -> int:
+    """One line on stderr per readability problem of a written figure (`check_figure`); 1 when
+    there is any (everything is written first: the claims stand, the figure is to be fixed), else 0."""
+    problems = [f"{res.name}: {p}" for res in results for p in res.problems]
+    for line in problems:
+        print(f"normbench-figures: error: figure {line}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":
