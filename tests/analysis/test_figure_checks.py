@@ -9,11 +9,17 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+import yaml
 
 from normbench.analysis import FIGURES, figures_cli, load_local_runs, make_figures, write_outputs
 from normbench.analysis.figure_checks import check_figure, mark_text_panel
+from normbench.analysis.leaderboard import leaderboard
+from normbench.analysis.leaderboard_figure import figure as leaderboard_figure
+from normbench.analysis.leaderboard_labels import cell_title
+from normbench.analysis.leaderboard_report import load_runs
 from normbench.analysis.plot import FigureResult, place_legends
 from tests.analysis.figure_runs import PRESET_RUNS, santurkar
+from tests.analysis.test_leaderboard import write_job
 
 
 def two_panels(empty: bool = False):
@@ -136,3 +142,67 @@ def test_the_command_reports_each_problem_in_one_line_and_exits_1(
     assert err == ["normbench-figures: error: figure broken: panel 'other': no data drawn (an empty panel; "
                    "turn it off or mark it a text panel)"]  # fmt: skip
     assert (out / "broken.png").is_file() and (out / "claims.csv").is_file()  # written all the same
+
+
+@pytest.mark.parametrize(
+    "model, dataset, title",
+    [
+        ("resnet20 (depth 8)", "cifar10 (cifar10-subset)", "ResNet8 on CIFAR-10 (subset)"),
+        ("transformer_tiny", "iwslt14 (de-en-subset)", "transformer_tiny on Multi30k de-en (subset)"),
+        ("resnet20", "cifar10", "ResNet20 on CIFAR-10"),
+        ("vgg11", "cifar10 (my-copy)", "VGG11 on CIFAR-10 (my-copy)"),
+        ("m", "synthetic_translation", "m on synthetic_translation"),
+    ],
+)
+def test_leaderboard_cells_are_titled_by_what_ran(model: str, dataset: str, title: str) -> None:
+    assert cell_title(model, dataset) == title
+
+
+def leaderboard_runs(root: Path, quiet: bool) -> list:
+    """Two cells as the CPU leaderboard's: ResNet8 on the CIFAR-10 subset, transformer_tiny on the
+    de-en subset (Multi30k), 5 norms x 3 seeds each; ``quiet``: every run recorded a quiet machine."""
+    job = 0
+    for norm, base in (("bn", 0.45), ("gn", 0.35), ("in", 0.31), ("ln", 0.305), ("ln_sample", 0.326), ("none", 0.34)):
+        for seed in range(3):
+            d = write_job(root, str(job), norm=norm, seed=seed, score=base + 0.005 * seed, speed=[300.0 + 40 * job])
+            cfg = yaml.safe_load((d / "config.yaml").read_text())
+            cfg["model"]["depth"], cfg["dataset"]["root"] = 8, "/data/cifar10-subset"
+            (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+            job += 1
+    for norm, base in (("ln", 13.8), ("rms", 14.0)):
+        for seed in range(3):
+            d = write_job(root, str(job), norm=norm, seed=seed, score=base + 0.5 * seed, speed=[3000.0],
+                          model="transformer_tiny", dataset="iwslt14", translation=True)  # fmt: skip
+            cfg = yaml.safe_load((d / "config.yaml").read_text())
+            cfg["dataset"]["root"] = "${oc.env:NORMBENCH_DATA,x}/de-en-subset"
+            (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+            job += 1
+    runs = load_runs([root])
+    for r in runs:
+        r.summary["machine"] = {"quiet": quiet, "load_1min": 0.1 if quiet else 3.5}
+    return runs
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_the_leaderboard_figure_labels_every_point_and_draws_throughput_only_from_a_quiet_machine(
+    quiet: bool, tmp_path: Path
+) -> None:
+    runs = leaderboard_runs(tmp_path / "sweep", quiet)
+    rows = leaderboard(runs)
+    fig = leaderboard_figure(rows, runs)
+    fig.tight_layout()
+    assert check_figure(fig) == []
+    axes = fig.axes
+    titles = ["ResNet8 on CIFAR-10 (subset)", "transformer_tiny on Multi30k de-en (subset)"]
+    assert [ax.get_title() for ax in axes] == titles
+    scored = {(r.model, r.norm) for r in rows if r.score.n > 0 and r.verdict != "n/a"}
+    for ax, model in zip(axes, ("resnet20 (depth 8)", "transformer_tiny")):
+        names = {r for m, r in scored if m == model}
+        if quiet:  # score against throughput: every point labelled beside it, inside the axes
+            assert "throughput ×" in ax.get_xlabel()
+            assert {t.get_text() for t in ax.texts} == names
+            assert all(ax.bbox.contains(*t.get_window_extent().p0) for t in ax.texts)
+        else:  # the scores alone: the norms on the axis, no throughput anywhere
+            assert "throughput" not in ax.get_xlabel() + ax.get_ylabel()
+            assert {t.get_text() for t in ax.get_yticklabels()} == names
+    plt.close(fig)
