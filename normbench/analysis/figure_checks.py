@@ -6,7 +6,8 @@
 - a line with fewer than 2 finite points drawn with a line style (a curve that shows nothing);
 - tick labels that overlap on one axis;
 - a title, axis label, figure title or legend cut at the figure's edge;
-- a legend over the data it labels (a data point or line vertex of its axes inside its box).
+- a legend over the data it labels (a data point of its axes, or a point along one of its
+  lines, inside the legend's box).
 
 Each problem is one line naming the panel (its title, else its position) and what is wrong.
 """
@@ -158,15 +159,30 @@ def cut_texts(fig: Figure, renderer) -> list[str]:
     return out
 
 
+SEGMENT_SAMPLES = 12
+"""Points per segment at which a drawn line is sampled (a legend over a segment covers data too)."""
+
+
+def _along(xy: np.ndarray, n: int = SEGMENT_SAMPLES) -> np.ndarray:
+    """``n`` evenly spaced points on each segment between consecutive rows of ``xy`` (and the rows)."""
+    if len(xy) < 2:
+        return xy
+    t = np.linspace(0.0, 1.0, n, endpoint=False)[None, :, None]
+    inner = xy[:-1, None, :] + t * (xy[1:, None, :] - xy[:-1, None, :])
+    return np.concatenate([inner.reshape(-1, 2), xy[-1:]])
+
+
 def data_points(ax: Axes) -> np.ndarray:
     """Display coordinates of the axes' data: the finite vertices of its lines drawn in data
-    coordinates and the offsets of its point collections (scatter), those inside the axes."""
+    coordinates (points along their segments too, for a line drawn with a line style) and the
+    offsets of its point collections (scatter), those inside the axes."""
     pts = [np.zeros((0, 2))]
     for line in ax.lines:
         if line.get_visible() and line.get_transform().contains_branch(ax.transData):
             xy = finite_points(line)
             if len(xy):
-                pts.append(line.get_transform().transform(xy))
+                xy = line.get_transform().transform(xy)
+                pts.append(_along(xy) if _draws_line(line) else xy)
     for c in ax.collections:
         offsets = np.asarray(c.get_offsets(), dtype=np.float64).reshape(-1, 2)
         if c.get_visible() and len(offsets) and c.get_offset_transform().contains_branch(ax.transData):

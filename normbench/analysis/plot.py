@@ -232,7 +232,8 @@ def bar_panel(
         err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
         ax.bar(i, row["median"], color=colors.get(label, "tab:gray"), alpha=0.8)
         ax.errorbar(i, row["median"], yerr=err, color="black", capsize=4, linewidth=1)
-        ax.text(i, row["median"], f"{row['median']:.3g}", ha="center", va="bottom", fontsize=7)
+        ax.annotate(f"{row['median']:.3g}", (i - 0.4, row["median"]), textcoords="offset points", xytext=(1, 2),
+                    ha="left", va="bottom", fontsize=7)  # at the bar's left edge: clear of its error bar
     ax.set_xticks(range(len(values)), category_labels(values), fontsize=8)
 
 
@@ -274,11 +275,11 @@ LEGEND_SPOTS = ("upper right", "upper left", "lower left", "lower right", "cente
 
 def place_legends(fig: Figure) -> None:
     """Each axes' legend that covers a data point (`figure_checks.covered_points`) goes to the first
-    of `LEGEND_SPOTS` where it covers none, else outside the axes on the right (the layout redone).
-    Run on the final layout: positions are in pixels."""
+    of `LEGEND_SPOTS` where it covers none, else outside the axes on the right, the figure widened
+    by the legend's width and the layout redone. Run on the final layout: positions are in pixels."""
     for _ in range(2):  # a legend moved outside shrinks the axes: look once more
         fig.canvas.draw()
-        renderer, moved = fig.canvas.get_renderer(), False
+        renderer, moved = fig.canvas.get_renderer(), 0.0
         for ax in fig.axes:
             legend = ax.get_legend()
             if legend is None or not covered_points(ax, legend, renderer):
@@ -290,9 +291,11 @@ def place_legends(fig: Figure) -> None:
             else:
                 legend.set_loc("upper left")
                 legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
-                moved = True
+                moved += legend.get_window_extent(renderer).width / fig.dpi + 0.1
         if not moved:
             return
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width + moved, height)  # room for the legends: the panels keep their size
         fig.tight_layout()
 
 
