@@ -5,7 +5,8 @@
   unless it was turned off (``ax.axis('off')``) or marked a text-only panel (`mark_text_panel`);
 - a line with fewer than 2 finite points drawn with a line style (a curve that shows nothing);
 - tick labels that overlap on one axis;
-- a title, axis label, figure title or legend cut at the figure's edge;
+- a title, axis label, figure title or legend cut at the figure's edge, or two of the titles and
+  axis labels over each other;
 - a legend over the data it labels (a data point of its axes, or a point along one of its
   lines, inside the legend's box).
 
@@ -172,6 +173,19 @@ def _along(xy: np.ndarray, n: int = SEGMENT_SAMPLES) -> np.ndarray:
     return np.concatenate([inner.reshape(-1, 2), xy[-1:]])
 
 
+def overlapping_texts(fig: Figure, renderer) -> list[str]:
+    """Pairs of the figure's titles and axis labels (`_texts`, legends left out) whose boxes overlap:
+    ``'<where>: <what>' / '<where>: <what>'``."""
+    texts = [(what, t) for what, t in _texts(fig) if isinstance(t, Text) and t.get_visible() and t.get_text().strip()]
+    boxes = [_shrunk(t.get_window_extent(renderer), OVERLAP_PX) for _, t in texts]
+    return [
+        f"{texts[i][0]} / {texts[j][0]}"
+        for i in range(len(boxes))
+        for j in range(i + 1, len(boxes))
+        if boxes[i].overlaps(boxes[j])
+    ]
+
+
 def data_points(ax: Axes) -> np.ndarray:
     """Display coordinates of the axes' data: the finite vertices of its lines drawn in data
     coordinates (points along their segments too, for a line drawn with a line style) and the
@@ -227,4 +241,5 @@ def check_figure(fig: Figure) -> list[str]:
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     out = [p for i, ax in enumerate(fig.axes) for p in axes_problems(ax, i, renderer)]
-    return out + [f"{what} is cut at the figure's edge" for what in cut_texts(fig, renderer)]
+    out += [f"{what} is cut at the figure's edge" for what in cut_texts(fig, renderer)]
+    return out + [f"{pair} overlap" for pair in overlapping_texts(fig, renderer)]

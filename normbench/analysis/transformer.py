@@ -123,7 +123,7 @@ def _loss_panel(ax: Any, res: FigureResult, groups: dict[str, list[Run]], colors
             series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
             seed_curve(ax, res.rows, panel, norm, series, color=colors[norm], linestyle=linestyle,
-                       marker=marker or None)  # fmt: skip
+                       marker=marker or None, fill=len(groups) <= 4)  # six bands hide each other: lines only
     if evaluated:
         finish_axes(ax, "steps", "validation loss", "validation loss")
     else:

@@ -87,6 +87,7 @@ def test_a_title_cut_at_the_edge_fails() -> None:
     assert check_figure(fig) == []
     fig.suptitle("a figure title far wider than the eight inches of this figure, so that it runs off both sides",
                  fontsize=16)  # fmt: skip
+    fig.tight_layout()
     only(check_figure(fig), "figure text 'a figure title far wider")
     plt.close(fig)
 
@@ -205,4 +206,19 @@ def test_the_leaderboard_figure_labels_every_point_and_draws_throughput_only_fro
         else:  # the scores alone: the norms on the axis, no throughput anywhere
             assert "throughput" not in ax.get_xlabel() + ax.get_ylabel()
             assert {t.get_text() for t in ax.get_yticklabels()} == names
+    plt.close(fig)
+
+
+def test_titles_and_labels_over_each_other_fail() -> None:
+    """Powernorm's Fig. 3 once had a y label so long that it ran into the figure's title; here a
+    figure title set down onto the panels' titles."""
+    fig, _, _ = two_panels()
+    fig.tight_layout()
+    title = fig.suptitle("a figure title as wide as the two panels' titles below it, set too low", y=0.93)
+    want = ["figure text / panel 'curve': title overlap", "figure text / panel 'other': title overlap"]
+    assert check_figure(fig) == want
+    title.set_y(1.0)
+    title.set_va("top")
+    fig.tight_layout()
+    assert check_figure(fig) == []
     plt.close(fig)
