@@ -15,7 +15,9 @@
 - `ln_axes`: LayerNorm per token (``ln``) against per sentence (``ln_sample``) and instance
   norm over time (``in``), in the encoder (LN decoder: the decoder must stay causal).
 
-Bars are medians over seeds with min–max error bars; curves medians with the min–max shaded. The
+End-of-run values (loss, BLEU) are points at the median over seeds with min–max error bars and
+each seed beside them, on an axis scaled to them (bars from 0 hid the differences); throughput
+bars; curves medians with the min–max shaded. The
 claims are in ``normbench/rules/<preset>.yaml``.
 """
 
