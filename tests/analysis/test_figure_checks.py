@@ -197,8 +197,9 @@ def test_the_leaderboard_figure_labels_every_point_and_draws_throughput_only_fro
     titles = ["ResNet8 on CIFAR-10 (subset)", "transformer_tiny on Multi30k de-en (subset)"]
     assert [ax.get_title() for ax in axes] == titles
     scored = {(r.model, r.norm) for r in rows if r.score.n > 0 and r.verdict != "n/a"}
-    for ax, model in zip(axes, ("resnet20 (depth 8)", "transformer_tiny")):
+    for ax, model in zip(axes, dict.fromkeys(r.model for r in rows)):  # the cells in the figure's order
         names = {r for m, r in scored if m == model}
+        assert len(names) >= 2
         if quiet:  # score against throughput: every point labelled beside it, inside the axes
             assert "throughput ×" in ax.get_xlabel()
             assert {t.get_text() for t in ax.texts} == names
