@@ -70,8 +70,8 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
     ),
     "powernorm_stats": re.compile(r"^bn_stats/first_layer/.*$"),
     "powernorm_grads": re.compile(r"^bn_stats/first_layer/.*$"),
-    "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
-    "powernorm_chain": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+    "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|train/batch_loss)$"),
+    "powernorm_chain": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|train/batch_loss)$"),
     "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|perf/train_s|train/batch_loss)$"),
     "rmsnorm_time": re.compile(r"^(val/loss|perf/train_s|train/batch_loss)$"),
     "prms_width": re.compile(r"^(val/loss|val/bleu|test/bleu|train/batch_loss)$"),
@@ -85,7 +85,7 @@ FIGURE_KEYS: dict[str, re.Pattern[str]] = {
         r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|bn_stats/first_layer/.*|token_scale/(first_layer/.*|padding_share))$"
     ),
     "bn_lp": re.compile(r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*)$"),
-    "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s)$"),
+    "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|train/batch_loss)$"),
 }
 """The history keys each preset's figures plot: what `normbench-figures` fetches from W&B."""
 

@@ -16,7 +16,10 @@ byte-identical to those judged from the runs. ``--forest-only`` redraws the fore
 ``<out>/claims.csv`` alone (no runs read). From W&B, runs are selected by group (one sweep
 invocation) and/or job type (the preset: every sweep of it), and only the keys the figures plot
 are fetched. ``--log-to-wandb`` logs the forest plot and each figure as a ``wandb.Image`` and each
-claims table as a ``wandb.Table`` into a summary run of the group (job type ``figures``).
+claims table as a ``wandb.Table`` into a summary run of the group (job type ``figures``). Every
+figure is checked as written (`normbench.analysis.figure_checks`: empty panels, one-point curves,
+overlapping tick labels, text cut at the edge, a legend over data): each problem is one ``error:``
+line and the exit status is 1, after everything is written.
 """
 
 from __future__ import annotations
@@ -177,8 +180,9 @@ def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list
     return claims
 
 
-def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
-    """Figures, ``per_run.csv``, ``claims.csv`` / ``claims.md`` and ``runs.csv`` from the runs."""
+def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[str]]:
+    """Figures, ``per_run.csv``, ``claims.csv`` / ``claims.md`` and ``runs.csv`` from the runs; returns
+    the claims and the figures' readability problems (``<figure>: <problem>``)."""
     if args.runs:
         runs = load_local_runs(args.runs, needs=("norm",))
     else:
@@ -200,7 +204,7 @@ def from_runs(args: argparse.Namespace, out: Path) -> list[Claim]:
         target = args.log_to_wandb or args.wandb
         run_id = log_to_wandb(results, out, target, args.group, args.preset)
         print(f"[figures] logged to W&B run {run_id}")
-    return claims
+    return claims, [f"{res.name}: {problem}" for res in results for problem in res.problems]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -217,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             for path in forest_only(args.preset, out):
                 print(f"[figures] wrote {path}")
             return 0
-        claims = from_per_run(args.preset, args.per_run, out, args.pilot) if args.per_run else from_runs(args, out)
+        if args.per_run:
+            claims, problems = from_per_run(args.preset, args.per_run, out, args.pilot), []
+        else:
+            claims, problems = from_runs(args, out)
     except ConfigError as e:
         print(f"normbench-figures: error: {e}", file=sys.stderr)
         return 2
@@ -225,7 +232,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"normbench-figures: error: {one_line_os_error(e)}", file=sys.stderr)
         return 1 if is_environment_error(e) else 2
     print(claims_markdown(claims))
-    return 0
+    return report_problems(problems)
+
+
+def report_problems(problems: Sequence[str]) -> int:
+    """One line on stderr per readability problem of a written figure (`check_figure`, as
+    ``<figure>: <problem>``); 1 when there is any (everything is written first: the claims stand,
+    the figure is to be fixed), else 0."""
+    for line in problems:
+        print(f"normbench-figures: error: figure {line}", file=sys.stderr)
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -46,6 +46,39 @@ def dataset_label(name: str, folder: str = "") -> str:
     return DATA_FOLDERS.get(folder, f"{name} ({folder})")
 
 
+DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "iwslt14": "IWSLT14 de-en"}
+MODEL_CELL = re.compile(r"^(?P<name>[a-z]+?)(?P<depth>\d*) \(depth (?P<ran>\d+)\)$|^(?P<plain>.+)$")
+DATASET_CELL = re.compile(r"^(?P<name>.+?)(?: \((?P<folder>[^()]+)\))?$")
+MODEL_FAMILIES = {"resnet": "ResNet", "vgg": "VGG"}
+
+
+def model_title(model: str) -> str:
+    """A cell's model as it ran: ``resnet20 (depth 8)`` → ``ResNet8``, ``vgg11`` → ``VGG11``; other
+    names as they are."""
+    m = MODEL_CELL.match(model)
+    name, depth = (m["name"], m["ran"]) if m and m["ran"] else (model, "")
+    family = re.match(r"^([a-z]+)(\d*)$", name)
+    if family and family[1] in MODEL_FAMILIES:
+        return MODEL_FAMILIES[family[1]] + (depth or family[2])
+    return model
+
+
+def dataset_title(dataset: str) -> str:
+    """A cell's data set as it is: its shared folder's contents when known (``iwslt14 (de-en-subset)``
+    → ``Multi30k de-en (subset)``), else the data set's name."""
+    m = DATASET_CELL.match(dataset)
+    if m and m["folder"] in DATA_FOLDERS:
+        return DATA_FOLDERS[m["folder"]]
+    name = m["name"] if m else dataset
+    return DATASET_NAMES.get(name, name) + (f" ({m['folder']})" if m and m["folder"] else "")
+
+
+def cell_title(model: str, dataset: str) -> str:
+    """``ResNet8 on CIFAR-10 (subset)``: a leaderboard cell as it ran (`normbench.analysis.leaderboard.cell_of`'s
+    strings read back)."""
+    return f"{model_title(model)} on {dataset_title(dataset)}"
+
+
 def norm_name(node: Any) -> str | None:
     """The norm's name in a config node: a norm config (``{"name": ...}``) or a bare name."""
     if isinstance(node, Mapping):

@@ -1,6 +1,7 @@
 """``normbench-leaderboard``: runs read from sweep folders or a W&B group, then the leaderboard of
-`normbench.analysis.leaderboard` as Markdown, CSV and one figure (score against relative
-throughput, 95 % t-interval error bars), optionally logged to W&B as a table and an image in a
+`normbench.analysis.leaderboard` as Markdown, CSV and one figure (each norm's score with its 95 %
+t-interval; against relative throughput only when the runs recorded a quiet machine:
+`normbench.analysis.leaderboard_figure`), optionally logged to W&B as a table and an image in a
 summary run of the group.
 
     normbench-leaderboard outputs/multirun/leaderboard_cpu --out results/leaderboard_cpu
@@ -18,6 +19,7 @@ from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from normbench.analysis.figure_checks import check_figure
 from normbench.analysis.leaderboard import (
     CONFIDENCE,
     HEADLINES,
@@ -30,6 +32,7 @@ from normbench.analysis.leaderboard import (
     headline_key,
     leaderboard,
 )
+from normbench.analysis.leaderboard_figure import figure
 from normbench.analysis.leaderboard_setup import what_ran
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
@@ -164,44 +167,11 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
     return "\n".join(lines) + "\n"
 
 
-def figure(rows: Sequence[Row]) -> Any:
-    """Score against throughput relative to the reference norm, one panel per model and data set;
-    error bars: the t-intervals (a hollow marker: one seed, no interval). Each point is labelled
-    with its norm beside it, placed where it overlaps no other label (no legend box to cover points)."""
-    from normbench.analysis.plot import NORM_COLORS, finish_axes, label_points, new_figure
-
-    cells = list(dict.fromkeys((r.model, r.dataset) for r in rows))
-    title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds; hollow: one seed)"
-    fig, axes = new_figure(1, max(len(cells), 1), title)
-    cell_labels = []
-    for ax, (model, dataset) in zip(axes[0], cells):
-        cell = [r for r in rows if (r.model, r.dataset) == (model, dataset) and r.score.n > 0 and r.verdict != NA]
-        task = next((r.task for r in rows if (r.model, r.dataset) == (model, dataset)), IMAGES)
-        scale = 100.0 if task == IMAGES else 1.0
-        relative = all(math.isfinite(r.relative_throughput) for r in cell)
-        labels = []
-        for r in cell:
-            x = r.relative_throughput if relative else r.throughput
-            y = r.score.mean * scale
-            color = NORM_COLORS.get(r.swept or r.norm, "tab:gray")
-            if r.score.n > 1:
-                err = [[y - r.score.lo * scale], [r.score.hi * scale - y]]
-                ax.errorbar(x, y, yerr=err, fmt="o", color=color, capsize=3)
-            else:
-                ax.plot(x, y, "o", mfc="none", color=color)
-            labels.append((x, y, r.norm, color))
-        cell_labels.append((ax, labels))
-        xlabel = f"throughput × {REFERENCE[task]}" if relative else THROUGHPUT[task]
-        ylabel = f"{cell[0].metric if cell else 'score'}" + (" (%)" if task == IMAGES else "")
-        finish_axes(ax, xlabel, ylabel, f"{model} on {dataset}", legend=False)
-    fig.tight_layout()  # the axes' final size first: labels are placed in points on the page
-    for ax, labels in cell_labels:
-        label_points(ax, labels)
-    return fig
-
-
-def write(rows: Sequence[Row], out: Path, sources: Sequence[str], runs: Sequence[Run], tail: float) -> list[Path]:
-    """``leaderboard.md``, ``leaderboard.csv``, ``leaderboard.png`` / ``.pdf`` under ``out``."""
+def write(
+    rows: Sequence[Row], out: Path, sources: Sequence[str], runs: Sequence[Run], tail: float
+) -> tuple[list[Path], list[str]]:
+    """``leaderboard.md``, ``leaderboard.csv``, ``leaderboard.png`` / ``.pdf`` under ``out``; returns
+    the paths and the figure's readability problems (`check_figure`), each also printed on stderr."""
     import matplotlib.pyplot as plt
 
     out.mkdir(parents=True, exist_ok=True)
@@ -211,12 +181,15 @@ def write(rows: Sequence[Row], out: Path, sources: Sequence[str], runs: Sequence
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         writer.writerows(csv_rows(rows))
-    fig = figure(rows)
+    fig = figure(rows, runs)
     fig.tight_layout()
+    problems = check_figure(fig)
     for path in paths[2:]:
         fig.savefig(path, dpi=150)
     plt.close(fig)
-    return paths
+    for problem in problems:  # one line each; the exit status says so (`main`)
+        print(f"{PROG}: error: figure {STEM}: {problem}", file=sys.stderr)
+    return paths, problems
 
 
 def _cell(v: Any) -> Any:
@@ -298,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_out_dir(out, "the leaderboard")
         check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
-        paths = write(rows, out, sources, runs, args.tail)
+        paths, problems = write(rows, out, sources, runs, args.tail)
         if args.log_to_wandb:
             # reading from W&B: log online beside the runs; local runs: as their sinks do (offline)
             if args.wandb:
@@ -317,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1 if is_environment_error(e) else 2
     print(paths[0].read_text())
     print(f"[{PROG}] wrote {', '.join(str(p) for p in paths)}")
-    return 0
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,10 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from normbench.analysis.claims import Claim, write_claims  # noqa: E402
+from normbench.analysis.figure_checks import check_figure, covered_points  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 
 CSV_COLUMNS = ("panel", "series", "x", "median", "lo", "hi", "n")
@@ -56,11 +58,20 @@ class FigureResult:
     fig: Figure
     rows: list[dict[str, Any]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    """What `normbench.analysis.figure_checks.check_figure` found unreadable, as written."""
 
 
-def new_figure(n_rows: int, n_cols: int, title: str, size: tuple[float, float] | None = None) -> tuple[Figure, Any]:
+def new_figure(
+    n_rows: int,
+    n_cols: int,
+    title: str,
+    size: tuple[float, float] | None = None,
+    width_ratios: Sequence[float] | None = None,
+) -> tuple[Figure, Any]:
     size = size or (4.2 * n_cols, 3.3 * n_rows)
-    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False)
+    kw = {"gridspec_kw": {"width_ratios": list(width_ratios)}} if width_ratios else {}
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, **kw)
     fig.suptitle(title, fontsize=10)
     return fig, axes
 
@@ -102,44 +113,59 @@ def add_point_rows(rows: list[dict[str, Any]], panel: str, label: str, x: float,
     rows.append({"panel": panel, "series": label, "x": x, "median": med[0], "lo": lo[0], "hi": hi[0], "n": int(n[0])})
 
 
+TITLE_WIDTH = 48
+"""Characters per line of a panel title (a 4-inch panel at 9 pt); longer titles wrap."""
+
+
 def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: bool = True) -> None:
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
-        ax.set_title(title, fontsize=9)
+        ax.set_title(textwrap.fill(title, TITLE_WIDTH), fontsize=9)
     ax.grid(alpha=0.3)
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
 
 
 LABEL_OFFSETS: tuple[tuple[float, float], ...] = (
-    (4, 3),
-    (4, -10),
-    (-4, 3),
-    (-4, -10),
-    (4, 11),
-    (-4, 11),
-    (4, -18),
-    (-4, -18),
+    (5, 3),
+    (5, -10),
+    (-5, 3),
+    (-5, -10),
+    (5, 11),
+    (-5, 11),
+    (5, -18),
+    (-5, -18),
     (12, -4),
     (-12, -4),
+    (5, 19),
+    (-5, 19),
+    (5, -26),
+    (-5, -26),
 )
 """Where `label_points` tries a label, in points from its point (right, left, above, below)."""
+MARKER_PX = 5.0
+"""Half the side of the box around a labelled point that no label may cover (pixels)."""
 
 
 def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], fontsize: float = 7) -> None:
     """Label each ``(x, y, text, color)`` beside its point, at the first of `LABEL_OFFSETS` where the
-    label overlaps no label placed before it (the first offset if every one does). Points are placed
-    from the top down; the axes' limits are fixed first (labels in points do not move them)."""
+    label lies inside the axes and overlaps no label placed before it and no point (the first
+    offset if every one does). Points are placed from the top down; the axes' limits are fixed
+    first (labels in points do not move them)."""
     ax.autoscale_view()
     renderer = ax.figure.canvas.get_renderer()
+    markers = [Bbox.from_extents(px - MARKER_PX, py - MARKER_PX, px + MARKER_PX, py + MARKER_PX)
+               for px, py in ax.transData.transform([(x, y) for x, y, _, _ in points] or np.zeros((0, 2)))]  # fmt: skip
     placed: list[Any] = []
     for x, y, text, color in sorted(points, key=lambda p: (-p[1], p[0])):
         for i, (dx, dy) in enumerate((*LABEL_OFFSETS, LABEL_OFFSETS[0])):
             label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize,
                                 color=color, ha="left" if dx >= 0 else "right")  # fmt: skip
             box = label.get_window_extent(renderer)
-            if i == len(LABEL_OFFSETS) or not any(box.overlaps(other) for other in placed):
+            inside = ax.bbox.containsx(box.x0) and ax.bbox.containsx(box.x1) and ax.bbox.containsy(box.y0) \
+                and ax.bbox.containsy(box.y1)  # fmt: skip
+            if i == len(LABEL_OFFSETS) or (inside and not any(box.overlaps(other) for other in placed + markers)):
                 placed.append(box)
                 break
             label.remove()
@@ -150,12 +176,16 @@ def write_outputs(
 ) -> list[Path]:
     """``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` per figure, and ``claims.csv`` /
     ``claims.md`` with ``claims`` in their order (`normbench.analysis.claims.judge`'s: the rules'
-    order; default: every figure's claims, figure by figure). Returns the paths written."""
+    order; default: every figure's claims, figure by figure). Returns the paths written.
+    Each figure is checked as saved (`check_figure`): its problems go into its ``problems``, for
+    the caller to report."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for res in results:
         res.fig.tight_layout()
+        place_legends(res.fig)
+        res.problems = check_figure(res.fig)
         for ext in ("png", "pdf"):
             path = out / f"{res.name}.{ext}"
             res.fig.savefig(path, dpi=150)
@@ -194,5 +224,74 @@ def bar_panel(
         err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
         ax.bar(i, row["median"], color=colors.get(label, "tab:gray"), alpha=0.8)
         ax.errorbar(i, row["median"], yerr=err, color="black", capsize=4, linewidth=1)
-        ax.text(i, row["median"], f"{row['median']:.3g}", ha="center", va="bottom", fontsize=7)
-    ax.set_xticks(range(len(values)), [textwrap.fill(label, 12) for label in values], fontsize=8)  # long labels wrap
+        ax.annotate(f"{row['median']:.3g}", (i - 0.4, row["median"]), textcoords="offset points", xytext=(1, 2),
+                    ha="left", va="bottom", fontsize=7)  # at the bar's left edge: clear of its error bar
+    ax.set_xticks(range(len(values)), category_labels(values), fontsize=8)
+
+
+def category_labels(names: Iterable[str], width: int = 12) -> list[str]:
+    """Tick labels for categories: ``"rms (eager)"`` → ``"rms\n(eager)"``, each line wrapped at ``width``."""
+    return ["\n".join(textwrap.fill(part, width) for part in name.replace(" (", "\n(").split("\n")) for name in names]
+
+
+def point_panel(
+    ax: Axes,
+    rows: list[dict[str, Any]],
+    panel: str,
+    values: dict[str, Sequence[float]],
+    colors: dict[str, str] | None = None,
+    markers: dict[str, str] | None = None,
+) -> None:
+    """One point per label at its median over seeds, the seeds' min–max as an error bar, each seed
+    a small dot beside it; the axis is scaled to the points (no bar from 0 to hide differences)."""
+    colors, markers = colors or {}, markers or {}
+    for i, (label, vals) in enumerate(values.items()):
+        add_point_rows(rows, panel, label, float(i), vals)
+        row = rows[-1]
+        if row["n"] == 0:
+            continue
+        color, err = colors.get(label, "tab:gray"), [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
+        ax.errorbar(i, row["median"], yerr=err, fmt=markers.get(label, "o"), color=color, capsize=4, markersize=6)
+        finite = [v for v in vals if np.isfinite(v)]
+        ax.plot([i + 0.18] * len(finite), finite, ".", color=color, alpha=0.5, markersize=4)
+        ax.annotate(f"{row['median']:.3g}", (i, row["median"]), textcoords="offset points", xytext=(-8, 0),
+                    ha="right", va="center", fontsize=7)  # fmt: skip
+    ax.set_xticks(range(len(values)), category_labels(values), fontsize=8)
+    ax.set_xlim(-0.6, len(values) - 0.4)
+
+
+LEGEND_SPOTS = ("upper right", "upper left", "lower left", "lower right", "center right", "center left",
+                "upper center", "lower center", "center")  # fmt: skip
+"""Where `place_legends` tries an axes' legend, in order, before it moves it outside the axes."""
+
+
+def place_legends(fig: Figure) -> None:
+    """Each axes' legend that covers a data point (`figure_checks.covered_points`) goes to the first
+    of `LEGEND_SPOTS` where it covers none, else outside the axes on the right, the figure widened
+    by the legend's width and the layout redone. Run on the final layout: positions are in pixels."""
+    for _ in range(2):  # a legend moved outside shrinks the axes: look once more
+        fig.canvas.draw()
+        renderer, moved = fig.canvas.get_renderer(), 0.0
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            if legend is None or not covered_points(ax, legend, renderer):
+                continue
+            for spot in LEGEND_SPOTS:
+                legend.set_loc(spot)
+                if not covered_points(ax, legend, renderer):
+                    break
+            else:
+                legend.set_loc("upper left")
+                legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+                moved += legend.get_window_extent(renderer).width / fig.dpi + 0.1
+        if not moved:
+            return
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width + moved, height)  # room for the legends: the panels keep their size
+        fig.tight_layout()
+
+
+def legend_panel(ax: Axes, handles: Sequence[Any], labels: Sequence[str], title: str = "") -> None:
+    """A panel that holds only the figure's legend (its axes turned off): for series shared by every panel."""
+    ax.legend(handles, labels, loc="center left", fontsize=8, title=title or None, title_fontsize=8, frameon=False)
+    ax.set_axis_off()

@@ -54,7 +54,7 @@ def powernorm_grads(runs: Sequence[Run]) -> list[FigureResult]:
     panels = (
         (axes[0, 0], VAR_INPUT_GRAD, "var_input_grad", "‖∂L/∂x‖₂ through σ²_B"),
         (axes[0, 1], MEAN_INPUT_GRAD, "mean_input_grad", "‖∂L/∂x‖₂ through μ_B"),
-        (axes[0, 2], VAR_INPUT_GRAD_CV, "var_input_grad_cv", "within-epoch s/m of ‖∂L/∂x‖₂ through σ²_B"),
+        (axes[0, 2], VAR_INPUT_GRAD_CV, "var_input_grad_cv", "‖∂L/∂x‖₂ through σ²_B:\nwithin-epoch s/m"),
     )
     _cv_nlp_panels(runs, res, panels)
     return [res]

@@ -21,7 +21,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from normbench.analysis.claims import measure
-from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot import (
+    NORM_COLORS,
+    FigureResult,
+    category_labels,
+    finish_axes,
+    legend_panel,
+    new_figure,
+    point_panel,
+    seed_curve,
+)
 from normbench.analysis.runs import Run, select
 from normbench.analysis.stats import median_over_steps
 
@@ -35,6 +44,7 @@ MAIN_LR = 0.1
 HIGH_LR = 0.5
 LOW_LR = 0.01
 LR_STYLES = {0.1: "-", 0.5: "--", 0.01: ":"}
+LR_MARKERS = {0.1: "o", 0.5: "s", 0.01: "^"}
 LABELS = {
     "none": "Standard",
     "bn": "Standard + BatchNorm",
@@ -118,41 +128,92 @@ def activation_panel(ax, rows: list[dict], runs: Sequence[Run], norms: Sequence[
         ax.fill_between(x, curves["q05"][1], curves["q95"][1], color=color, alpha=0.15, linewidth=0)
         ax.fill_between(x, curves["q25"][1], curves["q75"][1], color=color, alpha=0.3, linewidth=0)
         ax.plot(x, curves["q50"][1], color=color, label=label(norm), linewidth=1)
-    finish_axes(ax, "steps", "activation", f"activations after norm position {layer} (5/25/50/75/95 %)")
+    title = f"activations after {layer}, lr {lr:g} (bands 5–95 %, 25–75 %; line: median)"
+    finish_axes(ax, "steps", "activation", title, legend=False)
+
+
+SHORT = {"none": "standard", "bn": "BN", "bn_noisy": "noisy BN", "bn_l1": "ℓ1 BN", "bn_l2": "ℓ2 BN", "bn_linf": "ℓ∞ BN"}
+"""Short arm names for a category axis."""
+
+
+def short_label(norm: str, lr: float, lrs: Sequence[float]) -> str:
+    """``BN`` (one learning rate drawn) or ``BN (lr 0.5)``."""
+    name = SHORT.get(norm, norm)
+    return name if len(lrs) == 1 else f"{name} (lr {lr:g})"
+
+
+def log_if_wide(ax, ratio: float = 3.0) -> None:
+    """A log y axis when the drawn values span more than ``ratio`` (a diverging run's loss would
+    flatten every other curve), labelled in plain numbers; linear otherwise."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    lo, hi = ax.dataLim.y0, ax.dataLim.y1
+    if lo > 0 and np.isfinite(hi) and hi / lo > ratio:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def test_panel(
+    ax, rows: list[dict], arms: dict[str, list[Run]], colors: dict[str, str], shorts: dict[str, str],
+    markers: dict[str, str],
+) -> None:
+    """Test accuracy: curves over the evaluations when a run was evaluated more than once, else the
+    one evaluation at the end per arm, on a category axis (median, seeds' min–max, each seed)."""
+    once = all(len(r.series(VAL_ACC)[0]) <= 1 for g in arms.values() for r in g)
+    if not once:
+        for name, group in arms.items():
+            ys = [(s, 100 * v) for s, v in series_of(group, VAL_ACC)]
+            if ys:
+                seed_curve(ax, rows, "test_acc", name, ys, color=colors[name], marker="o")
+        finish_axes(ax, "steps", "test accuracy (%)", "test accuracy", legend=False)
+        return
+    values = {name: [100 * r.final(VAL_ACC) for r in g] for name, g in arms.items()}
+    point_panel(ax, rows, "test_acc", values, colors, markers)
+    ax.set_xticks(range(len(values)), category_labels(shorts[n] for n in values), fontsize=8)
+    step = max((r.final_step for g in arms.values() for r in g), default=0)
+    finish_axes(ax, "", "test accuracy (%)", f"test accuracy at the end (step {step})", legend=False)
 
 
 def accuracy_figure(
     runs: Sequence[Run], norms: Sequence[str], lrs: Sequence[float], name: str, title: str
 ) -> FigureResult:
-    """Training loss and accuracy per logged step, test accuracy, activations of one layer."""
-    fig, axes = new_figure(1, 4, title)
+    """Training loss and accuracy per logged step, test accuracy (per evaluation, or at the end per
+    arm), activations of one layer; the legend in a panel of its own (every panel has its series)."""
+    fig, axes = new_figure(1, 5, title, size=(19.0, 3.8), width_ratios=(1, 1, 1, 1, 0.75))
     rows: list[dict] = []
+    arms: dict[str, list[Run]] = {}
+    colors: dict[str, str] = {}
+    shorts: dict[str, str] = {}
+    markers: dict[str, str] = {}
     for norm in norms:
         for lr in lrs:
             group = select(runs, norm__name=norm, lr=lr)
             if not group:
                 continue
             style, color = LR_STYLES.get(lr, "-."), NORM_COLORS.get(norm)
+            arms[label(norm, lr)], colors[label(norm, lr)] = group, color
+            shorts[label(norm, lr)], markers[label(norm, lr)] = short_label(norm, lr, lrs), LR_MARKERS.get(lr, "D")
             train_acc = [smoothed(*xy) for xy in series_of(group, TRAIN_ACC)]
             curves = (
                 (axes[0, 0], "train_loss", series_of(group, BATCH_LOSS)),
                 (axes[0, 1], "train_acc", [(s, 100 * v) for s, v in train_acc]),
-                (axes[0, 2], "test_acc", [(s, 100 * v) for s, v in series_of(group, VAL_ACC)]),
             )
             for ax, panel, ys in curves:
                 if ys:
                     seed_curve(ax, rows, panel, label(norm, lr), ys, color=color, linestyle=style)
-    finish_axes(axes[0, 0], "steps", "training loss (batch)", "training loss")
-    axes[0, 0].set_yscale("log")  # a diverging run's loss would flatten every other curve
-    # one legend, on the first panel: the others have the same series (a legend there hid a test point)
+    finish_axes(axes[0, 0], "steps", "training loss (batch)", "training loss", legend=False)
+    log_if_wide(axes[0, 0])
     acc_title = f"training accuracy (running mean of {SMOOTHING} logs)"
     finish_axes(axes[0, 1], "steps", "training accuracy (%)", acc_title, legend=False)
-    finish_axes(axes[0, 2], "steps", "test accuracy (%)", "test accuracy", legend=False)
+    test_panel(axes[0, 2], rows, arms, colors, shorts, markers)
     layer = activation_layer(runs)
     if layer is not None:
         activation_panel(axes[0, 3], rows, runs, norms, lrs[0], layer)
     else:
         axes[0, 3].set_axis_off()
+    legend_panel(axes[0, 4], *axes[0, 0].get_legend_handles_labels())
     return FigureResult(name, fig, rows)
 
 

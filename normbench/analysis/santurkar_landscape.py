@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from normbench.analysis.claims import measure
-from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, legend_panel, new_figure, seed_curve
 from normbench.analysis.runs import Run, select
 from normbench.analysis.santurkar import LOW_LR, LR_STYLES, MAIN_LR, _natural, label, learning_rates, series_of
 from normbench.analysis.stats import median_over_steps, stack
@@ -115,7 +115,7 @@ def figure4(
     """Fig. 4's three panels for ``norms`` at the main learning rate (``bn_lp`` draws the ℓp norms too)."""
     lr = MAIN_LR if MAIN_LR in learning_rates(runs) else learning_rates(runs)[0]
     title = title or "Santurkar et al. 2018, Fig. 4: optimization landscape"
-    fig, axes = new_figure(1, 3, f"{title} (VGG, lr {lr:g})")
+    fig, axes = new_figure(1, 4, f"{title} (VGG, lr {lr:g})", size=(16.0, 3.6), width_ratios=(1, 1, 1, 0.6))
     res = FigureResult(name, fig)
     panels = (
         (axes[0, 0], "landscape", LANDSCAPE_MIN, LANDSCAPE_MAX, "loss along the gradient", "(a) loss landscape"),
@@ -134,14 +134,15 @@ def figure4(
                 ax.fill_between(xs, both[0], both[1], color=color, alpha=0.35, label=label(norm), linewidth=0)
                 ax.plot(xs, both[0], color=color, linewidth=0.6)
                 ax.plot(xs, both[1], color=color, linewidth=0.6)
-        finish_axes(ax, "steps", ylabel, title)
+        finish_axes(ax, "steps", ylabel, title, legend=False)
     for norm, group in groups.items():
         if group:
             seed_curve(axes[0, 2], res.rows, "beta_smoothness", label(norm), series_of(group, BETA),
                        color=NORM_COLORS.get(norm))  # fmt: skip
-    finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness")
+    finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness", legend=False)
     start = claim_window()[0] * max((r.get("max_steps") or r.final_step) for r in runs)
-    for ax in axes[0]:
+    for ax in axes[0, :3]:
         ax.axvspan(0.0, start, color="0.9", zorder=0)  # left out of the claims
+    legend_panel(axes[0, 3], *axes[0, 0].get_legend_handles_labels(), title="shaded steps: not judged")
 
     return res

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -103,33 +104,54 @@ def time_figure(
 ) -> FigureResult:
     """Training loss (running mean over ``smoothing`` logged steps) against steps and against the
     training clock, and validation loss against the clock, one curve per group (median over
-    seeds, min–max shaded)."""
-    fig, axes = new_figure(1, 3, title)
+    seeds, min–max shaded). Groups of compiled runs (``... (compiled)``) get a row of their own,
+    on the same axes' limits as the eager row: six curves in one panel could not be read."""
+    modes = [m for m in ("eager", "compiled") if any(_mode(label) == m for label in groups)] or ["eager"]
+    fig, axes = new_figure(len(modes), 3, title, size=(14.0, 3.8 * len(modes)))
     res = FigureResult(name, fig)
     end = max((on_clock(r, CLOCK)[0][-1] for g in groups.values() for r in g if len(on_clock(r, CLOCK)[0])), default=0)
     grid = np.linspace(0.0, end, GRID_POINTS)
     for label, group in groups.items():
-        color = colors.get(label)
-        style = "--" if "compiled" in label else "-"
-        by_step = [(s, running_mean(v, smoothing)) for s, v in (r.series(TRAIN_LOSS) for r in group) if len(s)]
-        if by_step:
-            seed_curve(axes[0, 0], res.rows, "train_loss_by_step", label, by_step, color=color, linestyle=style)
-        by_time = [(t, running_mean(v, smoothing)) for t, v in (on_clock(r, TRAIN_LOSS) for r in group) if len(t)]
-        if by_time:
-            seed_curve(axes[0, 1], res.rows, "train_loss_by_time", label, on_grid(by_time, grid), color=color,
-                       linestyle=style)  # fmt: skip
-        val = [on_clock(r, VAL_LOSS) for r in group]
-        val = [(t, v) for t, v in val if len(t)]
-        if val:  # few points (one per evaluation): the seeds' own, with their median at each evaluation
-            for t, v in val:
-                axes[0, 2].plot(t, v, color=color, linestyle="none", marker="o", markersize=3, alpha=0.5)
-            n = min(len(t) for t, _ in val)
-            t_med = np.median([t[:n] for t, _ in val], axis=0)
-            v_med = np.median([v[:n] for _, v in val], axis=0)
-            axes[0, 2].plot(t_med, v_med, color=color, linestyle=style, label=label)
-            res.rows.extend({"panel": "val_loss_by_time", "series": label, "x": float(x), "median": float(y),
-                             "lo": np.nan, "hi": np.nan, "n": len(val)} for x, y in zip(t_med, v_med))  # fmt: skip
-    finish_axes(axes[0, 0], "steps", "training loss (batch)", f"training loss by step (mean of {smoothing} logs)")
-    finish_axes(axes[0, 1], "training clock (s)", "training loss (batch)", "training loss by training time")
-    finish_axes(axes[0, 2], "training clock (s)", "validation loss", "validation loss by training time")
+        row = axes[modes.index(_mode(label)) if _mode(label) in modes else 0]
+        _time_curves(row, res, label, group, colors.get(label), grid, smoothing)
+    for mode, row in zip(modes, axes):
+        what = f" ({mode} runs)" if len(modes) > 1 else ""
+        finish_axes(row[0], "steps", "training loss (batch)", f"training loss by step{what}, mean of {smoothing} logs")
+        finish_axes(row[1], "training clock (s)", "training loss (batch)", f"training loss by training time{what}")
+        finish_axes(row[2], "training clock (s)", "validation loss", f"validation loss by training time{what}")
+    for j in range(3):  # one scale per column: eager and compiled compared at a glance
+        cols = [axes[i, j] for i in range(len(modes))]
+        lo = min(ax.get_xlim()[0] for ax in cols), min(ax.get_ylim()[0] for ax in cols)
+        hi = max(ax.get_xlim()[1] for ax in cols), max(ax.get_ylim()[1] for ax in cols)
+        for ax in cols:
+            ax.set_xlim(lo[0], hi[0])
+            ax.set_ylim(lo[1], hi[1])
     return res
+
+
+def _mode(label: str) -> str:
+    return "compiled" if label.endswith("(compiled)") else "eager"
+
+
+def _time_curves(
+    row: Sequence[Any], res: FigureResult, label: str, group: Sequence[Run], color: str | None, grid: np.ndarray,
+    smoothing: int,
+) -> None:  # fmt: skip
+    """One group's three curves, on ``row``'s three panels."""
+    by_step = [(s, running_mean(v, smoothing)) for s, v in (r.series(TRAIN_LOSS) for r in group) if len(s)]
+    if by_step:
+        seed_curve(row[0], res.rows, "train_loss_by_step", label, by_step, color=color)
+    by_time = [(t, running_mean(v, smoothing)) for t, v in (on_clock(r, TRAIN_LOSS) for r in group) if len(t)]
+    if by_time:
+        seed_curve(row[1], res.rows, "train_loss_by_time", label, on_grid(by_time, grid), color=color)
+    val = [(t, v) for t, v in (on_clock(r, VAL_LOSS) for r in group) if len(t)]
+    if val:  # few points (one per evaluation): the seeds' own, with their median at each evaluation
+        for t, v in val:
+            row[2].plot(t, v, color=color, linestyle="none", marker="o", markersize=3, alpha=0.5)
+        n = min(len(t) for t, _ in val)
+        t_med = np.median([t[:n] for t, _ in val], axis=0)
+        v_med = np.median([v[:n] for _, v in val], axis=0)
+        row[2].plot(t_med, v_med, color=color, linestyle="-" if n > 1 else "none", marker="D", markersize=6,
+                    label=f"{label}: median" if n == 1 else label)  # fmt: skip
+        res.rows.extend({"panel": "val_loss_by_time", "series": label, "x": float(x), "median": float(y),
+                         "lo": np.nan, "hi": np.nan, "n": len(val)} for x, y in zip(t_med, v_med))  # fmt: skip

@@ -15,7 +15,9 @@
 - `ln_axes`: LayerNorm per token (``ln``) against per sentence (``ln_sample``) and instance
   norm over time (``in``), in the encoder (LN decoder: the decoder must stay causal).
 
-Bars are medians over seeds with min–max error bars; curves medians with the min–max shaded. The
+End-of-run values (loss, BLEU) are points at the median over seeds with min–max error bars and
+each seed beside them, on an axis scaled to them (bars from 0 hid the differences); throughput
+bars; curves medians with the min–max shaded. The
 claims are in ``normbench/rules/<preset>.yaml``.
 """
 
@@ -33,6 +35,7 @@ from normbench.analysis.plot import (
     bar_panel,
     finish_axes,
     new_figure,
+    point_panel,
     seed_curve,
 )
 from normbench.analysis.runs import Run
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 VAL_LOSS = "val/loss"
+TRAIN_LOSS = "train/batch_loss"
 BLEU_KEYS = ("test/bleu", "val/bleu")
 TOKENS_PER_S = "perf/tokens_per_s"
 
@@ -89,35 +93,75 @@ def _groups(runs: Sequence[Run], norms: Sequence[str], by: Callable[[Run], str])
     return {n: g for n, g in out.items() if g}
 
 
-def _end_bars(
-    ax: Any, res: FigureResult, key: str, groups: dict[str, list[Run]], colors: dict[str, str], xlabel: str = "norm"
+def _end_points(
+    ax: Any,
+    res: FigureResult,
+    key: str,
+    groups: dict[str, list[Run]],
+    colors: dict[str, str],
+    xlabel: str = "norm",
+    markers: dict[str, str] | None = None,
 ) -> None:
-    """A bar per group at the median over its runs of their final ``key`` (``val/loss`` or a BLEU
-    key), the seeds' min–max as error bars; rows under ``bleu`` or ``val_loss``."""
+    """A point per group at the median over its runs of their final ``key`` (``val/loss`` or a BLEU
+    key), the seeds' min–max as error bars and each seed beside it, on an axis scaled to the
+    points (bars from 0 hid the differences); rows under ``bleu`` or ``val_loss``."""
     panel, what = ("val_loss", "validation loss") if key == VAL_LOSS else ("bleu", f"BLEU ({key.split('/')[0]})")
-    bar_panel(ax, res.rows, panel, {n: [r.final(key) for r in g] for n, g in groups.items()}, colors)
+    point_panel(ax, res.rows, panel, {n: [r.final(key) for r in g] for n, g in groups.items()}, colors, markers)
     title = "validation loss at the end" if key == VAL_LOSS else f"BLEU at the end ({key})"
-    finish_axes(ax, xlabel, what, title, legend=False)
+    finish_axes(ax, xlabel, what, f"{title}: median, seeds' min–max, each seed", legend=False)
+
+
+def _loss_panel(ax: Any, res: FigureResult, groups: dict[str, list[Run]], colors: dict[str, str],
+                styles: dict[str, tuple[str, str]]) -> bool:  # fmt: skip
+    """Validation loss by step when the runs evaluated more than once, else the training loss (running
+    mean of 9 logged batch losses) by step. Returns whether the validation loss was drawn."""
+    evaluated = any(len(r.series(VAL_LOSS)[0]) > 1 for g in groups.values() for r in g)
+    key, panel = (VAL_LOSS, "val_loss") if evaluated else (TRAIN_LOSS, "train_loss")
+    for norm, group in groups.items():
+        linestyle, marker = styles.get(norm, ("-", "o" if evaluated else ""))
+        if evaluated:
+            series = [r.series(VAL_LOSS) for r in group if len(r.series(VAL_LOSS)[0])]
+        else:
+            series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
+        if series:
+            seed_curve(ax, res.rows, panel, norm, series, color=colors[norm], linestyle=linestyle,
+                       marker=marker or None, fill=len(groups) <= 4)  # six bands hide each other: lines only
+    if evaluated:
+        finish_axes(ax, "steps", "validation loss", "validation loss")
+    else:
+        finish_axes(ax, "steps", "training loss (running mean of 9 logs)", "training loss (validated once, at the end)")
+    return evaluated
 
 
 def _norm_figure(
-    runs: Sequence[Run], groups: dict[str, list[Run]], name: str, title: str, with_speed: bool
+    runs: Sequence[Run],
+    groups: dict[str, list[Run]],
+    name: str,
+    title: str,
+    with_speed: bool,
+    styles: dict[str, tuple[str, str]] | None = None,
 ) -> FigureResult:
-    n_cols = 3 if with_speed else 2
-    fig, axes = new_figure(1, n_cols, title)
+    """Loss by step (`_loss_panel`), the final validation loss (when it was evaluated once), BLEU,
+    and (``with_speed``) training throughput, per group. ``styles``: a group's (line style, marker)."""
+    styles = styles or {}
+    members = [r for g in groups.values() for r in g]
+    once = not any(len(r.series(VAL_LOSS)[0]) > 1 for r in members)
+    has_curve = not once or any(len(r.series(TRAIN_LOSS)[0]) > 1 for r in members)
+    n_cols = int(has_curve) + int(once) + 1 + int(with_speed)
+    fig, axes = new_figure(1, n_cols, title, size=(4.8 * n_cols, 4.0))
     res = FigureResult(name, fig)
     colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}  # "rms (eager)": rms's
-    for norm, group in groups.items():
-        series = [r.series(VAL_LOSS) for r in group if len(r.series(VAL_LOSS)[0])]
-        if series:
-            seed_curve(axes[0, 0], res.rows, "val_loss", norm, series, color=colors[norm], marker="o")
-    finish_axes(axes[0, 0], "steps", "validation loss", "validation loss")
-    _end_bars(axes[0, 1], res, bleu_key(runs), groups, colors)
+    markers = {n: st[1] for n, st in styles.items() if st[1]}
+    panels = iter(axes[0])
+    if has_curve:
+        _loss_panel(next(panels), res, groups, colors, styles)
+    if once:
+        _end_points(next(panels), res, VAL_LOSS, groups, colors, markers=markers)
+    _end_points(next(panels), res, bleu_key(runs), groups, colors, markers=markers)
     if with_speed:
-        bar_panel(
-            axes[0, 2], res.rows, "tokens_per_s", {n: [throughput(r) for r in g] for n, g in groups.items()}, colors
-        )
-        finish_axes(axes[0, 2], "norm", "training tokens / s", "throughput (median over epochs)", legend=False)
+        ax = next(panels)
+        bar_panel(ax, res.rows, "tokens_per_s", {n: [throughput(r) for r in g] for n, g in groups.items()}, colors)
+        finish_axes(ax, "norm", "training tokens / s", "throughput (median over epochs)", legend=False)
     return res
 
 
@@ -157,10 +201,11 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, order, padding_arm)
     colors = {a: PADDING_COLORS.get(a.rsplit(" (", 1)[0], "tab:gray") for a in groups}
     title = "BatchNorm over padded batches: masked vs padding counted, length-bucketed vs mixed (decoder LN)"
-    fig, axes = new_figure(2, 3, title)
+    fig, axes = new_figure(2, 3, title, size=(15.5, 8.0))
     res = FigureResult("bn_padding", fig)
     curves = (
-        (axes[0, 0], VAR_DIST, "var_dist", "(1/d)‖σ²_B − σ²‖₂", "first BN layer: batch vs running variance"),
+        (axes[0, 0], VAR_DIST, "var_dist", "(1/d)‖σ²_B − σ²‖₂",
+         "first BN layer: batch vs running variance (a point per epoch: the mean over its steps)"),
         (axes[0, 1], TOKEN_SCALE, "token_scale", "mean of sqrt(mean_c x̂²)", "first norm: real tokens' scale"),
     )
     for ax, key, panel, ylabel, panel_title in curves:
@@ -168,12 +213,13 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
             series = [r.series(key) for r in group if len(r.series(key)[0])]
             if series:
                 style = "--" if arm.endswith("(mixed)") else "-"
-                seed_curve(ax, res.rows, panel, arm, series, color=colors[arm], linestyle=style)
+                marker = "o" if key == VAR_DIST else None  # logged once per epoch: a few points
+                seed_curve(ax, res.rows, panel, arm, series, color=colors[arm], linestyle=style, marker=marker)
         finish_axes(ax, "steps", ylabel, panel_title)
     _padding_share_panel(axes[0, 2], res, groups)
     _halves_panel(axes[1, 0], res, groups, colors)
-    _end_bars(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
-    _end_bars(axes[1, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
+    _end_points(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
+    _end_points(axes[1, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
     return [res]
 
 
@@ -233,6 +279,10 @@ def compiled(run: Run) -> bool:
     return bool(run.get("hardware.compile", False))
 
 
+MODE_STYLES = {"eager": ("-", "o"), "compiled": ("--", "s")}
+"""(line style, marker) of eager and compiled runs."""
+
+
 def _rms_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
     """ln / rms / prms runs grouped by norm and mode: ``rms (eager)``, ``rms (compiled)``, ..."""
     mode = {False: "eager", True: "compiled"}
@@ -245,8 +295,9 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     eager and compiled (torch's fused F.layer_norm vs F.rms_norm in eager mode; inductor's code
     compiled). The layer-level numbers are `scripts/bench_norms.py`'s."""
     groups = _rms_groups(runs)
-    title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager and compiled runs apart)"
-    out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True)]
+    title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager: solid, o; compiled: dashed, s)"
+    styles = {n: MODE_STYLES["compiled" if n.endswith("(compiled)") else "eager"] for n in groups}
+    out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True, styles)]
     if has_clock(runs):  # runs made before the training clock was logged have no time axis
         out += rmsnorm_time(runs)
     return out
@@ -257,8 +308,6 @@ def rmsnorm_time(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _rms_groups(runs)
     colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
     title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time"
-    if any(name.endswith("(compiled)") for name in groups):
-        title += " (compiled dashed)"
     return [time_figure(groups, colors, "rmsnorm_time", title)]
 
 
@@ -274,13 +323,13 @@ def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, ("ln", "rms", "prms"), run_norm)
     colors = {n: NORM_COLORS.get(n, "tab:gray") for n in groups}
     title = "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at d_model 512, beside RMSNorm and LN"
-    fig, axes = new_figure(1, 3, title)
+    fig, axes = new_figure(1, 3, title, size=(15.0, 4.0))
     res = FigureResult("prms_width", fig)
     for norm, group in groups.items():
         series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
             seed_curve(axes[0, 0], res.rows, "train_loss", norm, series, color=colors[norm])
     finish_axes(axes[0, 0], "steps", "training loss (running mean of 9 logs)", "training loss")
-    _end_bars(axes[0, 1], res, VAL_LOSS, groups, colors)
-    _end_bars(axes[0, 2], res, bleu_key(runs), groups, colors)
+    _end_points(axes[0, 1], res, VAL_LOSS, groups, colors)
+    _end_points(axes[0, 2], res, bleu_key(runs), groups, colors)
     return [res]

@@ -1,0 +1,98 @@
+"""The leaderboard's figure: per model and data set, each norm's score with its 95 % t-interval.
+
+Throughput is drawn (score against throughput relative to the cell's reference norm) only when
+every run recorded that it ran on a quiet machine (`measured_quietly`); timings taken beside
+other work are not a speed ranking (issue 43), so otherwise the figure is the scores alone, one
+row per norm with its name on the axis, best on top.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from normbench.analysis.leaderboard import IMAGES, NA, REFERENCE, THROUGHPUT, Row
+from normbench.analysis.leaderboard_labels import cell_title
+from normbench.analysis.plot import NORM_COLORS, finish_axes, label_points, new_figure
+from normbench.analysis.runs import Run
+
+QUIET_KEY = "machine"
+"""A run's summary record of the machine's load while it ran: ``{"quiet": true, ...}``."""
+
+
+def measured_quietly(run: Run) -> bool:
+    """Whether the run recorded a quiet machine (``summary["machine"]["quiet"]`` true); a run that
+    recorded nothing does not count."""
+    record = run.summary.get(QUIET_KEY)
+    return isinstance(record, Mapping) and record.get("quiet") is True
+
+
+def _cells(rows: Sequence[Row]) -> list[tuple[str, str, list[Row], str]]:
+    """(model, data set, the rows with a score, task) per cell, in order of appearance."""
+    out = []
+    for model, dataset in dict.fromkeys((r.model, r.dataset) for r in rows):
+        members = [r for r in rows if (r.model, r.dataset) == (model, dataset)]
+        scored = [r for r in members if r.score.n > 0 and r.verdict != NA]
+        out.append((model, dataset, scored, members[0].task))
+    return out
+
+
+def _point(ax: Any, x: float, y: float, r: Row, scale: float, horizontal: bool) -> None:
+    """The norm's mean with its interval (hollow, no bar: one seed)."""
+    color = NORM_COLORS.get(r.swept or r.norm, "tab:gray")
+    if r.score.n > 1:
+        half = [[r.score.mean * scale - r.score.lo * scale], [r.score.hi * scale - r.score.mean * scale]]
+        kw = {"xerr": half} if horizontal else {"yerr": half}
+        ax.errorbar(x, y, fmt="o", color=color, capsize=3, **kw)
+    else:
+        ax.plot(x, y, "o", mfc="none", color=color)
+
+
+def score_figure(rows: Sequence[Row]) -> Any:
+    """Each norm's score (mean, 95 % t-interval) per cell, norms on the y axis, best on top."""
+    cells = _cells(rows)
+    height = max([len(c[2]) for c in cells] + [3]) * 0.42 + 1.4
+    title = "Norm leaderboard: final score per norm (95 % t-interval over seeds; hollow: one seed)"
+    fig, axes = new_figure(1, max(len(cells), 1), title, size=(6.0 * max(len(cells), 1), height))
+    for ax, (model, dataset, scored, task) in zip(axes[0], cells):
+        scale = 100.0 if task == IMAGES else 1.0
+        ordered = sorted(scored, key=lambda r: r.score.mean)  # the best at the top
+        for y, r in enumerate(ordered):
+            _point(ax, r.score.mean * scale, y, r, scale, horizontal=True)
+        ax.set_yticks(range(len(ordered)), [r.norm for r in ordered], fontsize=8)
+        ax.set_ylim(-0.7, len(ordered) - 0.3)
+        xlabel = f"{scored[0].metric if scored else 'score'}" + (" (%)" if task == IMAGES else "")
+        finish_axes(ax, xlabel, "", cell_title(model, dataset), legend=False)
+    return fig
+
+
+def throughput_figure(rows: Sequence[Row]) -> Any:
+    """Score against throughput relative to the reference norm, one panel per cell; each point
+    labelled with its norm beside it, where it overlaps no other label."""
+    cells = _cells(rows)
+    title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds; hollow: one seed)"
+    fig, axes = new_figure(1, max(len(cells), 1), title)
+    cell_labels = []
+    for ax, (model, dataset, scored, task) in zip(axes[0], cells):
+        scale = 100.0 if task == IMAGES else 1.0
+        relative = all(math.isfinite(r.relative_throughput) for r in scored)
+        labels = []
+        for r in scored:
+            x = r.relative_throughput if relative else r.throughput
+            _point(ax, x, r.score.mean * scale, r, scale, horizontal=False)
+            labels.append((x, r.score.mean * scale, r.norm, NORM_COLORS.get(r.swept or r.norm, "tab:gray")))
+        cell_labels.append((ax, labels))
+        xlabel = f"throughput × {REFERENCE[task]}" if relative else THROUGHPUT[task]
+        ylabel = f"{scored[0].metric if scored else 'score'}" + (" (%)" if task == IMAGES else "")
+        finish_axes(ax, xlabel, ylabel, cell_title(model, dataset), legend=False)
+    fig.tight_layout()  # the axes' final size first: labels are placed in points on the page
+    for ax, labels in cell_labels:
+        label_points(ax, labels)
+    return fig
+
+
+def figure(rows: Sequence[Row], runs: Sequence[Run]) -> Any:
+    """`throughput_figure` when every run recorded a quiet machine, else `score_figure`."""
+    quiet = bool(runs) and all(measured_quietly(r) for r in runs)
+    return throughput_figure(rows) if quiet else score_figure(rows)

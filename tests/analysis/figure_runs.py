@@ -1,0 +1,181 @@
+"""Small synthetic runs for every preset's figures, shaped like the CPU presets' real runs (one
+evaluation at the end where the preset evaluates once, BN statistics once per epoch, ...), built
+from the writers the figure tests use. `PRESET_RUNS`: preset → a function writing its runs under a
+folder."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import yaml
+
+from tests.analysis.test_bn_claims import PADDING_ARMS, _saturation_rows, _write_dropout_runs
+from tests.analysis.test_eval_stats import write_sweep as write_eval_stats
+from tests.analysis.test_gn_groups import ARMS as GROUP_ARMS
+from tests.analysis.test_gn_groups import write_sweep as write_groups
+from tests.analysis.test_lp_batch import ACC as LP_ACC
+from tests.analysis.test_lp_batch import TOTAL as LP_TOTAL
+from tests.analysis.test_lp_batch import _rows as lp_rows
+from tests.analysis.test_prms_width import _runs as prms_runs
+from tests.analysis.test_train_clock import _runs as clock_runs
+from tests.test_figures import SEEDS, TOTAL, _cv_nlp_runs, _mt_runs, _santurkar_rows, write_run
+
+
+def keep_last(root: Path, key: str) -> None:
+    """Every job under ``root`` keeps only its last logged ``key`` (a preset that evaluates once)."""
+    for metrics in root.glob("*/metrics.jsonl"):
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        last = max((i for i, r in enumerate(rows) if key in r), default=None)
+        rows = [{k: v for k, v in r.items() if k != key or i == last} for i, r in enumerate(rows)]
+        metrics.write_text("".join(json.dumps(r) + "\n" for r in rows if set(r) - {"step", "epoch"}))
+
+
+def santurkar(root: Path) -> None:
+    job = 0
+    for norm in ("none", "bn", "bn_noisy"):
+        for lr in (0.1, 0.5):
+            for seed in SEEDS:
+                cfg = {"norm": {"name": norm}, "lr": lr, "seed": seed, "model": {"name": "vgg11"}, "max_steps": TOTAL}
+                write_run(root, job, cfg, _santurkar_rows(norm, lr, seed), {"step": TOTAL})
+                job += 1
+    keep_last(root, "val/acc")  # the CPU preset evaluates at the end only
+
+
+def powernorm_stats(root: Path) -> None:
+    _cv_nlp_runs(root, 50, lambda scale, seed, step: {
+        "bn_stats/first_layer/mean_dist": scale * (1 + seed) * step,
+        "bn_stats/first_layer/var_dist": 2 * scale * (1 + seed),
+    })  # fmt: skip
+
+
+def powernorm_grads(root: Path) -> None:
+    _cv_nlp_runs(root, 50, lambda scale, seed, step: {
+        "bn_stats/first_layer/var_input_grad": scale * (1 + seed) * step,
+        "bn_stats/first_layer/mean_input_grad": scale,
+        "bn_stats/first_layer/var_input_grad_cv": 0.3 * (1 + 0.2 * seed),
+    })  # fmt: skip
+
+
+def translation(norms: dict[str, float], key: str, once: bool, **kw) -> Callable[[Path], None]:
+    """`_mt_runs` of ``norms``; ``once``: validation loss at the end only and the batch loss every
+    10 steps (as the CPU presets log them)."""
+
+    def write(root: Path) -> None:
+        _mt_runs(root, norms, key, **kw)
+        if once:
+            keep_last(root, "val/loss")
+            for metrics in root.glob("*/metrics.jsonl"):
+                with open(metrics, "a") as f:
+                    for s in range(10, 301, 10):
+                        loss = 8.0 - 0.01 * s + 0.1 * (s % 30 == 0)
+                        f.write(json.dumps({"step": s, "train/batch_loss": loss}) + "\n")
+
+    return write
+
+
+def gn_batch_size(root: Path) -> None:
+    job = 0
+    for norm in ("bn", "gn", "brn"):
+        for bs in (32, 16, 8, 4, 2):
+            for seed in SEEDS:
+                cfg = {"norm": {"name": norm}, "batch_size": bs, "lr": 0.1 * bs / 32, "seed": seed}
+                rows = [{"step": 10 * e, "epoch": e, "train/loss": 2.0 / e + 0.01 * seed} for e in (1, 2, 3)]
+                rows.append({"step": 30, "epoch": 3, "val/acc": 0.6 - 0.01 * (32 // bs) + 0.01 * seed})
+                write_run(root, job, cfg, rows, {"step": 30})
+                job += 1
+
+
+def bn_saturation(root: Path) -> None:
+    job = 0
+    for norm, saturated, first in (("none", [0.5, 0.6, 0.7], 1e-4), ("bn", [0.05, 0.1, 0.15], 0.1)):
+        for seed in SEEDS:
+            grads = {"features.0.conv": first, "features.2.conv": 0.5, "classifier": 1.0}
+            rows = _saturation_rows([s + 0.01 * seed for s in saturated], grads, seed)
+            write_run(root, job, {"norm": {"name": norm}, "seed": seed}, rows, {})
+            job += 1
+
+
+def bn_lr_range(root: Path) -> None:
+    job = 0
+    for norm in ("none", "bn", "gn"):
+        for lr in (0.1, 0.3, 1.0, 3.0):
+            for seed in SEEDS:
+                rows = [{"step": 156, "epoch": 4, "val/acc": 0.5 + 0.01 * seed - (0.2 if norm == "none" else 0) * lr}]
+                write_run(root, job, {"norm": {"name": norm}, "lr": lr, "seed": seed}, rows, {})
+                job += 1
+
+
+def bn_padding(root: Path) -> None:
+    """The CPU preset's shape: 200 steps; BN statistics logged per epoch (bucketed batches: 2 epochs,
+    mixed: 1); token scale every 10 steps; validation loss and BLEU at the end."""
+    job = 0
+    for arm, (norm, counted, bucketed) in PADDING_ARMS.items():
+        enc = {"name": norm} if counted is None else {"name": norm, "count_padding": counted}
+        for seed in SEEDS:
+            cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
+                   "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
+            scale = (1.3 if arm == "bn_padded_mixed" else 1.0) + 0.01 * seed
+            rows = [{"step": s, "token_scale/first_layer/scale": scale, "token_scale/first_layer/scale_short": scale
+                     + 0.02, "token_scale/first_layer/scale_long": scale - 0.01 * (1 + seed % 3),
+                     "token_scale/padding_share": (0.05 if bucketed else 0.5) + 0.01 * (s % 30) / 10}
+                    for s in range(0, 200, 10)]  # fmt: skip
+            epochs = (100, 200) if bucketed else (200,)
+            if norm == "bn":
+                rows += [{"step": s, "epoch": e, "bn_stats/first_layer/var_dist": 0.02 - 0.00003 * s + 0.001 * seed}
+                         for e, s in enumerate(epochs, 1)]  # fmt: skip
+            loss = 4.85 + 0.01 * seed + 0.05 * (arm == "ln_mixed")
+            rows.append({"step": 200, "epoch": len(epochs), "val/loss": loss})
+            write_run(root, job, cfg, rows, {"test/bleu": 8.0 - 0.5 * seed - 2 * ("padded_mixed" in arm)})
+            job += 1
+
+
+def bn_lp(root: Path) -> None:
+    job = 0
+    for norm in LP_ACC:
+        for seed in SEEDS:
+            cfg = {"norm": {"name": norm}, "lr": 0.1, "seed": seed, "model": {"name": "vgg11"}, "max_steps": LP_TOTAL}
+            write_run(root, job, cfg, lp_rows(norm, seed), {"step": LP_TOTAL})
+            job += 1
+
+
+def rmsnorm_time(root: Path) -> None:
+    """`test_train_clock`'s eager runs, and a compiled copy of each whose clock runs 20 % slower."""
+    clock_runs(root)
+    jobs = sorted(root.iterdir(), key=lambda p: int(p.name))
+    for i, job in enumerate(jobs, start=len(jobs)):
+        cfg = yaml.safe_load((job / "config.yaml").read_text())
+        rows = [json.loads(line) for line in (job / "metrics.jsonl").read_text().splitlines()]
+        rows = [{**r, "perf/train_s": 1.2 * r["perf/train_s"]} for r in rows]
+        write_run(root, i, {**cfg, "hardware": {"compile": True}}, rows, {"test/bleu": 20.0})
+
+
+RMS_SPEED = {"ln": 100.0, "rms": 130.0, "prms": 90.0}
+
+PRESET_RUNS: dict[str, Callable[[Path], None]] = {
+    "santurkar_vgg": santurkar,
+    "powernorm_stats": powernorm_stats,
+    "powernorm_grads": powernorm_grads,
+    "powernorm_mt": translation({"ln": 20.0, "bn": 10.0, "pn": 20.5}, "encoder", once=True),
+    "powernorm_chain": translation({"bn": 10.0, "pn_v": 19.5, "pn": 30.0, "ln": 20.0}, "encoder", once=True),
+    "rmsnorm_speed": translation({"ln": 20.0, "rms": 20.2, "prms": 17.0}, "norm", once=False, speed=RMS_SPEED,
+                                 compiled=(False, True), bleu_spread=0.1),  # fmt: skip
+    "rmsnorm_time": rmsnorm_time,
+    "prms_width": prms_runs,
+    "gn_batch_size": gn_batch_size,
+    "gn_groups": lambda root: write_groups(root, {arm: 10.0 + i for i, arm in enumerate(GROUP_ARMS)}),
+    "bn_eval_stats": lambda root: write_eval_stats(
+        root, {a: [0.01 * s for s in SEEDS] for a in ("ordinary", "slow_ema", "small_batch")},
+        {"ordinary": 0.1, "slow_ema": 0.3, "small_batch": 0.5},
+    ),  # fmt: skip
+    "bn_dropout": lambda root: _write_dropout_runs(
+        root, {"standard": (0.99, 0.5), "standard_dropout": (0.9, 0.55), "bn": (0.99, 0.6), "bn_dropout": (0.95, 0.6)}
+    ),
+    "bn_saturation": bn_saturation,
+    "bn_lr_range": bn_lr_range,
+    "bn_padding": bn_padding,
+    "bn_lp": bn_lp,
+    "ln_axes": translation({"ln": 20.0, "ln_sample": 15.0, "in": 24.0}, "encoder", once=False),
+}
+"""How to write each preset's synthetic runs (the keys: `normbench.analysis.FIGURES`)."""
