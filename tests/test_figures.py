@@ -117,7 +117,7 @@ def santurkar_value(norm: str, lr: float, seed: int, step: int) -> dict[str, flo
         "ics/5/rel_grad_diff": (0.6 if norm == "bn" else 0.5) + 0.01 * seed,
         "ics/5/cos": (0.5 if norm == "bn" else 0.6) - 0.01 * seed,
         "ics/10/grad_diff": grad * (1.0 + 0.1 * seed),
-        "ics/10/rel_grad_diff": 0.4,
+        "ics/10/rel_grad_diff": (0.7 if norm == "bn" else 0.5) + 0.01 * seed,
         "ics/10/cos": 0.4,
     }
     for layer in LAYERS:  # quantiles of a distribution whose median drifts by SHIFT per step
@@ -201,11 +201,12 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert float(landscape["a_centre"]) == pytest.approx(np.exp(logs["bn"].mean()))  # the geometric mean
     assert float(landscape["estimate"]) == pytest.approx(np.exp(logs["bn"].mean() - logs["none"].mean()))
     assert landscape["test"] == "welch_log" and landscape["ratio"] == "True" and landscape["a_n"] == "5"
-    # ICS judged on the scale-free quantities: the first measured layer ("5") — BN's relative difference
-    # larger, its cosine lower: supported; the second ("10") equal in both arms: inconclusive.
-    assert verdicts["fig3_rel_ics_layer0_lr0.1"] == SUPPORTED and verdicts["fig3_cos_layer0_lr0.1"] == SUPPORTED
-    assert verdicts["fig3_rel_ics_layer1_lr0.1"] == INCONCLUSIVE
-    assert verdicts["fig3_rel_ics_layer0_lr0.01"] == NOT_JUDGED  # no lr 0.01 runs here: n = 0
+    # ICS: one claim per lr, on the scale-free relative difference at the deeper measured layer ("10"),
+    # where BN's is larger: supported; the first layer and the cosine are drawn, not judged.
+    assert {c for c in verdicts if c.startswith("fig3_")} == {"fig3_ics_lr0.01", "fig3_ics_lr0.1"}
+    assert verdicts["fig3_ics_lr0.1"] == SUPPORTED
+    assert verdicts["fig3_ics_lr0.01"] == NOT_JUDGED  # no lr 0.01 runs here: n = 0
+    assert verdicts["bn_trains"] == "passed"  # BN's synthetic training accuracy 0.7-0.8: error below 0.6
     assert verdicts["fig1_train_acc_lr0.1"] == SUPPORTED and verdicts["fig1_test_acc_lr0.1"] == SUPPORTED
     assert verdicts["fig1_train_acc_lr0.5"] == NOT_JUDGED  # the rules judge lr 0.5 in the full preset only
     assert verdicts["fig2_noisy_vs_standard"] == SUPPORTED

@@ -60,5 +60,5 @@ def test_bn_lp_figures_and_claims(tmp_path: Path) -> None:
 @pytest.mark.parametrize("norm", ["none", "bn", "bn_l1", "bn_linf"])
 def test_bn_lp_cpu_composes_each_swept_norm(norm: str) -> None:
     cfg = compose_cfg(["experiment=bn_lp_cpu", "experiment/arms/santurkar_vgg@_global_=standard_lr01", f"norm={norm}"])
-    assert cfg.norm.name == norm and cfg.lr == 0.1 and cfg.model.name == "vgg11" and cfg.max_steps == 90
-    assert cfg.optimizer.momentum == 0.0 and cfg.diagnostics.ics.every_n_steps == 0
+    assert cfg.norm.name == norm and cfg.lr == 0.1 and cfg.model.name == "vgg11" and cfg.max_steps == 624
+    assert cfg.optimizer.momentum == 0.0 and cfg.diagnostics.ics.every_n_steps == 0 and cfg.model.width == 0.25
