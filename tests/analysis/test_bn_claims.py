@@ -98,16 +98,18 @@ def test_bn_saturation_arms_compose(arm: str) -> None:
     assert cfg.diagnostics.saturation.threshold == 4.0 and cfg.max_steps == 300 and cfg.model.name == "vgg11"
 
 
-def test_bn_lr_range_counts_a_diverged_run_as_the_worst(tmp_path: Path) -> None:
-    """none diverges at lr 3 and is poor at lr 1; BN trains at both; GN matches BN at 1, diverges at 3."""
-    acc = {("none", 1.0): 0.3, ("bn", 1.0): 0.6, ("gn", 1.0): 0.6, ("bn", 3.0): 0.5}
+def test_bn_lr_range_claims_read_each_seeds_lr_grid(tmp_path: Path) -> None:
+    """none trains at lr 0.1 only (poor at 0.3, diverged above); BN trains up to lr 1 and is best at
+    0.3; GN as BN at 1, diverged at 3. The claims read each seed's grid through its lr 0.1 anchor."""
+    acc = {("none", 0.1): 0.40, ("none", 0.3): 0.15, ("bn", 0.1): 0.50, ("bn", 0.3): 0.55, ("bn", 1.0): 0.45,
+           ("bn", 3.0): 0.12, ("gn", 0.1): 0.4, ("gn", 0.3): 0.4, ("gn", 1.0): 0.3}  # fmt: skip
     job = 0
     for norm in ("none", "bn", "gn"):
         for lr in (0.1, 0.3, 1.0, 3.0):
             for seed in SEEDS:
                 cfg = {"norm": {"name": norm}, "lr": lr, "seed": seed}
-                if (norm, lr) in acc or lr < 1.0:
-                    rows = [{"step": 156, "epoch": 4, "val/acc": acc.get((norm, lr), 0.5) + 0.01 * seed}]
+                if (norm, lr) in acc:
+                    rows = [{"step": 156, "epoch": 4, "val/acc": acc[norm, lr] + 0.01 * seed}]
                     write_run(tmp_path / "runs", job, cfg, rows, {})
                 else:
                     d = write_run(tmp_path / "runs", job, cfg, [{"step": 3, "train/batch_loss": float("nan")}], {})
@@ -116,15 +118,35 @@ def test_bn_lr_range_counts_a_diverged_run_as_the_worst(tmp_path: Path) -> None:
     out = tmp_path / "out"
     build("bn_lr_range_cpu", tmp_path / "runs", out)
     verdicts = claims(out)
-    assert verdicts["bn_above_none_lr1"] == SUPPORTED and verdicts["bn_above_none_lr3"] == SUPPORTED
-    assert verdicts["bn_above_gn_lr1"] != SUPPORTED and verdicts["bn_above_gn_lr3"] == SUPPORTED
-    assert (
-        claim_row(out, "bn_above_none_lr3")["test"] == "rank"
-        and claim_row(out, "bn_above_none_lr3")["b_diverged"] == "5"
-    )
+    assert verdicts == {"best_lr_bn_above_none": SUPPORTED, "bn_trains_at_higher_lr": SUPPORTED,
+                        "bn_trains_at_lr01": PASSED}  # fmt: skip
+    best = claim_row(out, "best_lr_bn_above_none")
+    assert float(best["a_centre"]) == pytest.approx(0.57) and float(best["b_centre"]) == pytest.approx(0.42)
+    largest = claim_row(out, "bn_trains_at_higher_lr")  # log10: BN 1.0 -> 0, none 0.1 -> -1
+    assert largest["test"] == "rank" and float(largest["estimate"]) == pytest.approx(1.0)
     rows = read_csv(out / "bn_lr_range.csv")
     assert_point(rows, "final_val_acc", "gn", 3.0, [0.0] * 5)
-    assert_point(rows, "final_val_acc", "bn", 1.0, [0.6 + 0.01 * s for s in SEEDS])
+    assert_point(rows, "final_val_acc", "bn", 1.0, [0.45 + 0.01 * s for s in SEEDS])
+
+
+def test_lr_grid_takes_one_seeds_runs_that_differ_in_lr_alone(tmp_path: Path) -> None:
+    """The grid of a run: same seed and setting, every lr; another seed, norm or any other key is out;
+    a run that trained at no lr gets one decade below the grid's lowest."""
+    from normbench.analysis.lr_range import best_over_lr, largest_trained_lr, lr_grid
+    from normbench.analysis.runs import load_local_runs
+
+    grid = [("bn", 0.1, 0, 0.0, 0.3), ("bn", 1.0, 0, 0.0, 0.5), ("bn", 3.0, 1, 0.0, 0.9),
+            ("none", 1.0, 0, 0.0, 0.9), ("bn", 3.0, 0, 0.1, 0.9), ("none", 0.1, 0, 0.0, 0.15)]  # fmt: skip
+    for job, (norm, lr, seed, wd, acc) in enumerate(grid):
+        write_run(tmp_path, job, {"norm": {"name": norm}, "lr": lr, "seed": seed, "weight_decay": wd},
+                  [{"step": 1, "val/acc": acc}], {})  # fmt: skip
+    runs = load_local_runs([tmp_path])
+    anchor = next(r for r in runs if r.get("norm.name") == "bn" and r.get("lr") == 0.1)
+    assert [float(r.get("lr")) for r in lr_grid(anchor, runs)] == [0.1, 1.0]
+    assert best_over_lr(anchor, runs) == pytest.approx(0.5)
+    assert largest_trained_lr(anchor, runs, trained_above=0.2) == pytest.approx(0.0)  # log10(1.0)
+    plain = next(r for r in runs if r.get("norm.name") == "none" and r.get("lr") == 0.1)
+    assert largest_trained_lr(plain, runs, trained_above=0.95) == pytest.approx(-2.0)  # none trained: 0.1 / 10
 
 
 PADDING_ARMS = {  # arm: (encoder norm, count_padding, bucket_by_length)
