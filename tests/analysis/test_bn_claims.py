@@ -79,11 +79,13 @@ def test_bn_saturation_measures_and_claims(tmp_path: Path) -> None:
         for seed in SEEDS:
             rows = _saturation_rows([s + 0.01 * seed for s in saturated], {"features.0.conv": first,
                                     "features.2.conv": 0.5, "classifier": 1.0}, seed)  # fmt: skip
-            write_run(tmp_path / "runs", job, {"norm": {"name": norm}, "seed": seed}, rows, {})
+            summary = {"val/acc": 0.3 if norm == "bn" else 0.1}  # the positive control: BN learns
+            write_run(tmp_path / "runs", job, {"norm": {"name": norm}, "seed": seed}, rows, summary)
             job += 1
     out = tmp_path / "out"
     build("bn_saturation_cpu", tmp_path / "runs", out)
-    assert claims(out) == {"bn_fewer_saturated": SUPPORTED, "early_gradients_vanish_without_bn": SUPPORTED}
+    assert claims(out) == {"bn_fewer_saturated": SUPPORTED, "early_gradients_vanish_without_bn": SUPPORTED,
+                           "bn_learns": PASSED}  # fmt: skip
     row = claim_row(out, "early_gradients_vanish_without_bn")
     assert float(row["estimate"]) == pytest.approx(1e-4 / 0.1)  # the ratio of geometric means
     assert float(claim_row(out, "bn_fewer_saturated")["estimate"]) == pytest.approx(0.1 - 0.6)
