@@ -117,7 +117,7 @@ def santurkar_value(norm: str, lr: float, seed: int, step: int) -> dict[str, flo
         "ics/5/rel_grad_diff": (0.6 if norm == "bn" else 0.5) + 0.01 * seed,
         "ics/5/cos": (0.5 if norm == "bn" else 0.6) - 0.01 * seed,
         "ics/10/grad_diff": grad * (1.0 + 0.1 * seed),
-        "ics/10/rel_grad_diff": 0.4,
+        "ics/10/rel_grad_diff": (0.7 if norm == "bn" else 0.5) + 0.01 * seed,
         "ics/10/cos": 0.4,
     }
     for layer in LAYERS:  # quantiles of a distribution whose median drifts by SHIFT per step
@@ -201,11 +201,12 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert float(landscape["a_centre"]) == pytest.approx(np.exp(logs["bn"].mean()))  # the geometric mean
     assert float(landscape["estimate"]) == pytest.approx(np.exp(logs["bn"].mean() - logs["none"].mean()))
     assert landscape["test"] == "welch_log" and landscape["ratio"] == "True" and landscape["a_n"] == "5"
-    # ICS judged on the scale-free quantities: the first measured layer ("5") — BN's relative difference
-    # larger, its cosine lower: supported; the second ("10") equal in both arms: inconclusive.
-    assert verdicts["fig3_rel_ics_layer0_lr0.1"] == SUPPORTED and verdicts["fig3_cos_layer0_lr0.1"] == SUPPORTED
-    assert verdicts["fig3_rel_ics_layer1_lr0.1"] == INCONCLUSIVE
-    assert verdicts["fig3_rel_ics_layer0_lr0.01"] == NOT_JUDGED  # no lr 0.01 runs here: n = 0
+    # ICS: one claim per lr, on the scale-free relative difference at the deeper measured layer ("10"),
+    # where BN's is larger: supported; the first layer and the cosine are drawn, not judged.
+    assert {c for c in verdicts if c.startswith("fig3_")} == {"fig3_ics_lr0.01", "fig3_ics_lr0.1"}
+    assert verdicts["fig3_ics_lr0.1"] == SUPPORTED
+    assert verdicts["fig3_ics_lr0.01"] == NOT_JUDGED  # no lr 0.01 runs here: n = 0
+    assert verdicts["bn_trains"] == "passed"  # BN's synthetic training accuracy 0.7-0.8: error below 0.6
     assert verdicts["fig1_train_acc_lr0.1"] == SUPPORTED and verdicts["fig1_test_acc_lr0.1"] == SUPPORTED
     assert verdicts["fig1_train_acc_lr0.5"] == NOT_JUDGED  # the rules judge lr 0.5 in the full preset only
     assert verdicts["fig2_noisy_vs_standard"] == SUPPORTED
@@ -243,7 +244,8 @@ def _cv_nlp_runs(root: Path, total: int, row: Callable[[float, int, int], dict[s
         for seed in SEEDS:
             rows = [{"step": step, "epoch": step // 10, **row(scale, seed, step)} for step in range(10, total + 1, 10)]
             cfg = {"model": {"name": model}, "dataset": {"name": dataset}, "norm": {"name": "bn"}, "seed": seed}
-            write_run(root, job, cfg, rows, {"step": total})
+            learnt = {"val/acc": 0.5} if dataset == "cifar10" else {"val/loss": 4.3}  # the positive controls pass
+            write_run(root, job, cfg, rows, {"step": total, **learnt})
             job += 1
 
 
@@ -260,7 +262,8 @@ def test_powernorm_stats_figure(tmp_path: Path) -> None:
         pct = 100.0 * step / total
         assert_point(rows, "mean", "NLP: Transformer + BN, translation", pct, [0.5 * (1 + s) * step for s in SEEDS])
         assert_point(rows, "var", "CV: ResNet20 + BN, CIFAR-10", pct, [0.02 * (1 + s) for s in SEEDS])
-    assert claims(out) == {"fig2_mean_dist": SUPPORTED, "fig2_var_dist": SUPPORTED}
+    assert claims(out) == {"fig2_mean_dist": SUPPORTED, "fig2_var_dist": SUPPORTED, "nlp_learns": PASSED,
+                           "cv_learns": PASSED}  # fmt: skip
     assert claim_row(out, "fig2_var_dist")["scale"].startswith("paper scale: ResNet20 on CIFAR-10")
 
 
@@ -279,7 +282,8 @@ def test_powernorm_grads_figure(tmp_path: Path) -> None:
     assert_point(
         rows, "var_input_grad", "NLP: Transformer + BN, translation", 60.0, [0.5 * (1 + s) * 30 for s in SEEDS]
     )
-    assert claims(out) == {"fig3_input_grad_larger": SUPPORTED, "fig3_input_grad_more_variable": INCONCLUSIVE}
+    assert claims(out) == {"fig3_input_grad_larger": SUPPORTED, "fig3_input_grad_more_variable": INCONCLUSIVE,
+                           "nlp_learns": PASSED, "cv_learns": PASSED}  # fmt: skip
     assert claim_row(out, "fig3_input_grad_larger")["scale"].startswith("reduced: ResNet20 on the 10,000-image")
 
 

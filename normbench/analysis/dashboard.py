@@ -165,6 +165,20 @@ MEASURE_PANELS: dict[str, Any] = {
         )
     ],
     "error": lambda p: [Panel("validation accuracy (error = 1 − accuracy)", ("val/acc",), x=EPOCH)],
+    "final_error": lambda p: [Panel(f"{p['key']} (the check reads 1 − its final value)", (str(p["key"]),), x=EPOCH)],
+    "final_train_error": lambda p: [
+        Panel("training accuracy (each logged batch; the check reads 1 − its final value)", ("train/batch_acc",))
+    ],
+    "median_logged_gap": lambda p: [
+        Panel(f"{p['key']} and {p['minus']} (the claim: their medians' difference)", (str(p["key"]), str(p["minus"])))
+    ],
+    "inverse_median_logged": lambda p: [Panel(f"{p['key']} (the check reads 1 / its median)", (str(p["key"]),))],
+    "best_over_lr": lambda p: [
+        Panel("validation accuracy", ("val/acc",), x=EPOCH, note="the claim: each seed's best over its lr grid")
+    ],
+    "largest_trained_lr": lambda p: [
+        Panel("validation accuracy", ("val/acc",), x=EPOCH, note="the claim: each seed's largest lr that trained")
+    ],
     "remaining_loss": lambda p: [Panel("training loss (epoch mean)", ("train/loss",), x=EPOCH)],
     "bleu": lambda p: [Panel("BLEU (valid each evaluation; test at the end)", ("val/bleu", "test/bleu"), x=EPOCH)],
     "throughput": lambda p: [Panel("training tokens per second", ("perf/tokens_per_s",), x=EPOCH)],

@@ -1,5 +1,5 @@
 """ℓp BatchNorm against BatchNorm and the standard network, from a `bn_lp` sweep (Santurkar et al.
-2018, §3.3: normalizing by an ℓp deviation of the batch instead of its standard deviation).
+2018, §3.3: normalizing by the ℓp norm of the uncentred activations instead of the standard deviation).
 
 Two figures at the main learning rate, with santurkar_vgg's panels: training loss, training and
 test accuracy (``bn_lp_training``), and the loss landscape, gradient predictiveness and effective

@@ -93,6 +93,12 @@ def final_train_acc(run: Run, final_fraction: float, smoothing: int) -> float:
     return float(np.mean(values[-tail:]))
 
 
+@measure("final_train_error")
+def final_train_error(run: Run, final_fraction: float, smoothing: int) -> float:
+    """One minus `final_train_acc`: the positive control "BN trains" as a bound from above."""
+    return 1.0 - final_train_acc(run, final_fraction, smoothing)
+
+
 @measure("final_test_acc")
 def final_test_acc(run: Run) -> float:
     """The run's last validation accuracy."""

@@ -9,7 +9,10 @@ before the classifier, and with ``dropout_at="blocks"`` (the default) also after
 activation, as CIFAR VGGs with dropout do; ``dropout_at="classifier"``: before the classifier only,
 as Inception (Szegedy et al. 2015) and Simonyan & Zisserman's VGG place it (training only; off by
 default).
-Module names and indices are the same whatever the activation and dropout.
+Module names and indices are the same whatever the activation, dropout and width. ``width``
+multiplies every conv's channel count (0.25: 16 … 128 channels, about 1/16 of the parameters and
+of the compute; rounded, at least 1): a narrower VGG of the same depth and layout, for CPU presets
+that train it for several epochs rather than stop the full width after a hundred steps.
 
 Initialization (``init``): ``glorot`` (Xavier-uniform on every conv and the classifier, what
 Santurkar et al. used) or ``kaiming`` (He-normal, fan-out, with the activation's gain, on the convs;
@@ -28,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError, require_in
+from normbench.errors import ConfigError, require, require_in
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.registry import NormLayer
 
@@ -71,8 +74,11 @@ class VGG(nn.Module):
         activation: str = "relu",
         dropout: float = 0.0,
         dropout_at: str = "blocks",
+        width: float = 1.0,
     ) -> None:
         super().__init__()
+        if not width > 0:
+            raise ConfigError(f"model.width={width}; valid: a positive multiplier of the channels (1: the paper's)")
         if init not in INITS:
             raise ConfigError(f"model.init={init!r}; valid choices: {', '.join(INITS)}")
         if activation not in ACTIVATIONS:
@@ -89,8 +95,9 @@ class VGG(nn.Module):
             if item == POOL:
                 layers.append(nn.MaxPool2d(2))
             else:
-                layers.append(ConvNormAct(c_in, int(item), norm_layer, activation, block_dropout))
-                c_in = int(item)
+                c_out = max(1, round(int(item) * width))
+                layers.append(ConvNormAct(c_in, c_out, norm_layer, activation, block_dropout))
+                c_in = c_out
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(c_in, num_classes)
         self.reset_parameters(init)
@@ -107,7 +114,7 @@ class VGG(nn.Module):
                 nn.init.zeros_(m.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        x = self.features(x).flatten(1)  # (B, 512) for 32×32 inputs
+        x = self.features(x).flatten(1)  # (B, 512·width) for 32×32 inputs
         if self.dropout > 0:
             x = F.dropout(x, self.dropout, self.training)
         return self.classifier(x)  # (B, classes)
@@ -124,13 +131,16 @@ class VGGConfig(ModelConfig):
     block (0: none)."""
     dropout_at: str = "blocks"
     """``blocks`` (after every conv block and before the classifier) | ``classifier`` (before it only)."""
+    width: float = 1.0
+    """Multiplier of every conv's channels (1: the paper's 64 … 512; 0.25: 16 … 128)."""
 
     def __post_init__(self) -> None:
         require_in("model.dropout", self.dropout, "[0, 1)")  # NaN too, when the config is parsed
+        require(self.width > 0, "model.width", self.width, "a positive multiplier of the channels (1: the paper's)")
 
 
 def _vgg(name: str, cfg: VGGConfig, norm_layer: NormLayer, num_classes: int) -> VGG:
-    return VGG(STAGES[name], norm_layer, num_classes, cfg.init, cfg.activation, cfg.dropout, cfg.dropout_at)
+    return VGG(STAGES[name], norm_layer, num_classes, cfg.init, cfg.activation, cfg.dropout, cfg.dropout_at, cfg.width)
 
 
 @register_model("vgg11", VGGConfig, input_kind="image")

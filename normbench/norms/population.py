@@ -82,6 +82,7 @@ def refresh_population_stats(
         return 0
     k = max(m.population_batches for m in layers)
     saved = {name: buf.clone() for name, buf in model.named_buffers()}
+    cold = {m: m.cold for m in model.modules() if hasattr(m, "cold")}  # BatchNorm's warm_start, restored too
     was_training = model.training
     devices = sorted({b.device.index for b in saved.values() if b.device.type == "cuda"})
     for m in layers:
@@ -105,6 +106,8 @@ def refresh_population_stats(
         buffers = dict(model.named_buffers())
         for name, value in saved.items():
             buffers[name].copy_(value)
+        for m, flag in cold.items():
+            m.cold = flag
         model.train(was_training)
     if used == 0:
         raise ValueError("refresh_population_stats: the batch iterable was empty")

@@ -107,3 +107,12 @@ def test_cpu_preset_first_job_runs_one_step(preset: str, tmp_path: Path) -> None
         if name != "bn_stats" or cfg.norm.name == "bn":
             assert any(k.startswith(f"{name}/") for k in logged), f"{preset}: no {name}/* logged"
     assert OmegaConf.select(cfg, "logger.group") is None
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_adam_weight_decay_is_decoupled(preset: str) -> None:
+    """A preset that decays the weights under Adam does it as its recipe's source, fairseq, does:
+    decoupled from the gradient (optimizer adamw), not as an L2 term in the gradient (adam)."""
+    cfg, _ = compose_with_sweep(preset)
+    if cfg.optimizer.name.startswith("adam") and cfg.weight_decay > 0:
+        assert cfg.optimizer.name == "adamw", f"{preset}: Adam with decay {cfg.weight_decay} added to the gradient"

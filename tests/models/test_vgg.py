@@ -169,3 +169,22 @@ def test_kaiming_init_uses_the_activations_gain() -> None:
 def test_bad_activation_or_dropout_is_a_config_error(key: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         build_model({"name": "vgg11", key: value}, factory("bn"))
+
+
+@pytest.mark.parametrize("width", [0.25, 0.5])
+def test_width_scales_every_conv_and_the_classifier(width: float) -> None:
+    """``model.width``: every conv's c_out (and the next c_in, and the classifier's 512) times width:
+    the parameter count of the hand-listed convs scaled so; module names as at width 1."""
+    model = build_model({"name": "vgg11", "width": width}, factory("bn"))
+    convs = [(3 if c_in == 3 else int(c_in * width), int(c_out * width)) for c_in, c_out in CONVS["vgg11"]]
+    want = sum(i * o * 9 + o for i, o in convs) + 2 * sum(o for _, o in convs) + int(512 * width) * 10 + 10
+    assert sum(p.numel() for p in model.parameters()) == want
+    full = build_model({"name": "vgg11"}, factory("bn"))
+    assert [n for n, _ in model.named_modules()] == [n for n, _ in full.named_modules()]
+    assert model(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+
+
+@pytest.mark.parametrize("width", [0.0, -1.0])
+def test_a_width_that_is_not_positive_is_a_config_error(width: float) -> None:
+    with pytest.raises(ConfigError, match="model.width"):
+        build_model({"name": "vgg11", "width": width}, factory("bn"))

@@ -61,6 +61,48 @@ def test_running_estimates_use_unbiased_variance_of_real_tokens(layout: str) -> 
     torch.testing.assert_close(m2.running_var, 0.9 + 0.1 * real.var(0, unbiased=True), atol=1e-12, rtol=0)
 
 
+@pytest.mark.parametrize("record", [False, True])  # the fused kernel's update, and the composed path's
+@pytest.mark.parametrize("layout", ["NCHW", "NTC"])
+def test_warm_start_takes_the_first_batch_then_the_ema(layout: str, record: bool) -> None:
+    """``warm_start``: after batch 1 the running estimates are its mean and unbiased variance (not
+    0.01·μ₁ and 0.99 + 0.01·s²₁), after batch 2 the EMA from there: 0.99·μ₁ + 0.01·μ₂."""
+    m = build_norm("bn", C, layout, momentum=0.01, warm_start=True).double()
+    m.record_live_stats = record
+    reals = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        if layout == "NCHW":
+            x = torch.randn(4, C, 3, 3, dtype=torch.float64) * 3 + seed
+            m(x)
+            reals.append(x.transpose(0, 1).reshape(C, -1).T)
+        else:
+            x, mask = seq_batch()
+            m(x * 3 + seed, mask)
+            reals.append((x * 3 + seed)[mask])
+        if seed == 1:
+            torch.testing.assert_close(m.running_mean, reals[0].mean(0), atol=1e-12, rtol=0)
+            torch.testing.assert_close(m.running_var, reals[0].var(0, unbiased=True), atol=1e-12, rtol=0)
+    want_mean = 0.99 * reals[0].mean(0) + 0.01 * reals[1].mean(0)
+    want_var = 0.99 * reals[0].var(0, unbiased=True) + 0.01 * reals[1].var(0, unbiased=True)
+    torch.testing.assert_close(m.running_mean, want_mean, atol=1e-12, rtol=0)
+    torch.testing.assert_close(m.running_var, want_var, atol=1e-12, rtol=0)
+
+
+def test_warm_start_survives_a_population_refresh_before_training_and_not_a_loaded_state() -> None:
+    """A population refresh (training forwards, buffers restored) leaves the start cold; a loaded
+    state's estimates are not cold, so the next batch is an ordinary EMA step."""
+    m = build_norm("bn", C, "NCHW", momentum=0.01, warm_start=True, eval_stats="both").double()
+    x = torch.randn(4, C, 3, 3, dtype=torch.float64) + 2
+    refresh_population_stats(m, lambda g: iter([x]), lambda model, b: model(b), seed=0)
+    assert m.cold
+    fresh = build_norm("bn", C, "NCHW", momentum=0.01, warm_start=True, eval_stats="both").double()
+    fresh.load_state_dict(m.state_dict())
+    m(x)
+    torch.testing.assert_close(m.running_mean, x.mean((0, 2, 3)), atol=1e-12, rtol=0)
+    fresh(x)
+    torch.testing.assert_close(fresh.running_mean, 0.01 * x.mean((0, 2, 3)), atol=1e-12, rtol=0)
+
+
 @pytest.mark.parametrize("name", ["bn", "brn"])
 @pytest.mark.parametrize("layout", ["NCHW", "NTC"])
 def test_recorded_stats_and_composed_path_match_fused(name: str, layout: str) -> None:

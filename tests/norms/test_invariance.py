@@ -20,6 +20,7 @@ Y, N = True, False
 # What the maths says, in inv.PROPERTIES order: W → δW, W → W + 1γᵀ, w_i → δw_i, x → δx,
 # x → x + γ, x_n → δx_n. NTC: a case is a token; NCHW: W is a 1×1 convolution, a case is an image.
 BATCH_STATS = (Y, N, Y, Y, Y, N)  # per unit over the batch: a shift γᵀx varying by case, or one case scaled, leaks
+LP_BATCH = (Y, N, Y, Y, N, N)  # as BATCH_STATS, but the divisor is the uncentred unit's: a shift leaks
 PER_CASE_LN = (Y, Y, N, Y, N, Y)  # Ba et al.'s layer norm: one case's units centred and scaled together
 PER_CASE_RMS = (Y, N, N, Y, N, Y)  # Zhang & Sennrich: scaled, not centred
 NOTHING = (N, N, N, N, N, N)
@@ -27,10 +28,11 @@ EXPECTED: dict[str, dict[str, tuple[bool, ...]]] = {
     "bn": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
     "bn_noisy": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},  # the same noise: BN's invariances carry over
     "brn": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},  # a fresh module is in its warm-up: plain BN
-    # ℓp BN: centred per unit like BN, and the ℓp deviation scales with the unit as σ does
-    "bn_l1": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
-    "bn_l2": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
-    "bn_linf": {"NTC": BATCH_STATS, "NCHW": BATCH_STATS},
+    # ℓp BN: centred per unit like BN, the ℓp norm scales with the unit as σ does; but the norm is of the
+    # uncentred unit (Santurkar et al.), so a shift x → x + γ changes the divisor
+    "bn_l1": {"NTC": LP_BATCH, "NCHW": LP_BATCH},
+    "bn_l2": {"NTC": LP_BATCH, "NCHW": LP_BATCH},
+    "bn_linf": {"NTC": LP_BATCH, "NCHW": LP_BATCH},
     # per sample, over groups of 2 channels × positions: one unit scaled or a per-unit shift changes its
     # group's statistics; a per-position shift γᵀx is not removed; one sequence (not token) is a sample
     "gn": {"NTC": (Y, N, N, Y, N, N), "NCHW": (Y, N, N, Y, N, Y)},

@@ -74,12 +74,12 @@ def reference_nchw(name: str, x: torch.Tensor, m: torch.nn.Module) -> torch.Tens
         xg = x.view(n, m.groups, -1, *x.shape[2:])
         xs = (xg / torch.sqrt(xg.pow(2).mean(2, keepdim=True) + eps)).view_as(x)
         return _affine(xs / torch.sqrt(xs.pow(2).mean((0, 2, 3), keepdim=True) + eps), m)
-    if name in LP:  # centred per channel, divided by the ℓp deviation over N, H, W plus eps
+    if name in LP:  # centred per channel, divided by the uncentred ℓp power mean over N, H, W plus eps
         c, p = x - x.mean((0, 2, 3), keepdim=True), LP[name]
         dev = (
-            c.abs().amax((0, 2, 3), keepdim=True)
+            x.abs().amax((0, 2, 3), keepdim=True)
             if p == float("inf")
-            else c.abs().pow(p).mean((0, 2, 3), keepdim=True) ** (1 / p)
+            else x.abs().pow(p).mean((0, 2, 3), keepdim=True) ** (1 / p)
         )
         return _affine(c / (dev + eps), m)
     if name in ("bn", "brn"):  # brn is plain BatchNorm during its warm-up

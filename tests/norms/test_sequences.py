@@ -49,9 +49,9 @@ def reference_ntc(name: str, m: torch.nn.Module, x: torch.Tensor, mask: torch.Te
     real = x[mask]  # (M, C): every real token
     if name in ("bn", "brn"):
         return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps)
-    if name.startswith("bn_l"):  # ℓp BatchNorm over the real tokens: the ℓp deviation plus eps
+    if name.startswith("bn_l"):  # ℓp BatchNorm over the real tokens: centred, over the uncentred ℓp power mean
         c, p = real - real.mean(0), {"bn_l1": 1.0, "bn_l2": 2.0, "bn_linf": float("inf")}[name]
-        dev = c.abs().amax(0) if p == float("inf") else c.abs().pow(p).mean(0) ** (1 / p)
+        dev = real.abs().amax(0) if p == float("inf") else real.abs().pow(p).mean(0) ** (1 / p)
         return affine(c / (dev + eps), m)
     if name == "bn_noisy":  # one draw per activation (test_noisy.py)
         shift, scale = m.last_noise
