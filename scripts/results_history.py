@@ -9,6 +9,13 @@ script adds one entry at its end and never rewrites an earlier one, and
 entry.
 
     python scripts/results_history.py results/bn_dropout_cpu --changed "what changed and why"
+    python scripts/results_history.py results/bn_dropout_cpu --planned --changed "what changes and why"
+
+``--planned`` declares the next attempt before its runs: the preset's current rules hash (changed
+since the folder's verdicts), the commit it was declared at and what changed and why. Until the
+rerun, ``results_index.py`` shows the folder's verdicts as *superseded* and ``--check`` passes; the
+rerun's entry then takes the planned attempt's number. A plan amended before its runs (the pilot's
+``n`` written into the rules) is appended under the same number with the new hash.
 """
 
 from __future__ import annotations
@@ -23,7 +30,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from results_index import HISTORY, HISTORY_HEADING, judged_hash, read_claims, read_run_txt  # noqa: E402
+import subprocess  # noqa: E402
+
+from results_index import (  # noqa: E402
+    HISTORY,
+    HISTORY_HEADING,
+    judged_hash,
+    planned_hashes,
+    read_claims,
+    read_run_txt,
+    rules_hash,
+)
 
 CHECK_VERDICTS = ("passed", "failed")
 CLAIM_ORDER = ("supported", "opposite", "equivalent", "different", "inconclusive", "not judged")
@@ -114,9 +131,42 @@ def append_entry(folder: Path, changed: str) -> str:
     if (folder / "runs.csv").exists():
         with open(folder / "runs.csv", newline="") as f:
             runs = runs_summary(list(csv.DictReader(f)))
-    text = entry(len(done) + 1, rules, run, tally(rows), changed.strip(), runs)
+    number = planned_hashes(folder).get(rules) or next_number(folder)
+    text = entry(number, rules, run, tally(rows), changed.strip(), runs)
     new = not path.exists() or path.stat().st_size == 0
     with open(path, "a") as f:  # append only: the earlier entries are never rewritten
+        f.write((header(folder) if new else "") + "\n" + text)
+    return text
+
+
+def next_number(folder: Path) -> int:
+    """The next attempt's number: one past every run and planned attempt on record."""
+    return max([n for n, *_ in attempts(folder)] + list(planned_hashes(folder).values()) + [0]) + 1
+
+
+def plan_entry(folder: Path, changed: str) -> str:
+    """Append the preset's current rules as a planned attempt (declared before its runs); returns
+    the entry. ValueError (one line) when the rules are those already judged or already planned."""
+    if not changed.strip() or "\n" in changed.strip():
+        raise ValueError(f"--changed={changed!r}; valid: one non-empty line saying what changes and why")
+    rules = rules_hash(folder.name)
+    if rules is None:
+        raise ValueError(f"{folder}: no rules for preset {folder.name!r}; valid: a results folder of a judged preset")
+    judged = judged_hash(read_claims(folder)) if (folder / "claims.csv").exists() else None
+    if rules == judged or rules in planned_hashes(folder) or any(h == rules for _, h, *_ in attempts(folder)):
+        raise ValueError(f"{folder}: rules {rules} are on record already in {HISTORY}; valid: changed rules")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=folder.parent).stdout.strip() or "?"  # fmt: skip
+    today = subprocess.run(["date", "-u", "+%Y-%m-%d"], capture_output=True, text=True).stdout.strip()
+    ran = max([n for n, *_ in attempts(folder)] + [0])
+    pending = [n for n in planned_hashes(folder).values() if n > ran]  # a plan not run yet: amended, same number
+    number = max(pending) if pending else next_number(folder)
+    text = "\n".join([f"## Attempt {number} — rules {rules}, planned before its runs", "",
+                      f"- declared: {today}, at commit {commit} (the rules as committed after it), before any run "
+                      "under them", f"- what changed and why: {changed.strip()}"]) + "\n"  # fmt: skip
+    path = folder / HISTORY
+    new = not path.exists() or path.stat().st_size == 0
+    with open(path, "a") as f:  # append only
         f.write((header(folder) if new else "") + "\n" + text)
     return text
 
@@ -125,9 +175,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="a results folder, e.g. results/bn_dropout_cpu")
     parser.add_argument("--changed", required=True, help="what changed since the attempt before, and why (one line)")
+    parser.add_argument("--planned", action="store_true", help="declare the preset's current (changed) rules as the "
+                        "next attempt, before its runs")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        text = append_entry(args.folder, args.changed)
+        text = plan_entry(args.folder, args.changed) if args.planned else append_entry(args.folder, args.changed)
     except ValueError as err:
         print(f"results_history: {err}", file=sys.stderr)
         return 2

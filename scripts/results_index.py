@@ -85,6 +85,15 @@ MAX_CELL = 120
 HISTORY = "HISTORY.md"
 HISTORY_HEADING = r"^## Attempt (\d+) — rules (\S+), run at (\S+) \(([^)]*)\)$"
 """An entry's heading in a folder's HISTORY.md (written by ``scripts/results_history.py``)."""
+PLANNED_HEADING = r"^## Attempt (\d+) — rules (\S+), planned before its runs$"
+"""A planned attempt's heading: new rules declared, with what changed and why, before any run."""
+
+
+def planned_hashes(folder: Path) -> dict[str, int]:
+    """The rules hashes the folder's HISTORY.md declares as planned attempts, with their numbers."""
+    path = folder / HISTORY
+    text = path.read_text() if path.exists() else ""
+    return {h: int(n) for n, h in re.findall(PLANNED_HEADING, text, re.M)}  # an amended plan: its number again
 
 
 def history_problems(results: Path = RESULTS) -> list[str]:
@@ -186,7 +195,8 @@ def paper_lines(folders: list[tuple[Path, list[dict[str, str]]]]) -> list[str]:
     lines = []
     for title, mine in sorted(papers.items()):
         links = ", ".join(f"[{f.name}]({f.name}/README.md)" for f, _ in mine)
-        found = " — ".join(finding(f.name, rows) for f, rows in mine)
+        found = " — ".join(("*(superseded)* " if superseded(f, rows) else "") + finding(f.name, rows)
+                           for f, rows in mine)
         lines.append(f"- **{title}** ({links}): {found}")
     return lines
 
@@ -252,7 +262,9 @@ def runs_table(results: Path, folders: list[Path], problems: list[str]) -> list[
             judged = judged_hash(read_claims(folder))
             now = rules_hash(folder.name)
             rules = "none (before the rules): rerun pending" if judged is None else judged
-            if judged is not None and judged != now:
+            if judged is not None and judged != now and now in planned_hashes(folder):
+                rules = f"{judged} (superseded: attempt {planned_hashes(folder)[now]} planned under {now})"
+            elif judged is not None and judged != now:
                 rules = f"{judged} (now {now}: STALE)"
                 problems.append(f"results/{folder.name}: claims judged under rules {judged}, the preset's rules are "
                                 f"now {now}: a rule changed after the runs; rerun the preset")  # fmt: skip
@@ -278,7 +290,7 @@ def build(results: Path = RESULTS) -> tuple[str, list[str]]:
     problems: list[str] = []
     current, legacy = judged_folders(results)
     board = leaderboard_line(results / LEADERBOARD)
-    lines = [INTRO, tally(current), "", "## Findings per paper", "", *paper_lines(current)]
+    lines = [INTRO, tally(current), *superseded_note(current), "", "## Findings per paper", "", *paper_lines(current)]
     lines += [board] if board else []
     lines += ["", "Every claim's difference with its 95 % interval, coloured by verdict (the band: an equivalence "
               "claim's margin); each folder's `forest.png` shows its own:"]  # fmt: skip
@@ -286,8 +298,10 @@ def build(results: Path = RESULTS) -> tuple[str, list[str]]:
     lines += ["## Claims", "", "| preset | claim | verdict | a vs b [95 % CI] | unit | n (a / b) | scale |"]
     lines.append("|---|---|---|---|---|---|---|")
     for folder, rows in current:
+        old = superseded(folder, rows)
         for row in annotate(claims_of(rows), folder.name):
             cells = claim_cells(folder.name, row)
+            cells[2] += " *(superseded)*" if old else ""
             lines.append("| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |")
     shown = sorted({f for f, _ in current} | set(legacy) | ({results / LEADERBOARD} if board else set()))
     lines += ["", *runs_table(results, shown, problems)]
@@ -299,6 +313,23 @@ def build(results: Path = RESULTS) -> tuple[str, list[str]]:
         lines += [f"- [{f.name}]({f.name}/README.md)" for f in legacy]
     lines += ["", METHOD, "Speed of the norms themselves (eager and compiled, CPU): [bench/](bench/README.md).", ""]
     return "\n".join(lines), problems
+
+
+def superseded(folder: Path, rows: list[dict[str, str]]) -> bool:
+    """The folder's verdicts were judged under rules its preset has since replaced by a planned attempt."""
+    judged, now = judged_hash(rows), rules_hash(folder.name)
+    return judged is not None and judged != now and now in planned_hashes(folder)
+
+
+def superseded_note(current: list[tuple[Path, list[dict[str, str]]]]) -> list[str]:
+    """A line under the tally when some presets await their rerun under new rules (HISTORY.md's
+    planned attempt says what changed and why): their verdicts here are the last run's."""
+    names = [f.name for f, rows in current if superseded(f, rows)]
+    if not names:
+        return []
+    return ["", f"**{len(names)} of {len(current)} presets await their rerun under new rules** (each folder's "
+            "HISTORY.md: the planned attempt, what changed and why, declared before its runs). Their verdicts "
+            "below are their last runs', under the superseded rules, and are marked *(superseded)*."]
 
 
 def write_all_forest(results: Path = RESULTS) -> list[Path]:

@@ -198,3 +198,36 @@ def test_the_leaderboards_line_names_what_ran_and_the_best_norm(tmp_path: Path) 
     line = index.leaderboard_line(folder)
     assert "ResNet8 on CIFAR-10 (subset), 312 steps: **bn** best, val/acc 0.45 [0.44, 0.46]" in line
     assert "every other norm below (next: gn 0.35)" in line and "(2 norms × 5 seeds)" in line
+
+
+def test_changed_rules_declared_as_a_planned_attempt_pass_the_check_and_mark_the_verdicts_superseded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule changed after the runs fails the check until the change is on record, before its runs,
+    as a planned attempt (what changed and why); the old verdicts then read superseded, and the
+    rerun's entry takes the planned attempt's number; an amended plan keeps it too."""
+    rules_dir = tmp_path / "rules"
+    shutil.copytree(rules.RULES_DIR, rules_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
+    monkeypatch.setattr(rules, "RULES_DIR", rules_dir)
+    index, history = load_script(), load_history()
+    for module in (index, history):
+        monkeypatch.setattr(module, "rules_hash", rules.rules_hash)
+    folder = tmp_path / "results" / "powernorm_stats_cpu"
+    write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))
+    write_run(folder, "abc1234", "2026-12-01 10:00:00")
+    history.append_entry(folder, "first run")
+    with pytest.raises(ValueError, match="on record already"):  # nothing changed: nothing to plan
+        history.plan_entry(folder, "nothing")
+    path = rules_dir / "powernorm_stats.yaml"
+    path.write_text(path.read_text().replace("relation: greater", "relation: less", 1))
+    assert len(index.build(tmp_path / "results")[1]) == 1  # changed, not on record: the check fails
+    planned = history.plan_entry(folder, "the relation turned, as the paper's Fig. 2 reads")
+    assert planned.startswith(f"## Attempt 2 — rules {rules.rules_hash('powernorm_stats_cpu')}, planned before")
+    text, problems = index.build(tmp_path / "results")
+    assert problems == [] and "**supported** *(superseded)*" in text and "await their rerun" in text
+    path.write_text(path.read_text().replace("alpha: 0.05", "alpha: 0.01", 1))  # amended before any run
+    assert history.plan_entry(folder, "alpha 0.01").startswith("## Attempt 2 — rules ")
+    write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))  # the rerun under the amended plan
+    write_run(folder, "def5678", "2026-12-04 10:00:00")
+    assert history.append_entry(folder, "the planned rerun").startswith("## Attempt 2 — rules ")
+    assert "superseded" not in index.build(tmp_path / "results")[0]
