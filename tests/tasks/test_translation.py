@@ -56,9 +56,11 @@ def test_bleu_is_on_tokens_as_given() -> None:
     assert corpus_bleu(["the cat sat on the mat ."], ["the cat sat on the mat."])[0] < 100
 
 
-def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
+def test_tiny_run_logs_translation_metrics(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "run"
-    r = run_cli(
+    code, stdout, stderr = run_cli_inprocess(
+        monkeypatch,
+        capsys,
         "experiment=quickstart_mt",
         "epochs=1",
         "eval_every_epochs=1",
@@ -68,14 +70,14 @@ def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
         *QUICK,
         f"hydra.run.dir={out}",
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert code == 0, stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished"
     for key in ("val/loss", "val/ppl", "val/bleu", "test/bleu", "perf/tokens_per_s", "train/loss"):
         assert math.isfinite(summary[key]), key
     assert summary["val/ppl"] == pytest.approx(math.exp(summary["val/nll_loss"]))
     assert 0 <= summary["val/bleu"] <= 100
-    assert (out / "sacrebleu.txt").read_text().startswith("nrefs:1|") and "sacrebleu signature" in r.stdout
+    assert (out / "sacrebleu.txt").read_text().startswith("nrefs:1|") and "sacrebleu signature" in stdout
     # what was scored is in the run directory: sacrebleu on those files gives the logged BLEU
     for split, key in (("valid", "val/bleu"), ("test", "test/bleu")):
         hyps = (out / "translations" / f"{split}.hyp").read_text().splitlines()
