@@ -176,6 +176,7 @@ def test_a_full_disk_while_the_bpe_is_cached_is_one_line_and_leaves_no_temporary
     assert not run_dir.exists()
 
 
+@pytest.mark.e2e
 @needs_mounts
 @fault(
     "a full disk while metrics.jsonl grows",
