@@ -14,11 +14,10 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, open_dict
 
-from normbench import sweep
+from normbench.cli_help import list_groups_on_demand
 from normbench.config import register_configs
 from normbench.errors import ConfigError, RunInterrupted, is_environment_error, signal_name
 from normbench.output import error_line, info
-from normbench.run_policy import one_line
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -39,8 +38,9 @@ def main(cfg: DictConfig) -> Any:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from normbench import rundir
+    from normbench import rundir, sweep
     from normbench.config import objective
+    from normbench.run_policy import one_line
     from normbench.train import run
 
     hc = HydraConfig.get()
@@ -83,7 +83,7 @@ def main(cfg: DictConfig) -> Any:
 def kept_job(run_dir: Path) -> None:
     """A job of a continued sweep that ended with a result earlier: not run again; Hydra's files
     of its run put back over those this start wrote."""
-    from normbench import run_records
+    from normbench import run_records, sweep
 
     run_records.restore_trained_records(run_dir)
     summary = sweep.read_summary(run_dir) or {}
@@ -146,12 +146,14 @@ def check_launcher(args: list[str]) -> None:
         ) from None
 
 
+HELP_FLAGS = {"-h", "--help", "--hydra-help"}
+
+
 def cli() -> Any:
     """The ``normbench`` command: the command line's overrides are checked against ``conf/``
     first (one line and exit 2 on an unknown choice or key), then Hydra runs `main`. The run
     directory's lock and snapshot are taken by ``conf/config.yaml``'s ``hydra.callbacks``
     (`normbench.rundir.RunDirCallback`) before Hydra makes the directory."""
-    from normbench import rundir
     from normbench.overrides import check_overrides
 
     try:
@@ -162,6 +164,11 @@ def cli() -> Any:
             raise
         error_line(str(e))
         sys.exit(2)
+    if HELP_FLAGS & set(sys.argv[1:]):  # Hydra prints the help and runs nothing: no sweep, no run folder
+        list_groups_on_demand()
+        return main()
+    from normbench import rundir, sweep  # here, not above: `normbench --help` needs neither (nor torch.distributed)
+
     try:
         result = main()
     except KeyboardInterrupt as e:  # before or after a run (composing, a sweep's launcher)

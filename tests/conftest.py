@@ -1,7 +1,10 @@
-"""Shared test fixtures: offline W&B, the GPU marker, the shared real data, a CLI runner."""
+"""Shared test fixtures: offline W&B, the GPU marker, the shared real data, a composed config (cached),
+a CLI runner in this process and one in a subprocess."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import os
 import subprocess
 import sys
@@ -9,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from omegaconf import DictConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -47,6 +51,43 @@ def requires_extra(extra: str, module: str) -> pytest.MarkDecorator:
 
 
 needs_slurm_extra = requires_extra("slurm", "hydra_plugins.hydra_submitit_launcher")
+
+
+def compose_cfg(overrides: list[str], hydra: bool = False) -> DictConfig:
+    """``conf/config.yaml`` composed with ``overrides`` (and the ``hydra`` node if asked), as Hydra
+    composes it for a run. Each distinct command line is composed once per test process (~0.3 s:
+    the same presets are composed by many files) and each caller gets its own copy to change."""
+    return copy.deepcopy(_composed(tuple(overrides), hydra))
+
+
+@functools.cache
+def _composed(overrides: tuple[str, ...], hydra: bool) -> DictConfig:
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from normbench.cli import config_dir
+
+    GlobalHydra.instance().clear()  # an in-process run may have left Hydra set up for its own search path
+    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
+        return compose(config_name="config", overrides=list(overrides), return_hydra_config=hydra)
+
+
+def run_cli_inprocess(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, str, str]:
+    """``normbench *args`` in this process (exit code, stdout, stderr): what `run_cli` checks,
+    without a new interpreter's ~5 s of imports."""
+    from normbench import cli
+
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    monkeypatch.setattr(sys, "argv", ["normbench", *args])
+    code: int | str | None = 0
+    try:
+        cli.cli()
+    except SystemExit as e:
+        code = e.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err  # type: ignore[return-value]
 
 
 def cli_env() -> dict[str, str]:

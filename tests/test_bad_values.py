@@ -263,6 +263,7 @@ def test_through_the_command_one_line_exit_2_and_nothing_left(
     assert not out.exists()
 
 
+@pytest.mark.e2e
 @fault("a self-referencing interpolation, in a process of its own", "one line, exit 2; nothing written", "one-line")
 def test_a_self_referencing_interpolation_in_a_real_process(tmp_path) -> None:
     out = tmp_path / "run"
@@ -280,6 +281,7 @@ def test_every_config_file_still_parses(group, option) -> None:
     parse(compose_cfg([f"{group}={option}"]))
 
 
+@pytest.mark.slow  # ~370 composes; the same sweep as conf/test_presets.py::test_every_swept_value_composes (slow)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_every_preset_value_still_parses(preset) -> None:
     """Every value a paper preset sweeps, on the preset's first job, parses."""

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import CIFAR_SUBSET, TINY_RUN, run_cli
+from tests.conftest import CIFAR_SUBSET, TINY_RUN, run_cli, run_cli_inprocess
 
 EPOCH_KEYS = {"train/loss", "train/acc", "val/loss", "val/acc", "perf/samples_per_s", "epoch"}
 
@@ -48,10 +48,10 @@ def test_multirun_gives_distinct_wandb_runs_and_a_sweep_summary(tmp_path) -> Non
         ("dataset=imagenet", "normbench: error: dataset=imagenet is not an option of dataset; valid choices: "),
     ],
 )
-def test_unknown_choice_fails_listing_valid_ones(tmp_path, override: str, needle: str) -> None:
-    r = run_cli(*TINY_RUN, override, f"hydra.run.dir={tmp_path / 'run'}")
-    assert r.returncode != 0
-    assert needle in r.stderr + r.stdout
+def test_unknown_choice_fails_listing_valid_ones(tmp_path, override: str, needle: str, monkeypatch, capsys) -> None:
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, override, f"hydra.run.dir={tmp_path / 'run'}")
+    assert code != 0
+    assert needle in err + out
 
 
 def test_missing_cifar_offline_is_one_clear_line_and_leaves_nothing(tmp_path) -> None:
@@ -65,6 +65,7 @@ def test_missing_cifar_offline_is_one_clear_line_and_leaves_nothing(tmp_path) ->
     assert not (out / "summary.json").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not (CIFAR_SUBSET / "cifar-10-batches-py").is_dir(), reason="shared CIFAR-10 subset absent")
 def test_one_epoch_on_real_cifar_subset_beats_chance(tmp_path) -> None:
     out = tmp_path / "run"

@@ -9,22 +9,13 @@ import os
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
 
 from normbench.cli import config_dir
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, compose_cfg, run_cli_inprocess
 
 CONF = Path(config_dir())
 CPU_PRESETS = sorted(p.stem for p in (CONF / "experiment").glob("*_cpu.yaml"))
 LEAVES = {"cifar10": "cifar10-subset", "iwslt14": "de-en-subset"}
-
-
-def compose_cfg(overrides: list[str], hydra: bool = False) -> DictConfig:
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides, return_hydra_config=hydra)
 
 
 @pytest.mark.parametrize("preset", CPU_PRESETS)
@@ -43,31 +34,35 @@ def test_cpu_presets_read_their_data_beside_the_checkout_from_any_directory(
     assert compose_cfg([f"experiment={preset}"]).dataset.root == str(tmp_path / "elsewhere" / leaf)
 
 
-def test_a_sweep_with_a_missing_data_root_fails_once_before_any_job(tmp_path, monkeypatch) -> None:
+def test_a_sweep_with_a_missing_data_root_fails_once_before_any_job(tmp_path, monkeypatch, capsys) -> None:
     params = compose_cfg(["experiment=santurkar_vgg_cpu"], hydra=True).hydra.sweeper.params
     jobs = math.prod(len(str(values).split(",")) for values in params.values())
     monkeypatch.setenv("NORMBENCH_DATA", str(tmp_path / "absent"))
     sweep = tmp_path / "sweep"
-    r = run_cli("-m", "experiment=santurkar_vgg_cpu", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert r.returncode == 2
-    assert r.stderr.count("\n") == 1 and r.stdout == "", r.stderr[-3000:]
-    assert r.stderr.startswith(
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli_inprocess(
+        monkeypatch, capsys, "-m", "experiment=santurkar_vgg_cpu", f"hydra.sweep.dir={sweep}"
+    )
+    assert code == 2
+    assert err.count("\n") == 1 and out == "", err[-3000:]
+    assert err.startswith(
         f"normbench: error: dataset.root={tmp_path / 'absent' / 'cifar10-subset'} does not exist "
         f"({jobs} of the sweep's {jobs} jobs read it; no job was started); set NORMBENCH_DATA="
     )
-    assert "dataset.root=<the data folder>" in r.stderr
+    assert "dataset.root=<the data folder>" in err
     assert not sweep.exists()
 
 
-def test_only_the_missing_root_of_a_sweep_is_named(tmp_path) -> None:
+def test_only_the_missing_root_of_a_sweep_is_named(tmp_path, monkeypatch, capsys) -> None:
     present, absent = tmp_path / "present", tmp_path / "absent"
     present.mkdir()
     sweep = tmp_path / "sweep"
-    r = run_cli(
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli_inprocess(monkeypatch, capsys,
         "-m", "experiment=quickstart", "dataset=cifar10", f"dataset.root={present},{absent}",
-        f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+        f"hydra.sweep.dir={sweep}",
     )  # fmt: skip
-    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr[-3000:]
-    assert r.stderr.startswith(f"normbench: error: dataset.root={absent} does not exist (1 of the sweep's 2 jobs")
-    assert str(present) not in r.stderr and "NORMBENCH_DATA" not in r.stderr
+    assert code == 2 and err.count("\n") == 1, err[-3000:]
+    assert err.startswith(f"normbench: error: dataset.root={absent} does not exist (1 of the sweep's 2 jobs")
+    assert str(present) not in err and "NORMBENCH_DATA" not in err
     assert not sweep.exists()

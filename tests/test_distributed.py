@@ -123,6 +123,7 @@ def test_launch_and_config_must_agree(monkeypatch: pytest.MonkeyPatch) -> None:
 # ---- two processes against one --------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_ddp_groupnorm_follows_the_single_process_trajectory(tmp_path: Path) -> None:
     """GroupNorm has no batch statistics: sharding + gradient averaging alone must reproduce the
     single-process run with the same global batch (augmentation included)."""
@@ -135,6 +136,7 @@ def test_ddp_groupnorm_follows_the_single_process_trajectory(tmp_path: Path) -> 
     assert s1["world_size"] == 1
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_ddp_batchnorm_without_sync_differs_from_the_global_batch(tmp_path: Path) -> None:
     """Per-rank BN statistics (16 samples each) are not the global batch's: the trajectories part."""
@@ -169,6 +171,7 @@ def _sync_bn_worker(rank: int, world_size: int, store: str, out: str) -> None:
     dist.destroy_process_group()
 
 
+@pytest.mark.e2e
 @needs_sync
 def test_synchronized_batchnorm_statistics_are_those_of_the_concatenated_batch(tmp_path: Path) -> None:
     """2 gloo processes, each with half of a batch, against one BatchNorm on the whole batch:
@@ -212,6 +215,7 @@ def _sweep_rows(sweep: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.e2e
 @needs_slurm_extra
 def test_submitit_local_sweep_runs_two_jobs_as_separate_processes(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
@@ -225,6 +229,7 @@ def test_submitit_local_sweep_runs_two_jobs_as_separate_processes(tmp_path: Path
     assert [s["step"] for s in summaries] == [2, 2]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @needs_slurm_extra
 def test_submitit_job_with_two_tasks_trains_data_parallel(tmp_path: Path) -> None:

@@ -76,6 +76,7 @@ def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("normbench: error:")]
 
 
+@pytest.mark.e2e
 @needs_mounts
 @fault(
     "a full disk (the first checkpoint does not fit)", "one line naming the file; summary failed; no .tmp", "one-line"
@@ -99,6 +100,7 @@ def test_a_full_disk_is_one_line_leaves_no_tmp_files_and_a_summary(tmp_path) -> 
     assert not list((out / "checkpoints").glob("step-*"))  # no checkpoint without its checksum
 
 
+@pytest.mark.e2e
 @needs_mounts
 @fault("a read-only run directory", "one line naming it; nothing written", "one-line")
 def test_a_read_only_run_directory_is_one_line(tmp_path) -> None:
@@ -114,6 +116,7 @@ def test_a_read_only_run_directory_is_one_line(tmp_path) -> None:
     assert list(out.iterdir()) == []
 
 
+@pytest.mark.e2e
 @needs_mounts
 @fault("a read-only checkpoints folder", "one line naming the file; summary failed; no .tmp", "one-line")
 def test_a_read_only_checkpoint_folder_is_one_line_and_a_summary(tmp_path) -> None:
@@ -162,16 +165,19 @@ def check_stopped_and_resumed(sig: int, name: str, run_dir: Path, reference: Pat
     assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
 
 
+@pytest.mark.e2e
 @fault("Ctrl-C (SIGINT) during training", "exit 130, one line, checkpoint of that step; resume", "bit-exact")
 def test_ctrl_c_stops_at_a_step_with_a_checkpoint_and_exit_130(tmp_path, reference) -> None:
     check_stopped_and_resumed(signal.SIGINT, "SIGINT", tmp_path / "run", reference)
 
 
+@pytest.mark.e2e
 @fault("SIGTERM (SLURM, before it kills a job)", "exit 143, summary interrupted, checkpoint; resume", "bit-exact")
 def test_sigterm_writes_the_summary_and_a_resumable_checkpoint(tmp_path, reference) -> None:
     check_stopped_and_resumed(signal.SIGTERM, "SIGTERM", tmp_path / "run", reference)
 
 
+@pytest.mark.e2e
 @fault("Ctrl-C twice", "stops at once: exit 130, one line, summary interrupted", "one-line")
 def test_a_second_signal_stops_at_once(tmp_path) -> None:
     run_dir = tmp_path / "run"
@@ -204,6 +210,7 @@ runpy.run_module("normbench", run_name="__main__")
 """
 
 
+@pytest.mark.e2e
 @fault("a SLURM launcher without the slurm extra", 'one line naming pip install -e ".[slurm]"', "one-line")
 @pytest.mark.parametrize("launcher", ["slurm", "submitit_local"])
 def test_a_launcher_without_its_extra_names_the_extra(tmp_path, launcher: str) -> None:
@@ -223,6 +230,7 @@ def test_a_launcher_without_its_extra_names_the_extra(tmp_path, launcher: str) -
     assert not (tmp_path / "sweep").exists()
 
 
+@pytest.mark.e2e
 @fault("WANDB_MODE with a quickstart preset", "honoured: the presets do not pin logger.mode", "result")
 def test_wandb_mode_from_the_environment_counts_with_the_quickstart_presets(tmp_path, monkeypatch) -> None:
     from hydra import compose, initialize_config_dir

@@ -520,6 +520,7 @@ def test_every_figure_has_its_presets_rules_and_measures() -> None:
         figure_fn("santurkar")
 
 
+@pytest.mark.e2e
 def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_path: Path) -> None:
     script = [sys.executable, "-m", "normbench.analysis.figures_cli"]  # what normbench-figures runs
     out = tmp_path / "out"
@@ -543,6 +544,7 @@ def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_p
     assert missing.returncode == 2 and "absent" in missing.stderr
 
 
+@pytest.mark.e2e
 def test_runs_made_under_other_rules_or_of_another_preset_are_refused(santurkar_runs: Path, tmp_path: Path) -> None:
     """A rule changed after the runs, or runs of another preset: one line, exit 2, nothing written."""
     from normbench.rules import rules_hash

@@ -117,6 +117,7 @@ def test_a_translation_file_of_nul_bytes_is_one_line_naming_it(tmp_path, monkeyp
     assert listing(tmp_path) == before
 
 
+@pytest.mark.e2e
 @needs_mounts
 @pytest.mark.parametrize("cache", ["datasets", "bpe"])
 @fault(
@@ -153,6 +154,7 @@ def test_an_unwritable_home_is_one_line_naming_the_folder_and_the_setting(tmp_pa
 # A full disk
 
 
+@pytest.mark.e2e
 @needs_mounts
 @fault("a full disk while the BPE cache is written", "one line naming the file; no .tmp, no folder left", "one-line")
 def test_a_full_disk_while_the_bpe_is_cached_is_one_line_and_leaves_no_temporary_file(tmp_path) -> None:
@@ -174,6 +176,7 @@ def test_a_full_disk_while_the_bpe_is_cached_is_one_line_and_leaves_no_temporary
     assert not run_dir.exists()
 
 
+@pytest.mark.e2e
 @needs_mounts
 @fault(
     "a full disk while metrics.jsonl grows",

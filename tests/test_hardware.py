@@ -11,18 +11,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 import yaml
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
 from torch import nn
 
 from normbench import hardware
-from normbench.cli import config_dir
 from normbench.errors import ConfigError
 from normbench.hardware import HardwareConfig
 from normbench.models.resnet import CifarResNet
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.registry import NORMS, NormConfig
+from tests.conftest import compose_cfg
 
 CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
 BF16_TOL = 2.0**-7  # two bf16 ulps at 1: the output's own rounding, with room for one more
@@ -31,12 +28,6 @@ BF16_TOL = 2.0**-7  # two bf16 ulps at 1: the output's own rounding, with room f
 def default_norm(name: str) -> NormConfig:
     """The norm's config with its schema defaults (``norm=<name>`` with no further keys)."""
     return NORMS.typed(name)
-
-
-def compose_cfg(overrides: list[str]) -> DictConfig:
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
-        return compose(config_name="config", overrides=overrides)
 
 
 TINY = [

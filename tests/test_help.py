@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from normbench.cli import config_dir
-from tests.conftest import run_cli
+from tests.conftest import run_cli_inprocess
 
 CONF = Path(config_dir())
 DESCRIBED = ("experiment", "hparams_search")
@@ -32,14 +33,15 @@ def group_line(text: str, group: str) -> list[str]:
     return line.split(maxsplit=1)[1].split(", ")
 
 
-def help_text(*args: str, cwd: Path | None = None) -> str:
-    r = run_cli("--help", *args, cwd=cwd)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return r.stdout
+def help_text(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, "--help", *args)
+    assert code == 0, err[-3000:]
+    return out
 
 
-def test_help_lists_the_groups_presets_and_launchers_from_conf(tmp_path) -> None:
-    text = help_text(cwd=tmp_path)  # from another directory: conf/ is found beside the package
+def test_help_lists_the_groups_presets_and_launchers_from_conf(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)  # from another directory: conf/ is found beside the package
+    text = help_text(monkeypatch, capsys)
     assert "powered by Hydra" not in text and "schema" not in text and "arms" not in text
     groups = sorted(p.name for p in CONF.iterdir() if p.is_dir() and p.name != "hydra")
     assert {"model", "dataset", "norm", "hardware", "logger", "diagnostics", *DESCRIBED} <= set(groups)
@@ -58,11 +60,11 @@ def test_help_lists_the_groups_presets_and_launchers_from_conf(tmp_path) -> None
     assert re.search(r"^  basic\* ", launchers, re.M) and re.search(r"^  slurm +SLURM sweeps through", launchers, re.M)
 
 
-def test_help_marks_the_command_lines_choices_and_lists_a_new_preset(tmp_path) -> None:
+def test_help_marks_the_command_lines_choices_and_lists_a_new_preset(tmp_path, monkeypatch, capsys) -> None:
     extra = tmp_path / "more_conf" / "experiment"
     extra.mkdir(parents=True)
     (extra / "zz_new.yaml").write_text("# @package _global_\n# A preset made by the test.\nseed: 3\n")
-    text = help_text("--config-dir", str(extra.parent), "norm=gn", "experiment=zz_new")
+    text = help_text(monkeypatch, capsys, "--config-dir", str(extra.parent), "norm=gn", "experiment=zz_new")
     assert [o for o in group_line(text, "norm") if o.endswith("*")] == ["gn*"]
     assert re.search(r"^  zz_new\* +A preset made by the test\.$", text, re.M)
     assert re.search(r"^  quickstart +\S", text, re.M)  # the presets of conf/ are still listed

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from normbench import output
 from tests.conftest import REPO, TINY_RUN, cli_env
 
@@ -34,6 +36,7 @@ def run_quiet_wandb(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.e2e
 def test_job_log_holds_what_the_terminal_showed(tmp_path) -> None:
     out = tmp_path / "run"
     base = (*TINY_RUN, "max_steps=2", "checkpoint.every_n_steps=1", f"hydra.run.dir={out}")

@@ -31,6 +31,7 @@ def test_objective_is_the_tasks_metric_of_a_finished_run(capsys) -> None:
     assert err.startswith("normbench: warning: optimized_metric=val/accuracy is not among") and "val/acc" in err
 
 
+@pytest.mark.e2e
 @needs_optuna_extra
 def test_two_trial_optuna_search_on_the_quickstart(tmp_path) -> None:
     sweep = tmp_path / "search"

@@ -141,6 +141,7 @@ def test_provenance_text_names_the_changed_files() -> None:
     assert "1 run recorded no git tree" in text
 
 
+@pytest.mark.e2e
 def test_a_run_records_its_tree_and_rules(tmp_path: Path) -> None:
     out = tmp_path / "run"
     r = run_cli(*TINY_RUN, "dataset.num_train=64", "dataset.num_test=32", f"hydra.run.dir={out}")

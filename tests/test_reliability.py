@@ -153,6 +153,7 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.e2e
 @fault("W&B server unreachable", "one warning; W&B offline; local files written", "result")
 def test_unreachable_wandb_server_falls_back_to_offline(tmp_path) -> None:
     out = tmp_path / "run"
@@ -184,6 +185,7 @@ def test_same_seed_gives_identical_metrics(tmp_path, monkeypatch, capsys) -> Non
     assert a == b
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("full_error", [False, True])
 def test_traceback_only_with_hydra_full_error(tmp_path, full_error: bool) -> None:
     env = cli_env()
@@ -205,6 +207,7 @@ def test_traceback_only_with_hydra_full_error(tmp_path, full_error: bool) -> Non
         ]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @needs_slurm_extra
 @fault("a SLURM job preempted (USR2) after a checkpoint", "requeued with resume=true; same metrics", "bit-exact")

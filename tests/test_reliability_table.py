@@ -5,9 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 
+@pytest.mark.e2e
 def test_the_reliability_table_matches_the_tests() -> None:
     r = subprocess.run(
         [sys.executable, "scripts/reliability_table.py", "--check", "RELIABILITY.md"],

@@ -25,6 +25,7 @@ def load_script():
     return module
 
 
+@pytest.mark.e2e
 def test_the_committed_index_is_current_and_no_rule_changed_after_its_runs() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr

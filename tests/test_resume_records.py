@@ -64,6 +64,7 @@ def segments(tmp_path_factory, reference) -> dict[str, Any]:
     return {"reference": reference, "run": run_dir, "s1": s1, "s2": s2, "seg1": seg1, "w1": w1, "w2": w2, "t3": t3}
 
 
+@pytest.mark.e2e
 @fault("resume with logger.local=false in between", "metrics.jsonl cut back to the offset, never rewritten", "kept")
 def test_a_segment_without_local_files_loses_no_earlier_rows(segments) -> None:
     s1, s2 = segments["s1"], segments["s2"]
@@ -75,6 +76,7 @@ def test_a_segment_without_local_files_loses_no_earlier_rows(segments) -> None:
     assert summary["wandb_run_id"] == segments["seg1"]["wandb_run_id"]  # the same W&B run, past segment 2
 
 
+@pytest.mark.e2e
 @fault("a run resumed twice", "wall_time_s adds up every segment's time", "result")
 def test_wall_time_adds_up_over_segments(segments) -> None:
     w1, w2 = segments["w1"], segments["w2"]
@@ -84,6 +86,7 @@ def test_wall_time_adds_up_over_segments(segments) -> None:
     assert w2 < total < w2 + segments["t3"]  # and segment 3 its own (less than its process took)
 
 
+@pytest.mark.e2e
 def test_the_training_clock_adds_up_over_segments_and_never_runs_back(segments) -> None:
     """``train_time_s`` (checkpoints, summary) and ``perf/train_s`` (every row): training-step time
     only, carried over each resume: below the wall time, non-decreasing along the rows."""
@@ -118,6 +121,7 @@ def test_a_refused_resume_of_a_sweep_keeps_the_runs_records(tmp_path, monkeypatc
     assert row["status"] == "finished" and "norm=gn" not in row["overrides"]
 
 
+@pytest.mark.e2e
 @fault("a run killed before its first checkpoint, started again", "starts over; old records in restarts/1", "kept")
 def test_a_run_that_left_no_checkpoint_starts_over_and_keeps_its_records(tmp_path, reference) -> None:
     run_dir = tmp_path / "run"
@@ -168,6 +172,7 @@ def test_a_requeued_job_resumes_only_from_a_verified_checkpoint(tmp_path) -> Non
     assert requeue_overrides(overrides, tmp_path) == ["norm=gn", "seed=1", "resume=true"]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @needs_slurm_extra
 @fault("a SLURM job preempted before its first checkpoint", "requeued to start over; it finishes", "result")

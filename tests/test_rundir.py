@@ -98,6 +98,7 @@ def holder(tmp_path):
     proc.wait()
 
 
+@pytest.mark.e2e
 @fault("two runs in one run directory", "the second: one line naming the first's PID; nothing written", "one-line")
 def test_a_second_writer_fails_at_once_naming_the_holder(holder, monkeypatch, capsys) -> None:
     run_dir, proc = holder
@@ -113,6 +114,7 @@ def test_a_second_writer_fails_at_once_naming_the_holder(holder, monkeypatch, ca
     assert tree(run_dir) == before  # nothing written: not even Hydra's .hydra/
 
 
+@pytest.mark.e2e
 def test_the_lock_is_free_again_when_its_holder_is_killed(holder) -> None:
     run_dir, proc = holder
     lock = RunDirLock(run_dir)
@@ -126,6 +128,7 @@ def test_the_lock_is_free_again_when_its_holder_is_killed(holder) -> None:
     assert not (run_dir / LOCK_NAME).exists()
 
 
+@pytest.mark.e2e
 def test_hold_is_reentrant_in_one_process_and_exclusive_across(tmp_path) -> None:
     run_dir = tmp_path / "run"
     assert hold(run_dir) is True and hold(run_dir) is False

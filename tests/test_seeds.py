@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 import torch
 
 from normbench.checkpoint import CheckpointConfig, Checkpointer, training_state
@@ -81,6 +82,7 @@ def test_rank_files_are_not_checkpoints_and_go_with_theirs(tmp_path: Path) -> No
     assert writing.exists()
 
 
+@pytest.mark.e2e
 def test_a_resumed_ddp_run_with_noise_continues_bit_for_bit(tmp_path: Path) -> None:
     """Two gloo ranks with ``bn_noisy`` (per-activation noise from the global stream): the run
     resumed from its step-3 checkpoint logs the uninterrupted run's losses, float for float. Before

@@ -174,6 +174,7 @@ def test_non_finite_names_the_bad_metrics() -> None:
     assert non_finite({"val/loss": 2.3, "val/bleu": 0.0}) == []
 
 
+@pytest.mark.e2e
 @fault(
     "SIGTERM in the middle of a sweep, then the same command with resume=true",
     "summary lists interrupted and not started; resume keeps, resumes, starts; bit-exact",

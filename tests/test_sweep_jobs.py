@@ -100,6 +100,7 @@ def seed_of(job: list[str]) -> int:
     return int(next(o for o in job if o.startswith("seed=")).split("=")[1])
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("preset", CPU_PRESETS)
 def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
     """reproduce_cpu.sh runs a preset's jobs two at a time in list order, so the list goes seed by
@@ -118,6 +119,7 @@ def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
     assert len(rows) == len(set(seeds)) * per_seed  # every arm once per seed
 
 
+@pytest.mark.e2e
 def test_reproduce_cpu_lists_leaderboard_cpu_seed_by_seed() -> None:
     """leaderboard_cpu: the 25 translation jobs first (the long ones), its encoder-norm and full-stack
     sweeps merged seed by seed, then the 45 image jobs seed by seed; numbered 0..69, every job once."""
@@ -133,6 +135,7 @@ def test_reproduce_cpu_lists_leaderboard_cpu_seed_by_seed() -> None:
     assert len({" ".join(sorted(row[1:])) for row in rows}) == 70
 
 
+@pytest.mark.e2e
 def test_a_reader_that_stops_early_gets_no_traceback() -> None:
     """``sweep_jobs.py gn_batch_size_cpu | head -1``: the first job, exit 0, nothing on stderr (a
     BrokenPipeError traceback before)."""

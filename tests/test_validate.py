@@ -3,7 +3,6 @@ the key, the bad value and what is allowed; exit code 2; no traceback; nothing l
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,22 +12,10 @@ from normbench import cli
 from normbench.models import list_models
 from normbench.norms import list_norms
 from normbench.tasks import list_datasets
-from tests.conftest import TINY_RUN
+from tests.conftest import TINY_RUN, run_cli_inprocess
 from tests.faults import fault
 
 HARDWARE = sorted(p.stem for p in (Path(cli.config_dir()) / "hardware").glob("*.yaml"))
-
-
-def run_cli_inprocess(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
-    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
-    monkeypatch.setattr(sys, "argv", ["normbench", *args])
-    code = 0
-    try:
-        cli.cli()
-    except SystemExit as e:
-        code = e.code
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 CASES = [

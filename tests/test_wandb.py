@@ -171,6 +171,7 @@ def test_run_identity_defaults_and_the_users_settings_win() -> None:
 # ---- end to end: the offline .wandb file of real runs --------------------------------------------
 
 
+@pytest.mark.e2e
 def test_tiny_run_lays_out_sections_tables_and_metric_definitions(tmp_path) -> None:
     out = tmp_path / "run"
     r = run_cli(*TINY_RUN, *FAST, *DIAGNOSTICS, f"hydra.run.dir={out}")
@@ -235,6 +236,7 @@ def test_tiny_run_lays_out_sections_tables_and_metric_definitions(tmp_path) -> N
     assert final["status"] == "finished"
 
 
+@pytest.mark.e2e
 def test_multirun_names_runs_by_the_swept_override_in_one_group(tmp_path) -> None:
     sweep = tmp_path / "2026-01-02_03-04-05"
     r = run_cli("-m", *TINY_RUN, *FAST, "norm=bn,gn", f"hydra.sweep.dir={sweep}")
@@ -252,6 +254,7 @@ def test_multirun_names_runs_by_the_swept_override_in_one_group(tmp_path) -> Non
 # ---- checkpoints as artifacts --------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("on", [True, False])
 def test_checkpoint_is_a_model_artifact_only_when_asked(tmp_path, on: bool) -> None:
     ckpt = tmp_path / "step-00000005.pt"

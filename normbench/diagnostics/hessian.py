@@ -45,7 +45,6 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
-from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh
 from torch import Tensor
 
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
@@ -179,6 +178,8 @@ def _lanczos_extremes(
 ) -> tuple[float, np.ndarray, float, np.ndarray]:
     """(λ_max, v_max, λ_min, v_min) from one Lanczos run over both ends of the spectrum: ARPACK's
     if it converged within ``max_products``, else the Rayleigh–Ritz pairs of all it multiplied."""
+    from scipy.sparse.linalg import ArpackError, LinearOperator, eigsh  # here: `normbench --help` needs no scipy
+
     start = op.products
     seen = _RitzTracker(ncv)
 

@@ -223,6 +223,7 @@ def test_the_command_writes_the_specification(tmp_path: Path, monkeypatch, capsy
     assert "valid:" in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_panel_keys_against_real_runs(tmp_path: Path) -> None:
     """Two tiny real runs (W&B offline): ResNet20 with every diagnostic the dashboards draw, a

@@ -40,6 +40,7 @@ def last_logged(job: Path, key: str) -> float:
     return [r[key] for r in rows if key in r][-1]
 
 
+@pytest.mark.e2e
 def test_sweep_then_leaderboard(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     r = run_cli("-m", *SWEEP, f"hydra.sweep.dir={sweep}")

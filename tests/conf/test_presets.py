@@ -21,12 +21,7 @@ CPU_PRESETS = [p for p in PRESETS if p.endswith("_cpu")]
 
 def compose_with_sweep(preset: str) -> tuple[DictConfig, dict[str, list[str]]]:
     """The preset's composed config and its ``hydra.sweeper.params`` (key -> values)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name="config", overrides=[f"experiment={preset}"], return_hydra_config=True)
+    cfg = compose_cfg([f"experiment={preset}"], hydra=True)
     params = cfg.hydra.sweeper.params or {}
     return cfg, {str(k): [v.strip() for v in str(val).split(",")] for k, val in params.items()}
 

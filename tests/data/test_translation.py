@@ -383,6 +383,7 @@ load_or_train_bpe([out / "synthetic.json"], text.src + text.tgt, 150)
 """
 
 
+@pytest.mark.e2e
 def test_bpe_files_are_byte_identical_in_every_process(tmp_path) -> None:
     # Rust draws each process's hash-map order at random; the hash seeds and thread settings vary too
     envs = [
@@ -406,6 +407,7 @@ def test_bpe_files_are_byte_identical_in_every_process(tmp_path) -> None:
     assert merges_of(Tokenizer.from_file(str(outs[0] / "ties.json"))) == [("q", c + WORD_END) for c in "abcde"]
 
 
+@pytest.mark.e2e
 def test_quickstart_mt_step_one_loss_is_the_same_in_every_process(tmp_path, monkeypatch) -> None:
     # two sentence pairs and a vocabulary that stops among tied merges: the old trainer's merge order,
     # and with it the ids and the loss, changed from process to process

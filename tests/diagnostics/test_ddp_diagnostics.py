@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -83,6 +84,7 @@ def rank_main(rank: int, world: int, init_file: str, out: str) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.e2e
 def test_two_ranks_measure_the_global_batch_in_lockstep(tmp_path: Path) -> None:
     out = str(tmp_path / "rank{rank}.npz")
     os.environ.pop("WORLD_SIZE", None)

@@ -11,7 +11,7 @@ from normbench.cli import config_dir
 from normbench.diagnostics import build_diagnostics, diagnostics_config, list_diagnostics
 from normbench.errors import ConfigError
 from tests.conf.test_compose import compose_cfg
-from tests.conftest import TINY_RUN, run_cli
+from tests.conftest import TINY_RUN, run_cli_inprocess
 
 CONF = Path(config_dir()) / "diagnostics"
 
@@ -67,14 +67,16 @@ def test_conf_files_compose_and_validate(option: str) -> None:
         assert not names & {"hessian", "grad_variance", "ics"}  # the expensive ones stay off
 
 
-def test_cli_rejects_an_unknown_diagnostic_in_one_line(tmp_path) -> None:
-    out = tmp_path / "run"
-    r = run_cli(*TINY_RUN, "+diagnostics.hesian.every_n_steps=1", f"hydra.run.dir={out}")
-    assert r.returncode == 2
-    lines = [line for line in r.stderr.splitlines() if line.startswith("normbench: error:")]
+def test_cli_rejects_an_unknown_diagnostic_in_one_line(tmp_path, monkeypatch, capsys) -> None:
+    run_dir = tmp_path / "run"
+    code, _, err = run_cli_inprocess(
+        monkeypatch, capsys, *TINY_RUN, "+diagnostics.hesian.every_n_steps=1", f"hydra.run.dir={run_dir}"
+    )
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.startswith("normbench: error:")]
     assert len(lines) == 1 and "'hesian'" in lines[0]
     assert "valid choices: " + ", ".join(list_diagnostics()) in lines[0]
-    assert not (out / "metrics.jsonl").exists()
+    assert not (run_dir / "metrics.jsonl").exists()
 
 
 def test_cadence_every_n_from_start_step_plus_explicit_steps() -> None:

@@ -1,10 +1,16 @@
 """``torch.compile`` is the fast path of every norm: each traces into one graph with no graph
 break, and the compiled norm gives eager's outputs, gradients and buffer updates (float32,
-1e-5), on images and on masked sequences, past the warm-ups of PowerNorm and Batch Renorm."""
+1e-5), on images and on masked sequences, past the warm-ups of PowerNorm and Batch Renorm.
+
+The default suite checks the graph of every norm in one layout (masked sequences: the most code)
+and the numerics of every stateful norm (one with buffers: running statistics, PowerNorm's EMA)
+in every layout; the rest of the matrix (each norm × layout × test) is `slow`."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -20,6 +26,23 @@ KW = {
     "brn": {"warmup_steps": 1, "r_max_steps": 3, "d_max_steps": 3},
 }
 CASES = [("NCHW", False), ("NTC", False), ("NTC", True)]
+GRAPH_LAYOUT = ("NTC", True)
+"""The layout in which the default suite checks every norm's graph: the mask adds its own branch."""
+
+
+def _stateful(name: str) -> bool:
+    """A norm with buffers (running statistics, an EMA, a step counter): what compiled code can
+    get wrong beyond the forward maths."""
+    return any(True for _ in build_norm(name, C, "NCHW", **KW.get(name, {})).buffers())
+
+
+def _matrix(in_default: Callable[[str, str, bool], bool]) -> list[Any]:
+    """Every norm × layout: the cases ``in_default`` picks run by default, the others are `slow`."""
+    return [
+        pytest.param(name, layout, masked, marks=() if in_default(name, layout, masked) else pytest.mark.slow)
+        for name in list_norms()
+        for layout, masked in CASES
+    ]
 
 
 def _case(layout: str, masked: bool, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -30,8 +53,7 @@ def _case(layout: str, masked: bool, seed: int = 0) -> tuple[torch.Tensor, torch
     return torch.randn(4, 7, C, generator=g) * 2 + 1, mask
 
 
-@pytest.mark.parametrize(("layout", "masked"), CASES)
-@pytest.mark.parametrize("name", list_norms())
+@pytest.mark.parametrize(("name", "layout", "masked"), _matrix(lambda _, *case: case == GRAPH_LAYOUT))
 def test_one_graph_no_graph_break(name: str, layout: str, masked: bool) -> None:
     m = build_norm(name, C, layout, **KW.get(name, {}))
     x, mask = _case(layout, masked)
@@ -73,8 +95,7 @@ def _compiled_matches_eager(name: str, layout: str, masked: bool, backend: str) 
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("layout", "masked"), CASES)
-@pytest.mark.parametrize("name", list_norms())
+@pytest.mark.parametrize(("name", "layout", "masked"), _matrix(lambda name, *_: _stateful(name)))
 def test_traced_graph_matches_eager(name: str, layout: str, masked: bool) -> None:
     """The graph dynamo captures (forward and the autograd backward, run by aot_eager) is eager's
     maths: fast enough for every norm and layout in CI; inductor's code below."""

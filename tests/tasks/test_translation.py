@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import normbench.data
 import normbench.tasks
 from normbench.tasks.translation import corpus_bleu, label_smoothed_nll
-from tests.conftest import DE_EN_SUBSET, REPO, run_cli
+from tests.conftest import DE_EN_SUBSET, REPO, run_cli, run_cli_inprocess
 
 QUICK = ("logger.progress_bar=false", "logger.log_every_n_steps=5")
 
@@ -56,9 +56,11 @@ def test_bleu_is_on_tokens_as_given() -> None:
     assert corpus_bleu(["the cat sat on the mat ."], ["the cat sat on the mat."])[0] < 100
 
 
-def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
+def test_tiny_run_logs_translation_metrics(tmp_path, monkeypatch, capsys) -> None:
     out = tmp_path / "run"
-    r = run_cli(
+    code, stdout, stderr = run_cli_inprocess(
+        monkeypatch,
+        capsys,
         "experiment=quickstart_mt",
         "epochs=1",
         "eval_every_epochs=1",
@@ -68,14 +70,14 @@ def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
         *QUICK,
         f"hydra.run.dir={out}",
     )
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert code == 0, stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "finished"
     for key in ("val/loss", "val/ppl", "val/bleu", "test/bleu", "perf/tokens_per_s", "train/loss"):
         assert math.isfinite(summary[key]), key
     assert summary["val/ppl"] == pytest.approx(math.exp(summary["val/nll_loss"]))
     assert 0 <= summary["val/bleu"] <= 100
-    assert (out / "sacrebleu.txt").read_text().startswith("nrefs:1|") and "sacrebleu signature" in r.stdout
+    assert (out / "sacrebleu.txt").read_text().startswith("nrefs:1|") and "sacrebleu signature" in stdout
     # what was scored is in the run directory: sacrebleu on those files gives the logged BLEU
     for split, key in (("valid", "val/bleu"), ("test", "test/bleu")):
         hyps = (out / "translations" / f"{split}.hyp").read_text().splitlines()
@@ -87,8 +89,10 @@ def test_tiny_run_logs_translation_metrics(tmp_path) -> None:
         assert score == pytest.approx(summary[key], abs=1e-9)
 
 
-def test_sequence_model_on_image_data_is_one_clear_error(tmp_path) -> None:
-    r = run_cli(
+def test_sequence_model_on_image_data_is_one_clear_error(tmp_path, monkeypatch, capsys) -> None:
+    code, out, err = run_cli_inprocess(
+        monkeypatch,
+        capsys,
         "model=transformer_tiny",
         "dataset=synthetic_images",
         "dataset.num_train=64",
@@ -98,20 +102,22 @@ def test_sequence_model_on_image_data_is_one_clear_error(tmp_path) -> None:
         *QUICK,
         f"hydra.run.dir={tmp_path / 'run'}",
     )
-    assert r.returncode == 2
-    assert "model=transformer_tiny takes sequence inputs but dataset=synthetic_images gives image inputs" in r.stderr
+    assert code == 2
+    assert "model=transformer_tiny takes sequence inputs but dataset=synthetic_images gives image inputs" in err
 
 
-def test_missing_translation_data_names_what_to_pass(tmp_path) -> None:
-    r = run_cli(
+def test_missing_translation_data_names_what_to_pass(tmp_path, monkeypatch, capsys) -> None:
+    code, out, err = run_cli_inprocess(
+        monkeypatch,
+        capsys,
         "model=transformer_tiny",
         "dataset=iwslt14",
         f"dataset.root={tmp_path / 'absent'}",
         *QUICK,
         f"hydra.run.dir={tmp_path / 'run'}",
     )
-    assert r.returncode == 2
-    line = next(x for x in r.stderr.splitlines() if x.startswith("normbench: error:"))
+    assert code == 2
+    line = next(x for x in err.splitlines() if x.startswith("normbench: error:"))
     assert str(tmp_path / "absent") in line and "dataset=synthetic_translation" in line and "dataset.hub" in line
 
 
@@ -151,6 +157,7 @@ def test_translation_imports_go_one_way_tasks_to_data() -> None:
         assert name in normbench.tasks.list_datasets()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     "module", [f"normbench.data.{m}" for m in TRANSLATION_DATA_MODULES] + ["normbench.tasks.translation"]
 )
@@ -161,6 +168,7 @@ def test_each_translation_module_imports_first_in_a_fresh_process(module: str) -
     assert r.returncode == 0, r.stderr[-2000:]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_quickstart_mt_learns_the_synthetic_task(tmp_path) -> None:
     out = tmp_path / "run"
@@ -173,6 +181,7 @@ def test_quickstart_mt_learns_the_synthetic_task(tmp_path) -> None:
     assert summary["val/bleu"] > 5 and summary["test/bleu"] > 5
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.skipif(not (DE_EN_SUBSET / "train.de").is_file(), reason="shared de-en subset absent")
 def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:

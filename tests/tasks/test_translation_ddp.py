@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
@@ -92,6 +93,7 @@ def test_unwrap_strips_compile_and_ddp_wrappers() -> None:
     assert unwrap(torch.compile(bare)) is bare
 
 
+@pytest.mark.e2e
 def test_two_gloo_processes_train_and_translate_a_translation_batch(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
