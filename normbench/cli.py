@@ -17,6 +17,7 @@ from omegaconf import DictConfig, open_dict
 from normbench import sweep
 from normbench.config import register_configs
 from normbench.errors import ConfigError, RunInterrupted, is_environment_error, signal_name
+from normbench.interrupts import STOP_SIGNALS
 from normbench.output import error_line, info
 from normbench.run_policy import one_line
 
@@ -112,7 +113,7 @@ def interrupted(e: BaseException, run_dir: Path) -> None:
     stop = e if isinstance(e, RunInterrupted) else RunInterrupted(signal.SIGINT)
     hint = f"; continue from {stop.checkpoint} with resume=true hydra.run.dir={run_dir}" if stop.checkpoint else ""
     print(f"normbench: interrupted by {signal_name(stop.signum)}{hint}", file=sys.stderr, flush=True)
-    for sig in (signal.SIGINT, signal.SIGTERM):  # the process is on its way out: no traceback from atexit
+    for sig in STOP_SIGNALS:  # the process is on its way out: no traceback from atexit
         signal.signal(sig, signal.SIG_IGN)
     sys.exit(stop.exit_code)
 

@@ -3,7 +3,7 @@
 - `ConfigError`: a config value or a file that cannot work (the user's to fix); exit code 2.
   `require` raises it in the usual form, ``<key>=<value> is not allowed; <key> must be <allowed>``,
   for the dataclasses that own the values (their ``__post_init__``), in every room.
-- `RunInterrupted`: the run was stopped by a signal (SIGINT, SIGTERM); exit code 128 + signal.
+- `RunInterrupted`: the run was stopped by a signal (`normbench.interrupts.STOP_SIGNALS`); exit code 128 + signal.
 - `one_line_os_error`: a disk that is full or read-only, a file that cannot be written
   (`is_environment_error`), in one line naming the file (exit code 1).
 """

@@ -23,7 +23,7 @@ from normbench import distributed
 from normbench.checkpoint import Checkpointer, training_state
 from normbench.config import RunConfig
 from normbench.diagnostics import DiagContext, run_hooks
-from normbench.divergence import DivergenceMonitor
+from normbench.divergence import DivergenceMonitor, diverged_reason, non_finite
 from normbench.output import info, warn
 from normbench.seeds import save_rank_rng
 from normbench.sinks import LocalSink, MetricLogger
@@ -120,6 +120,8 @@ class Progress:
     diverged_at: int | None = None
     diverged_in: str = "training"
     """Where the divergence showed: ``training`` (the loss) or ``evaluation`` (a non-finite metric)."""
+    diverged_reason: str | None = None
+    """What went bad, in words (`normbench.divergence.diverged_reason`); None: the training loss."""
     diag_seconds: float = 0.0
     wall_before: float = 0.0
     """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
@@ -300,6 +302,15 @@ def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
     summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
     metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
     return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.dist).item(), **metrics}
+
+
+def check_evaluation(run: Run, metrics: Mapping[str, Any]) -> None:
+    """An evaluation with a non-finite metric makes the run diverged at this step, naming the metrics."""
+    bad = non_finite(metrics)
+    if bad:
+        c = run.progress
+        c.diverged_at, c.diverged_in = run.step, "evaluation"
+        c.diverged_reason = diverged_reason({k: metrics[k] for k in bad})
 
 
 def evaluation_due(run: Run, epoch: int) -> bool:

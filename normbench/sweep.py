@@ -177,6 +177,7 @@ def open_sweep(config: DictConfig) -> OpenSweep:
             n += 1
         shutil.copy2(sweep_dir / "multirun.yaml", sweep_dir / f"multirun.{n}.yaml")
     _open, _last = OpenSweep(sweep_dir, lock, planned, time.time()), None
+    info(f"[normbench] sweep directory: {sweep_dir}")
     return _open
 
 

@@ -36,7 +36,7 @@ from normbench import distributed, hardware, run_records
 from normbench.checkpoint import Checkpointer, restore
 from normbench.config import LoggerConfig, RunConfig, as_recorded, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
-from normbench.divergence import DivergenceMonitor, non_finite
+from normbench.divergence import DivergenceMonitor
 from normbench.interrupts import Interrupts
 from normbench.models import build_model
 from normbench.norms import norm_factory
@@ -53,6 +53,7 @@ from normbench.run_state import (
     StepTimer,
     batch_metrics,
     call_diagnostics,
+    check_evaluation,
     diverged_step,
     evaluation_due,
     print_resume,
@@ -78,7 +79,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     record = as_recorded(cfg, config)
     check_before_data(config.model, config.norm, config.dataset, config.batch_size)
     check_norm_compiles(config.model, config.norm, config.hardware.compile)
-    with Interrupts() as interrupts:  # SIGINT / SIGTERM: at once during setup, at a step boundary after
+    with Interrupts() as interrupts:  # STOP_SIGNALS: at once during setup, at a step boundary after
         dist = distributed.init(config.hardware, hardware.device_type(config.hardware))
         try:
             state = setup(config, record, Path(run_dir), dist, t_start)
@@ -115,8 +116,7 @@ def fit(run: Run) -> str:
         metrics = train_epoch(run, epoch)
         if run.progress.diverged_at is None and evaluation_due(run, epoch):
             metrics.update(evaluate(run, epoch))
-            if non_finite(metrics):  # a broken model's evaluation is a non-result (diverged), never a score
-                run.progress.diverged_at, run.progress.diverged_in = run.step, "evaluation"
+            check_evaluation(run, metrics)  # a broken model's evaluation is a non-result (diverged), never a score
         if run.progress.diverged_at is not None:  # the training loss, or the evaluation
             log(run, metrics)
             return "diverged"
