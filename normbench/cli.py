@@ -16,7 +16,7 @@ from omegaconf import DictConfig, open_dict
 
 from normbench import sweep
 from normbench.config import register_configs
-from normbench.errors import ConfigError, RunInterrupted, is_environment_error, signal_name
+from normbench.errors import ConfigError, RecordsVanished, RunInterrupted, is_environment_error, signal_name
 from normbench.interrupts import STOP_SIGNALS
 from normbench.output import error_line, info
 from normbench.run_policy import one_line
@@ -74,7 +74,8 @@ def main(cfg: DictConfig) -> Any:
             if not busy:
                 refused_job(run_dir, message, None if expected else traceback.format_exc())
             return {"status": "failed", "error": message}
-        rundir.discard_new(run_dir)  # what this run created; never what was there before
+        if not isinstance(e, RecordsVanished):  # the folder there now is not the run's: leave it be
+            rundir.discard_new(run_dir)  # what this run created; never what was there before
         sys.exit(2 if isinstance(e, ConfigError) else 1)
     finally:
         if locked_here:

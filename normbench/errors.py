@@ -16,10 +16,19 @@ import signal
 from typing import Any
 
 ENVIRONMENT_ERRNOS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.ESTALE}
 )
 """``OSError`` numbers that say the machine refused a write (full, read-only, not permitted, broken
-disk), not that the code is wrong: reported in one line rather than a traceback."""
+disk, records removed under the run: `RecordsVanished`), not that the code is wrong: reported in
+one line rather than a traceback."""
+
+
+class RecordsVanished(OSError):
+    """A run's directory or ``metrics.jsonl`` was removed or replaced while the run wrote into it
+    (`normbench.run_records.RecordsWatch`): the run stops, failed (``ESTALE``: a stale handle)."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(errno.ESTALE, "removed or replaced while the run wrote into it; the run stops", str(path))
 
 
 class ConfigError(ValueError):

@@ -112,7 +112,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
     c = run.progress
     summary = {"status": ending.status, "step": c.step, "epoch": c.epochs_done, "wall_time_s": run.wall_time(),
                "train_time_s": run.train_time()}  # fmt: skip
-    summary.update({**run.info, **c.final})
+    summary.update({**run.info, **c.final, "segments": c.segments})
     if ending.error is not None:
         summary["error"] = ending.error
     if ending.signal is not None:

@@ -161,6 +161,12 @@ def open_sweep(config: DictConfig) -> OpenSweep:
             f"resume=true continues the sweep in hydra.sweep.dir, but {sweep_dir} does not exist; "
             "pass hydra.sweep.dir=<the folder of the sweep to continue>"
         )
+    holder = enclosing_run(sweep_dir)
+    if holder is not None:
+        raise RunDirError(
+            f"hydra.sweep.dir={sweep_dir} is inside the run directory {holder} (its jobs would be mixed with "
+            "that run's records); pass a folder outside any run"
+        )
     lock = SweepLock(sweep_dir)
     lock.acquire()
     try:
@@ -179,6 +185,15 @@ def open_sweep(config: DictConfig) -> OpenSweep:
     _open, _last = OpenSweep(sweep_dir, lock, planned, time.time()), None
     info(f"[normbench] sweep directory: {sweep_dir}")
     return _open
+
+
+def enclosing_run(folder: Path) -> Path | None:
+    """The run directory ``folder`` is, or lies in (Hydra's ``.hydra/`` beside a run's records); None."""
+    for candidate in (folder, *folder.parents):
+        records = any((candidate / name).exists() for name in ("summary.json", "metrics.jsonl", "checkpoints"))
+        if records and (candidate / ".hydra").is_dir():
+            return candidate
+    return None
 
 
 def check_sweep_dir(sweep_dir: Path, planned: list[list[str]] | None, resume: bool) -> None:

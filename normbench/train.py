@@ -56,9 +56,9 @@ from normbench.run_state import (
     check_evaluation,
     diverged_step,
     evaluation_due,
-    print_resume,
     save_checkpoint,
     show_progress,
+    start_segment,
 )
 from normbench.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.sinks import LocalSink, MetricLogger, run_provenance
@@ -167,8 +167,6 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
         progress = Progress.resumed(resumed, device)
         if dist.rank > 0:
             restore_rank_rng(checkpointer.folder, progress.step, config.seed, dist.rank)
-        if dist.is_main:
-            print_resume(progress)
     norm_sync = bool(getattr(config.norm, "sync", False))  # a key of the batch norms' schema only
     resolved = {
         **hardware.describe(device, config.hardware),
@@ -177,6 +175,7 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
     sinks = open_sinks(config.logger, record, resolved, run_dir, dist, resumed)
     num_params = sum(p.numel() for p in model.parameters())
     info = {**resolved, **run_provenance(), "seed": config.seed, "num_params": num_params}
+    start_segment(progress, info, resumed is not None, dist.is_main)  # where it resumes; what changed since
     return Run(
         config=config,
         record=record,

@@ -153,3 +153,225 @@ def test_a_run_and_a_sweep_print_their_directory(tmp_path, monkeypatch, capsys) 
     assert lines[0] == f"[normbench] sweep directory: {sweep_dir}"
     assert f"[normbench] run directory: {sweep_dir / '1'}" in lines
 
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line: what Hydra would refuse in several lines (exit 1) is one line, exit 2
+
+_MODELS_WITH_ENCODER_NORM = "transformer_iwslt,transformer_tiny"
+HYDRA_ERRORS = [
+    (["norm=бн"], "norm=бн is not an option of norm; valid choices: "),
+    (["logger.run_name=日本語"], "logger.run_name=日本語: Hydra's override syntax takes characters beyond ASCII only "
+     "inside quotes; write 'logger.run_name=\"日本語\"'"),  # fmt: skip
+    (["norm=bn,gn"], "norm=bn,gn gives several values, a sweep: add -m to run one job per value, or give one value"),
+    (["lr=0.1,0.2"], "lr=0.1,0.2 gives several values, a sweep: add -m to run one job per value, or give one value"),
+    (["norm@model.encoder_norm=pn"], "norm@model.encoder_norm=pn places a norm at model.encoder_norm, but "
+     f"model=resnet20 has no encoder_norm; models that have it: model={_MODELS_WITH_ENCODER_NORM}"),  # fmt: skip
+    (["+norm@model.encoder_norm=pn"], "+norm@model.encoder_norm=pn places a norm at model.encoder_norm, but "
+     f"model=resnet20 has no encoder_norm; models that have it: model={_MODELS_WITH_ENCODER_NORM}"),  # fmt: skip
+    (["lr=(0.1"], "lr=(0.1 is not an override Hydra can read"),
+]
+
+
+@fault("a command line Hydra refuses in several lines (non-ASCII, a sweep without -m, a norm placed where the model "
+       "has no such key, bad syntax)", "one line naming the fix, exit 2; nothing made", "one-line")  # fmt: skip
+@pytest.mark.parametrize(("args", "expected"), HYDRA_ERRORS, ids=[" ".join(a) for a, _ in HYDRA_ERRORS])
+def test_what_hydra_refuses_in_several_lines_is_one_line(tmp_path, monkeypatch, capsys, args, expected) -> None:
+    out = tmp_path / "run"
+    code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, *args, f"hydra.run.dir={out}")
+    assert code == 2, stderr
+    (line,) = error_lines(stderr)
+    assert line.startswith(f"normbench: error: {expected}"), line
+    assert not out.exists()
+
+
+def test_what_the_one_line_errors_suggest_works(tmp_path, monkeypatch, capsys) -> None:
+    """The quoted non-ASCII value is accepted (the run starts); so is a norm placed on a model that has the key."""
+    from normbench.overrides import check_overrides
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    check_overrides(["experiment=quickstart", 'logger.run_name="日本語"'], conf)
+    check_overrides(["model=transformer_tiny", "dataset=synthetic_translation", "norm@model.encoder_norm=pn"], conf)
+    check_overrides(["-m", "norm=bn,gn"], conf)
+
+
+# ---------------------------------------------------------------------------------------------
+# A sweep into a run's folder
+
+
+@fault("a sweep into a finished run's directory, or a folder under it", "one line naming the run; the run kept",
+       "one-line")  # fmt: skip
+@pytest.mark.parametrize("where", ["the run", "under the run"])
+def test_a_sweep_into_a_runs_directory_is_refused(tmp_path, tmp_path_factory, monkeypatch, capsys, where) -> None:
+    from tests.test_sweep import files
+
+    run_dir = tmp_path / "run"
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, "max_steps=2", f"hydra.run.dir={run_dir}")
+    assert code == 0, stderr
+    before = files(run_dir)
+    sweep_dir = run_dir if where == "the run" else run_dir / "sweeps" / "a"
+    code, stdout, stderr = run_cli_inprocess(
+        monkeypatch, capsys, "-m", *LOCAL, "max_steps=2", "seed=0,1", f"hydra.sweep.dir={sweep_dir}"
+    )
+    assert code == 2
+    assert error_lines(stderr) == [
+        f"normbench: error: hydra.sweep.dir={sweep_dir} is inside the run directory {run_dir} (its jobs would be "
+        "mixed with that run's records); pass a folder outside any run"
+    ]
+    assert files(run_dir) == before and not (run_dir / "sweeps").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# A resume on other code or another thread count
+
+
+def tree(commit: str, dirty: bool) -> dict:
+    return {"commit": commit, "dirty_files": ["normbench/x.py"] if dirty else [], "diff_hash": "d1" if dirty else None}
+
+
+@fault("a resume on another commit, tree state or thread count (OMP_NUM_THREADS)",
+       "every segment's commit, tree and threads in the summary; a warning naming what changed", "result")  # fmt: skip
+def test_each_segment_records_its_code_and_threads(tmp_path, monkeypatch, capsys, handlers_kept) -> None:
+    import torch
+
+    import normbench.sinks
+
+    run_dir, threads = tmp_path / "run", torch.get_num_threads()
+    args = (*LOCAL, "hardware.num_threads=null", f"hydra.run.dir={run_dir}")
+    try:
+        with monkeypatch.context() as m:
+            torch.set_num_threads(1)
+            m.setattr(normbench.sinks, "git_state", lambda path=None: tree("a" * 40, False))
+            send_after_checkpoint(m, signal.SIGTERM, 3)
+            code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *args)
+        assert code == 128 + signal.SIGTERM, stderr
+        torch.set_num_threads(2)
+        monkeypatch.setattr(normbench.sinks, "git_state", lambda path=None: tree("b" * 40, True))
+        code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *args, "resume=true")
+    finally:
+        torch.set_num_threads(threads)
+    assert code == 0, stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["segments"] == [
+        {"from_step": 0, "git_commit": "a" * 40, "git_diff_hash": None, "num_threads": 1},
+        {"from_step": 4, "git_commit": "b" * 40 + "+dirty", "git_diff_hash": "d1", "num_threads": 2},
+    ]
+    warnings = [line for line in stderr.splitlines() if line.startswith("normbench: warning:")]
+    assert warnings == [
+        f"normbench: warning: this resume (from step 4) differs from the segment before it: git_commit "
+        f"{'a' * 40} -> {'b' * 40}+dirty, git_diff_hash None -> d1, num_threads 1 -> 2; its metrics are not "
+        "bit for bit those of one run; the summary's segments list each"
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Records that vanish under a run
+
+
+def after_checkpoint(monkeypatch: pytest.MonkeyPatch, step: int, action) -> None:
+    """Do ``action(run_dir)`` once the checkpoint of ``step`` is written."""
+    import normbench.train
+
+    save = normbench.train.save_checkpoint
+
+    def save_then_act(run, *args, **kwargs):
+        save(run, *args, **kwargs)
+        if run.step == step:
+            action(run.run_dir)
+
+    monkeypatch.setattr(normbench.train, "save_checkpoint", save_then_act)
+
+
+def remove_dir(run_dir: Path) -> None:
+    import shutil
+
+    shutil.rmtree(run_dir)
+
+
+def replace_dir(run_dir: Path) -> None:
+    run_dir.rename(run_dir.with_name("moved"))
+    run_dir.mkdir()
+
+
+def replace_metrics(run_dir: Path) -> None:
+    (run_dir / "metrics.jsonl").rename(run_dir / "metrics.moved")
+    (run_dir / "metrics.jsonl").write_text("")
+
+
+@fault("the run directory removed, replaced, or its metrics.jsonl replaced mid-run",
+       "stops at the next write: one line naming it, exit 1, status failed where the folder is the run's; "
+       "never 'finished', nothing recreated", "one-line")  # fmt: skip
+@pytest.mark.parametrize("action", [remove_dir, replace_dir, replace_metrics], ids=lambda f: f.__name__)
+def test_records_that_vanish_under_a_run_fail_it(tmp_path, monkeypatch, capsys, action) -> None:
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as m:
+        after_checkpoint(m, 3, action)
+        code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, f"hydra.run.dir={run_dir}")
+    assert code == 1, stderr
+    assert "Traceback" not in stderr
+    errors = [line for line in error_lines(stderr) if line.startswith("normbench: error:")]
+    gone = run_dir if action is not replace_metrics else run_dir / "metrics.jsonl"
+    assert errors == [f"normbench: error: {gone}: removed or replaced while the run wrote into it; the run stops "
+                      "(errno 116)"]  # fmt: skip
+    assert "finished" not in stdout
+    if action is remove_dir:
+        assert not run_dir.exists()  # not recreated with a lone summary or checkpoints
+    if action is replace_dir:
+        assert list(run_dir.iterdir()) == []  # the folder in its place is not written into
+    if action is replace_metrics:
+        summary = json.loads((run_dir / "summary.json").read_text())
+        assert summary["status"] == "failed" and "removed or replaced" in summary["error"]
+        assert (run_dir / "metrics.jsonl").read_text() == ""
+
+
+# ---------------------------------------------------------------------------------------------
+# What a newcomer reads
+
+
+@fault("a DDP run's terminal lines", "samples/s over every process, as in the records (not one rank's)", "result")
+def test_ddp_terminal_lines_show_the_global_throughput() -> None:
+    from types import SimpleNamespace
+
+    import torch
+
+    from normbench.distributed import DistState
+    from normbench.run_state import StepTimer, show_progress
+
+    class Bar:
+        postfix: dict = {}
+
+        def set_postfix(self, postfix: dict, refresh: bool = False) -> None:
+            self.postfix = postfix
+
+    timer = StepTimer(torch.device("cpu"))
+    timer.elapsed = 2.0
+    task = SimpleNamespace(summarize=lambda sums, prefix: {}, unit="samples")
+    for world_size, expected in ((1, "80"), (2, "160"), (4, "320")):  # 160 samples on this rank in 2 s
+        run = SimpleNamespace(task=task, timer=timer, dist=DistState(0, world_size, 0, "gloo"))
+        epoch = SimpleNamespace(sums={}, timed_units=160, bar=Bar())
+        show_progress(run, epoch)
+        assert epoch.bar.postfix == {"samples/s": expected}
+
+
+@fault("normbench --help", "each preset's first sentence whole; every launcher the README names", "result")
+def test_help_shows_whole_sentences_and_every_launcher() -> None:
+    from normbench.cli import config_dir
+    from normbench.cli_help import described, first_comment, group_options
+
+    conf = Path(config_dir())
+    assert first_comment(conf / "experiment" / "quickstart.yaml") == (
+        "ResNet20 + BN on synthetic CIFAR-shaped data, offline: about 25 s on one CPU thread."
+    )
+    for path in (conf / "experiment").glob("*.yaml"):
+        text = first_comment(path)
+        assert not text or text.endswith((".", ")", ":")) or len(text.split()) < 12, (path.name, text)
+    readme = (conf.parent / "README.md").read_text()
+    named = {name for name in ("submitit_local_resume", "submitit_slurm_resume") if name in readme}
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        launchers = group_options("hydra/launcher", [conf])
+        lines = described("hydra/launcher", launchers, [conf], "basic")
+    listed = {line.split()[0] for line in lines}
+    assert named and named <= listed, (named, listed)
+    assert all(len(line.split(maxsplit=1)) == 2 for line in lines), lines  # each with what it does
