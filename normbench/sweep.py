@@ -161,6 +161,12 @@ def open_sweep(config: DictConfig) -> OpenSweep:
             f"resume=true continues the sweep in hydra.sweep.dir, but {sweep_dir} does not exist; "
             "pass hydra.sweep.dir=<the folder of the sweep to continue>"
         )
+    if resume and OmegaConf.select(config, "hydra.sweeper._target_") != BASIC_SWEEPER:
+        raise RunDirError(
+            f"resume=true continues sweeps of Hydra's basic sweeper only; the Optuna study of {sweep_dir} was kept in "
+            "memory and is gone, so a resumed search would name a best from its new trials alone; start a new "
+            "search in another hydra.sweep.dir"
+        )
     holder = enclosing_run(sweep_dir)
     if holder is not None:
         raise RunDirError(

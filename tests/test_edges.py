@@ -375,3 +375,31 @@ def test_help_shows_whole_sentences_and_every_launcher() -> None:
     listed = {line.split()[0] for line in lines}
     assert named and named <= listed, (named, listed)
     assert all(len(line.split(maxsplit=1)) == 2 for line in lines), lines  # each with what it does
+
+
+# ---------------------------------------------------------------------------------------------
+# An Optuna sweep resumed
+
+OPTUNA = ("hparams_search=optuna", *LOCAL, "max_steps=2", "hydra.sweeper.n_trials=1")
+
+
+@fault("resume=true of an Optuna sweep (its study lived in memory)",
+       "one line: start a new sweep; never a best from the new trials alone; kept", "one-line")  # fmt: skip
+def test_resuming_an_optuna_sweep_is_refused_and_keeps_it(tmp_path, monkeypatch, capsys) -> None:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    from tests.test_sweep import files
+
+    sweep_dir = tmp_path / "search"
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, "-m", *OPTUNA, f"hydra.sweep.dir={sweep_dir}")
+    assert code == 0, stderr
+    before = files(sweep_dir)
+    code, stdout, stderr = run_cli_inprocess(
+        monkeypatch, capsys, "-m", *OPTUNA, "resume=true", f"hydra.sweep.dir={sweep_dir}"
+    )
+    assert code == 2
+    assert error_lines(stderr) == [
+        f"normbench: error: resume=true continues sweeps of Hydra's basic sweeper only; the Optuna study of "
+        f"{sweep_dir} was kept in memory and is gone, so a resumed search would name a best from its new trials "
+        "alone; start a new search in another hydra.sweep.dir"
+    ]
+    assert files(sweep_dir) == before
