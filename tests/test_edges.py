@@ -403,3 +403,56 @@ def test_resuming_an_optuna_sweep_is_refused_and_keeps_it(tmp_path, monkeypatch,
         "alone; start a new search in another hydra.sweep.dir"
     ]
     assert files(sweep_dir) == before
+
+
+@fault("the sweep table on a terminal", "at most 120 columns: the swept overrides only, errors cut (whole in the CSV)",
+       "result")  # fmt: skip
+def test_the_sweep_table_fits_a_terminal(tmp_path, capsys) -> None:
+    import csv
+
+    import yaml
+
+    from normbench import sweep
+
+    common = [*LOCAL, "hardware.num_threads=1", "dataset.root=/a/very/long/path/to/the/data/cifar10-subset"]
+    error = "norm.groups=12 is not allowed; " + "a long reason " * 12
+    for job, (lr, status) in enumerate([("0.02", "finished"), ("-1", "failed"), ("0.05", "finished")]):
+        (tmp_path / str(job) / ".hydra").mkdir(parents=True)
+        (tmp_path / str(job) / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([*common, f"lr={lr}"]))
+        summary = {"status": status, "val/acc": 0.31, "val/loss": 2.123456, "train/loss": 2.2, "wall_time_s": 12.5}
+        if status == "failed":
+            summary = {"status": status, "error": error}
+        (tmp_path / str(job) / "summary.json").write_text(json.dumps(summary))
+    sweep.write_summary(tmp_path)
+    table = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in table) <= 120, "\n".join(table)
+    assert table[0].split()[:3] == ["job", "swept", "status"] and table[3].split()[1] == "lr=-1"
+    with open(tmp_path / "sweep_summary.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[1]["error"] == error and rows[1]["overrides"] == " ".join([*common, "lr=-1"])  # the CSV whole
+
+
+@pytest.mark.e2e
+@fault("a read-only HOME (W&B's cache, config, data and log folders)",
+       "one warning; W&B's folders go into the run directory; no W&B log lines on the terminal", "result")  # fmt: skip
+def test_a_read_only_home_gives_one_warning_not_wandbs_log(tmp_path) -> None:
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, cli_env
+
+    out = tmp_path / "run"
+    env = {k: v for k, v in cli_env().items() if not k.startswith(("XDG_", "WANDB_DIR", "WANDB_CACHE", "WANDB_DATA"))}
+    env["HOME"] = "/proc"  # a folder nobody can create anything in, root included
+    args = [sys.executable, "-m", "normbench", *LOCAL, "max_steps=2", "logger=wandb", f"hydra.run.dir={out}"]
+    r = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    noise = [line for line in r.stderr.splitlines() if re.match(r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d ", line)]
+    assert noise == [], noise
+    warnings = [line for line in r.stderr.splitlines() if line.startswith("normbench: warning:")]
+    assert warnings == [
+        f"normbench: warning: HOME (/proc) cannot be written; W&B's cache, config and data folders go under "
+        f"{out / 'wandb' / 'home'}"
+    ]
+    assert list((out / "wandb").glob("offline-run-*/run-*.wandb"))
