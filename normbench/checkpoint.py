@@ -51,6 +51,7 @@ from normbench.checkpoint_files import (
 )
 from normbench.errors import ConfigError, RunInterrupted
 from normbench.output import warn
+from normbench.run_records import RecordsWatch
 
 __all__ = [
     "CHECKPOINT_DIR",
@@ -216,6 +217,8 @@ class Checkpointer:
         """The checkpoint that a stop asked for is written; the run is stopping."""
         self.writing = False
         """A checkpoint file is being written (an exception raised inside torch.save aborts the process)."""
+        self.watch = RecordsWatch(self.run_dir)
+        """The run directory as the run found it: a checkpoint is never written into a folder made anew."""
 
     def due(self, step: int) -> bool:
         """A checkpoint is due at ``step``: every ``every_n_steps``, and at once after `request_stop`."""
@@ -271,6 +274,7 @@ class Checkpointer:
         Files that fail verification take no place among them: they are moved to ``rejected/``."""
         if not self.enabled:
             return None
+        self.watch.check()
         self.folder.mkdir(parents=True, exist_ok=True)
         remove_stale_tmp(self.folder)
         path = self.folder / f"step-{int(state['step']):08d}.pt"
@@ -317,6 +321,7 @@ def training_state(
     wall_time_s: float = 0.0,
     metrics_sha256: str | None = None,
     train_time_s: float = 0.0,
+    segments: Iterable[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Everything `restore` needs, in plain types and tensors (``weights_only`` loadable)."""
     return {
@@ -339,6 +344,7 @@ def training_state(
         "metrics_sha256": metrics_sha256,
         "wall_time_s": float(wall_time_s),
         "train_time_s": float(train_time_s),
+        "segments": [dict(seg) for seg in segments],
     }
 
 

@@ -16,7 +16,8 @@ from omegaconf import DictConfig, open_dict
 
 from normbench.cli_help import list_groups_on_demand
 from normbench.config import register_configs
-from normbench.errors import ConfigError, RunInterrupted, is_environment_error, signal_name
+from normbench.errors import ConfigError, RecordsVanished, RunInterrupted, is_environment_error, signal_name
+from normbench.interrupts import STOP_SIGNALS
 from normbench.output import error_line, info
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -73,7 +74,8 @@ def main(cfg: DictConfig) -> Any:
             if not busy:
                 refused_job(run_dir, message, None if expected else traceback.format_exc())
             return {"status": "failed", "error": message}
-        rundir.discard_new(run_dir)  # what this run created; never what was there before
+        if not isinstance(e, RecordsVanished):  # the folder there now is not the run's: leave it be
+            rundir.discard_new(run_dir)  # what this run created; never what was there before
         sys.exit(2 if isinstance(e, ConfigError) else 1)
     finally:
         if locked_here:
@@ -112,7 +114,7 @@ def interrupted(e: BaseException, run_dir: Path) -> None:
     stop = e if isinstance(e, RunInterrupted) else RunInterrupted(signal.SIGINT)
     hint = f"; continue from {stop.checkpoint} with resume=true hydra.run.dir={run_dir}" if stop.checkpoint else ""
     print(f"normbench: interrupted by {signal_name(stop.signum)}{hint}", file=sys.stderr, flush=True)
-    for sig in (signal.SIGINT, signal.SIGTERM):  # the process is on its way out: no traceback from atexit
+    for sig in STOP_SIGNALS:  # the process is on its way out: no traceback from atexit
         signal.signal(sig, signal.SIG_IGN)
     sys.exit(stop.exit_code)
 

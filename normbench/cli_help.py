@@ -31,7 +31,12 @@ LAUNCHER = "hydra/launcher"
 HYDRA_LAUNCHERS = {
     "basic": "one job after another in this process (Hydra's default)",
     "submitit_local": "each job in a process of its own on this machine (the 'slurm' extra)",
+    "submitit_local_resume": "as submitit_local; a preempted job is requeued with resume=true (the 'slurm' extra)",
+    "submitit_slurm": "SLURM jobs through submitit (the 'slurm' extra)",
+    "submitit_slurm_resume": "as submitit_slurm; a preempted or timed-out job is requeued with resume=true",
 }
+"""Launchers without a file in ``conf/hydra/launcher``: Hydra's, and normbench's resuming ones
+(`hydra_plugins.normbench_launcher`, stored in Hydra's ConfigStore)."""
 
 
 def register_resolvers() -> None:
@@ -41,14 +46,18 @@ def register_resolvers() -> None:
 
 
 def first_comment(path: Path) -> str:
-    """The first comment line of a config file that is not ``# @package``, without the ``#``."""
+    """The first sentence of a config file's leading comment (``# @package`` aside), without the
+    ``#``: a sentence that runs over several comment lines is joined, never cut mid-way."""
+    words: list[str] = []
     for line in path.read_text().splitlines():
         text = line.strip()
-        if text.startswith("#") and not text.lstrip("# ").startswith("@package"):
-            return text.lstrip("#").strip()
-        if text and not text.startswith("#"):
+        if not text.startswith("#") or (words and not text.lstrip("#").strip()):
             break
-    return ""
+        if not text.lstrip("# ").startswith("@package"):
+            words += text.lstrip("#").split()
+    joined = " ".join(words)
+    end = next((i for i, w in enumerate(words) if w.endswith(".") and not w.endswith("..")), None)
+    return " ".join(words[: end + 1]) if end is not None else joined
 
 
 def config_dirs(root: DictConfig) -> list[Path]:

@@ -45,6 +45,16 @@ def non_finite(metrics: Mapping[str, Any]) -> list[str]:
     ]
 
 
+def diverged_reason(bad: Mapping[str, float] | None = None, loss_factor: float = 0.0) -> str:
+    """Why a run diverged, for its summary and its last line: the evaluation's non-finite metrics
+    (``val/loss=nan in the evaluation``), else the training loss (non-finite, or above
+    ``loss_factor`` times the first step's)."""
+    if bad:
+        return ", ".join(f"{k}={v}" for k, v in bad.items()) + " in the evaluation"
+    above = f" or above divergence.loss_factor={loss_factor:g} times the first step's" if loss_factor > 0 else ""
+    return f"the training loss went non-finite{above}"
+
+
 class DivergenceMonitor:
     def __init__(self, loss_factor: float, reference_loss: float | None = None) -> None:
         self.loss_factor = float(loss_factor)

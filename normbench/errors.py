@@ -3,7 +3,7 @@
 - `ConfigError`: a config value or a file that cannot work (the user's to fix); exit code 2.
   `require` raises it in the usual form, ``<key>=<value> is not allowed; <key> must be <allowed>``,
   for the dataclasses that own the values (their ``__post_init__``), in every room.
-- `RunInterrupted`: the run was stopped by a signal (SIGINT, SIGTERM); exit code 128 + signal.
+- `RunInterrupted`: the run was stopped by a signal (`normbench.interrupts.STOP_SIGNALS`); exit code 128 + signal.
 - `one_line_os_error`: a disk that is full or read-only, a file that cannot be written
   (`is_environment_error`), in one line naming the file (exit code 1).
 """
@@ -16,10 +16,19 @@ import signal
 from typing import Any
 
 ENVIRONMENT_ERRNOS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO, errno.ESTALE}
 )
 """``OSError`` numbers that say the machine refused a write (full, read-only, not permitted, broken
-disk), not that the code is wrong: reported in one line rather than a traceback."""
+disk, records removed under the run: `RecordsVanished`), not that the code is wrong: reported in
+one line rather than a traceback."""
+
+
+class RecordsVanished(OSError):
+    """A run's directory or ``metrics.jsonl`` was removed or replaced while the run wrote into it
+    (`normbench.run_records.RecordsWatch`): the run stops, failed (``ESTALE``: a stale handle)."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(errno.ESTALE, "removed or replaced while the run wrote into it; the run stops", str(path))
 
 
 class ConfigError(ValueError):

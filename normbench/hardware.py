@@ -54,6 +54,12 @@ class HardwareConfig:
             )
         if self.num_threads is not None and self.num_threads <= 0:
             raise ConfigError(f"hardware.num_threads={self.num_threads} must be positive (or null for torch's default)")
+        cores = os.cpu_count() or 1
+        if self.num_threads is not None and self.num_threads > cores:  # 100000 segfaults, 5000 crawls
+            raise ConfigError(
+                f"hardware.num_threads={self.num_threads} is not allowed; hardware.num_threads must be in "
+                f"[1, {cores}] (this machine's {cores} cores), or null for torch's default"
+            )
         if self.backend not in BACKENDS:
             raise ConfigError(f"unknown hardware.backend {self.backend!r}; valid choices: {', '.join(BACKENDS)}")
 

@@ -1,4 +1,7 @@
-"""SIGINT (Ctrl-C) and SIGTERM (what SLURM sends before it kills a job) during a run.
+"""The signals that stop a run: SIGINT (Ctrl-C), SIGTERM (what SLURM sends before it kills a
+job), SIGHUP (a closed terminal, a dropped SSH session) and SIGUSR1 / SIGUSR2 (what a cluster
+sends ahead of a time limit or a preemption: SLURM's ``--signal``). `STOP_SIGNALS` is the one
+list; every one of them is handled alike.
 
 `Interrupts` turns the first signal into a stop at the next step boundary with a checkpoint of
 that step (`normbench.checkpoint.Checkpointer.request_stop`); `normbench.train.run` holds it
@@ -16,9 +19,13 @@ from normbench.checkpoint import Checkpointer
 from normbench.errors import RunInterrupted, signal_name
 from normbench.output import warn
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+"""The signals a run stops at a step boundary on. Their default action ends the process with no
+summary and no checkpoint; submitit's own handlers (SIGUSR2: requeue, SIGTERM) are left alone."""
+
 
 class Interrupts:
-    """SIGINT (Ctrl-C) and SIGTERM (what SLURM sends before it kills a job) while a run is on.
+    """The `STOP_SIGNALS` while a run is on.
 
     Until a checkpointer is attached (`attach`, once training starts) a signal stops the run at
     once (`RunInterrupted`). After that, the first signal asks for a checkpoint at the next step
@@ -29,7 +36,7 @@ class Interrupts:
     as it is; handlers exist only in the main thread. Used as a context manager: the previous
     handlers come back on exit."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    SIGNALS = STOP_SIGNALS
 
     def __init__(self) -> None:
         self.checkpointer: Checkpointer | None = None

@@ -56,16 +56,13 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
     conf_dir = Path(conf_dir)
     if any(a.split("=")[0] in HYDRA_FLAGS_WITHOUT_RUN + HYDRA_FLAGS_OTHER_CONFIG for a in args):
         return
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
-    except Exception:  # Hydra reports its own syntax errors
-        return
     groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
+    parsed = _parse(conf_dir, groups, [a for a in args if not a.startswith("-")])
+    multirun = any(a in ("-m", "--multirun") for a in args)
     group_values: dict[str, list[str]] = {}
     placed: dict[str, list[str]] = {}  # ``experiment/arms/x@_global_=bn``: a group placed elsewhere
     value_overrides = []
+    placements: list[Any] = []  # ``norm@model.encoder_norm=pn``: the model must have that key
     for o in parsed:
         key = o.key_or_group
         if key.startswith("hydra") or o.is_delete():
@@ -74,9 +71,15 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
             values = list(o.sweep_string_iterator()) if o.is_sweep_override() else [o.get_value_element_as_str()]
         except Exception:
             continue
+        if o.is_sweep_override() and not multirun:
+            raise ConfigError(
+                f"{o.input_line} gives several values, a sweep: add -m to run one job per value, or give one value"
+                f" (a list is written {shown_key(o)}=[a,b])"
+            )
         if o.package is not None:
             if (conf_dir / key).is_dir():
                 placed[f"{key}@{o.package}"] = values
+                placements.append(o)
             continue
         if key in groups:
             valid = _choices(conf_dir, key)
@@ -86,8 +89,61 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
             group_values[key] = values
         elif key.partition(".")[0] not in FREE_FORM:
             value_overrides.append(o)  # ``+key`` and ``++key`` too: an unknown key is refused
+    if placements:
+        _check_placements(conf_dir, groups, group_values, placements)
     if value_overrides:
         _check_keys_and_types(conf_dir, groups, group_values, value_overrides, placed)
+
+
+def _parse(conf_dir: Path, groups: set[str], args: list[str]) -> list[Any]:
+    """Hydra's parse of each override; what it cannot read is one `ConfigError` (Hydra's own
+    message spans lines): an unquoted value beyond ASCII, which Hydra's grammar reads only in
+    quotes, or any other syntax it refuses."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    parsed = []
+    for arg in args:
+        key, _, value = arg.partition("=")
+        if not arg.isascii() and key.lstrip("+~") in groups and value.isprintable():
+            valid = ", ".join(_choices(conf_dir, key.lstrip("+~")))
+            raise ConfigError(f"{arg} is not an option of {key.lstrip('+~')}; valid choices: {valid}")
+        try:
+            parsed += parser.parse_overrides([arg])
+        except Exception as e:
+            if not arg.isascii():
+                raise ConfigError(
+                    f"{arg}: Hydra's override syntax takes characters beyond ASCII only inside quotes; "
+                    f"write '{key}=\"{value}\"'"
+                ) from None
+            reason = _one_line(str(e).splitlines()[0])
+            raise ConfigError(
+                f"{arg} is not an override Hydra can read ({reason}); "
+                "see https://hydra.cc/docs/advanced/override_grammar/basic"
+            ) from None
+    return parsed
+
+
+def _check_placements(conf_dir: Path, groups: set[str], group_values: dict[str, list[str]], placements: list) -> None:
+    """A group placed under another group's option (``norm@model.encoder_norm=pn``) needs a key of
+    that name in each option chosen (``model=transformer_tiny`` has ``encoder_norm``; ``resnet20`` not)."""
+    for o in placements:
+        head, _, rest = o.package.partition(".")
+        if head not in groups or not rest:
+            continue
+        options = group_values.get(head)
+        if options is None:
+            composed = _compose(conf_dir, [f"{g}={values[0]}" for g, values in group_values.items()])
+            if composed is None:
+                return  # Hydra will say what is wrong with the composition itself
+            options = [composed[1][head]]
+        having = [other for other in _choices(conf_dir, head) if rest in option_node(conf_dir, head, other)]
+        for option in options:
+            if rest not in option_node(conf_dir, head, option):
+                raise ConfigError(
+                    f"{o.input_line} places a {o.key_or_group} at {o.package}, but {head}={option} has no {rest}; "
+                    f"{head}s that have it: {head}={','.join(having) or 'none'}"
+                )
 
 
 def _check_keys_and_types(

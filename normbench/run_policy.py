@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from normbench import run_records, rundir
 from normbench.checkpoint import Checkpointer
+from normbench.divergence import diverged_reason
 from normbench.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
 from normbench.output import info, warn
 
@@ -36,9 +37,11 @@ def resume_state(resume: bool, checkpointer: Checkpointer, record: dict[str, Any
     A new run is refused where a run left a checkpoint or a result. Where one left neither (killed
     or interrupted before its first checkpoint, or failed), the new run starts over; the old
     records are moved to ``restarts/<n>/`` first (`run_records.set_aside`), so nothing is lost."""
+    run_dir = checkpointer.run_dir
+    if not rundir.secondary_rank():  # where the run writes, before anything takes time
+        info(f"[normbench] run directory: {run_dir}")
     if resume:
         return checkpointer.resume_state(record)
-    run_dir = checkpointer.run_dir
     status = summary_status(run_dir / "summary.json")
     if checkpointer.has_checkpoints() or status in (*RESULT_STATUSES, "unreadable"):
         raise ConfigError(
@@ -109,7 +112,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
     c = run.progress
     summary = {"status": ending.status, "step": c.step, "epoch": c.epochs_done, "wall_time_s": run.wall_time(),
                "train_time_s": run.train_time()}  # fmt: skip
-    summary.update({**run.info, **c.final})
+    summary.update({**run.info, **c.final, "segments": c.segments})
     if ending.error is not None:
         summary["error"] = ending.error
     if ending.signal is not None:
@@ -117,6 +120,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
     if c.diverged_at is not None:
         summary["diverged_step"] = c.diverged_at
         summary["diverged_in"] = c.diverged_in
+        summary["diverged_reason"] = c.diverged_reason or diverged_reason(None, run.config.divergence.loss_factor)
     if run.sinks.wandb is not None:
         summary["wandb_run_id"] = run.sinks.wandb.run_id
     try:
@@ -137,6 +141,8 @@ def print_summary(summary: Mapping[str, Any], unit: str) -> None:
     """The run's one result line (stdout and the job's log file)."""
     keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
     parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
+    if summary["status"] == "diverged":  # the metrics of a diverged run are no result: say what went bad
+        parts = [f"at step {summary['diverged_step']}, {summary['diverged_reason']}"]
     info(
         f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
         + " ".join(parts)

@@ -8,6 +8,10 @@
 - `set_aside`: the records of a run that left no checkpoint (killed or interrupted before its
   first, or failed) go to ``restarts/<n>/`` before a new run starts over in the directory.
 - `remove_tmp_files`: the temporary files of writes that failed (a full disk).
+- `RecordsWatch`: the run directory and ``metrics.jsonl`` are still the ones the run made,
+  checked before every write (`normbench.sinks.LocalSink`, `normbench.checkpoint.Checkpointer`):
+  a run whose records were removed or replaced under it stops, failed (`RecordsVanished`),
+  rather than recreate a folder with a lone summary or write into another one.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import re
 from pathlib import Path
 
+from normbench.errors import RecordsVanished
 from normbench.output import atomic_write_bytes
 
 TRAINED_DIR = "trained"
@@ -89,3 +94,33 @@ def remove_tmp_files(run_dir: Path) -> list[Path]:
                     path.unlink()
                     removed.append(path)
     return removed
+
+
+class RecordsWatch:
+    """The identity (device, inode) of a run's directory and of the files it appends to, as the
+    run found them; `check` raises `RecordsVanished` naming the first one removed or replaced
+    (``rm -r``, ``mv`` and a new folder, a file moved aside). Two ``stat`` calls per check."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.identities: dict[Path, tuple[int, int] | None] = {}
+        self.add(run_dir)
+
+    def add(self, path: Path) -> None:
+        self.identities[path] = _identity(path)
+
+    def check(self, *paths: Path) -> None:
+        """Those of ``paths`` (default: every watched one) are still the ones first seen."""
+        for path in paths or tuple(self.identities):
+            now, first = _identity(path), self.identities[path]
+            if first is None:  # not there when the run began: the run makes it
+                self.identities[path] = now
+            elif now != first:
+                raise RecordsVanished(path)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

@@ -23,8 +23,9 @@ from normbench import distributed
 from normbench.checkpoint import Checkpointer, training_state
 from normbench.config import RunConfig
 from normbench.diagnostics import DiagContext, run_hooks
-from normbench.divergence import DivergenceMonitor
-from normbench.output import info, warn
+from normbench.divergence import DivergenceMonitor, diverged_reason, non_finite
+from normbench.output import info as info_line
+from normbench.output import warn
 from normbench.seeds import save_rank_rng
 from normbench.sinks import LocalSink, MetricLogger
 from normbench.tasks.base import StepOutput
@@ -120,6 +121,8 @@ class Progress:
     diverged_at: int | None = None
     diverged_in: str = "training"
     """Where the divergence showed: ``training`` (the loss) or ``evaluation`` (a non-finite metric)."""
+    diverged_reason: str | None = None
+    """What went bad, in words (`normbench.divergence.diverged_reason`); None: the training loss."""
     diag_seconds: float = 0.0
     wall_before: float = 0.0
     """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
@@ -132,6 +135,9 @@ class Progress:
     """SHA-256 of those ``carried_offset`` bytes (a resume checks the file still holds them)."""
     carried_wandb_id: str | None = None
     """The W&B run id in the resumed checkpoint, passed on the same way."""
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    """Each segment of the run (the first, then each resume): the step it started from, its code
+    and thread count (`segment_record`); the summary lists them."""
 
     @classmethod
     def resumed(cls, state: Mapping[str, Any], device: torch.device) -> Progress:
@@ -149,6 +155,7 @@ class Progress:
             carried_offset=state.get("metrics_offset"),
             carried_sha256=state.get("metrics_sha256"),
             carried_wandb_id=state.get("wandb_run_id"),
+            segments=[dict(seg) for seg in state.get("segments", [])],
         )
 
 
@@ -252,6 +259,7 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
             metrics_sha256=sinks.local.digest() if sinks.local is not None else c.carried_sha256,
             wall_time_s=run.wall_time(),
             train_time_s=run.train_time(),
+            segments=c.segments,
         )
     )
     if path is not None and sinks.wandb is not None:
@@ -282,15 +290,43 @@ def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None
 def show_progress(run: Run, epoch: Epoch) -> None:
     """The epoch's running train metrics and throughput on the progress bar."""
     running = run.task.summarize({k: float(v) for k, v in epoch.sums.items()}, "train")
-    speed = epoch.timed_units / max(run.timer.elapsed + run.timer.lap(), 1e-9)
+    # every process trains an equal share of the batch: this rank's rate times the processes is the
+    # global rate the records show (`distributed.throughput_over_ranks`), with no collective here
+    speed = epoch.timed_units * run.dist.world_size / max(run.timer.elapsed + run.timer.lap(), 1e-9)
     postfix = {**{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()}, f"{run.task.unit}/s": f"{speed:.0f}"}
     epoch.bar.set_postfix(postfix, refresh=False)
 
 
-def print_resume(progress: Progress) -> None:
-    """Where a resumed run continues (stdout and the job's log file)."""
+SEGMENT_KEYS = ("git_commit", "git_diff_hash", "num_threads")
+"""What a segment records beside its first step: a change of any of them between segments means
+the run's metrics are not those of one uninterrupted run (other code; another thread count sums
+in another order on CPU)."""
+
+
+def segment_record(step: int, info: Mapping[str, Any]) -> dict[str, Any]:
+    """This segment of the run: its first step, commit (``+dirty``), the tree's diff hash, threads."""
+    git = info.get("git") or {}
+    return {"from_step": step, "git_commit": info.get("git_commit"), "git_diff_hash": git.get("diff_hash"),
+            "num_threads": info.get("num_threads")}  # fmt: skip
+
+
+def start_segment(progress: Progress, info: Mapping[str, Any], resumed: bool, main: bool) -> None:
+    """Record this segment; a resume prints where it continues and warns when its code or thread
+    count differ from the segment before it (stdout / stderr and the job's log file)."""
     c = progress
-    info(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})")
+    c.segments.append(segment_record(c.step, info))
+    if not (resumed and main):
+        return
+    info_line(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})")
+    if len(c.segments) < 2:
+        return
+    before, now = c.segments[-2], c.segments[-1]
+    changed = [f"{k} {before.get(k)} -> {now.get(k)}" for k in SEGMENT_KEYS if before.get(k) != now.get(k)]
+    if changed:
+        warn(
+            f"this resume (from step {c.step}) differs from the segment before it: {', '.join(changed)}; its "
+            "metrics are not bit for bit those of one run; the summary's segments list each"
+        )
 
 
 def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
@@ -300,6 +336,15 @@ def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
     summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
     metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
     return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.dist).item(), **metrics}
+
+
+def check_evaluation(run: Run, metrics: Mapping[str, Any]) -> None:
+    """An evaluation with a non-finite metric makes the run diverged at this step, naming the metrics."""
+    bad = non_finite(metrics)
+    if bad:
+        c = run.progress
+        c.diverged_at, c.diverged_in = run.step, "evaluation"
+        c.diverged_reason = diverged_reason({k: metrics[k] for k in bad})
 
 
 def evaluation_due(run: Run, epoch: int) -> bool:

@@ -23,6 +23,7 @@ from typing import Any
 
 from normbench.output import atomic_write_text, warn
 from normbench.rules import rules_hash
+from normbench.run_records import RecordsWatch
 
 
 @dataclass
@@ -198,6 +199,8 @@ class LocalSink:
             self._metrics.truncate(resume_offset)
             self._metrics.seek(resume_offset)
         self._sha256 = hashlib.sha256(self.path.read_bytes()[: self._metrics.tell()])
+        self.watch = RecordsWatch(run_dir)  # before every write: still the run's folder and file
+        self.watch.add(self.path)
 
     def digest(self) -> str:
         """SHA-256 of ``metrics.jsonl`` as written so far (a checkpoint records it with the offset)."""
@@ -213,6 +216,7 @@ class LocalSink:
         row = {"step": step, "epoch": epoch}
         row.update({k: _jsonable(v) for k, v in metrics.items() if not isinstance(v, Histogram)})
         data = memoryview((json.dumps(row) + "\n").encode())
+        self.watch.check()
         start = self._metrics.tell()
         try:
             rest = data
@@ -228,6 +232,7 @@ class LocalSink:
 
     def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
         self._metrics.close()
+        self.watch.check(self.run_dir)  # a replaced metrics.jsonl: the folder is the run's, the summary says so
         text = json.dumps({k: _jsonable(v) for k, v in summary.items()}, indent=2, default=str)
         atomic_write_text(self.run_dir / "summary.json", text + "\n")
 

@@ -161,6 +161,18 @@ def open_sweep(config: DictConfig) -> OpenSweep:
             f"resume=true continues the sweep in hydra.sweep.dir, but {sweep_dir} does not exist; "
             "pass hydra.sweep.dir=<the folder of the sweep to continue>"
         )
+    if resume and OmegaConf.select(config, "hydra.sweeper._target_") != BASIC_SWEEPER:
+        raise RunDirError(
+            f"resume=true continues sweeps of Hydra's basic sweeper only; the Optuna study of {sweep_dir} was kept in "
+            "memory and is gone, so a resumed search would name a best from its new trials alone; start a new "
+            "search in another hydra.sweep.dir"
+        )
+    holder = enclosing_run(sweep_dir)
+    if holder is not None:
+        raise RunDirError(
+            f"hydra.sweep.dir={sweep_dir} is inside the run directory {holder} (its jobs would be mixed with "
+            "that run's records); pass a folder outside any run"
+        )
     lock = SweepLock(sweep_dir)
     lock.acquire()
     try:
@@ -177,7 +189,17 @@ def open_sweep(config: DictConfig) -> OpenSweep:
             n += 1
         shutil.copy2(sweep_dir / "multirun.yaml", sweep_dir / f"multirun.{n}.yaml")
     _open, _last = OpenSweep(sweep_dir, lock, planned, time.time()), None
+    info(f"[normbench] sweep directory: {sweep_dir}")
     return _open
+
+
+def enclosing_run(folder: Path) -> Path | None:
+    """The run directory ``folder`` is, or lies in (Hydra's ``.hydra/`` beside a run's records); None."""
+    for candidate in (folder, *folder.parents):
+        records = any((candidate / name).exists() for name in ("summary.json", "metrics.jsonl", "checkpoints"))
+        if records and (candidate / ".hydra").is_dir():
+            return candidate
+    return None
 
 
 def check_sweep_dir(sweep_dir: Path, planned: list[list[str]] | None, resume: bool) -> None:
@@ -249,10 +271,41 @@ def write_summary(sweep_dir: Path, planned: list[list[str]] | None = None, start
     """``sweep_summary.csv`` and its table on stdout; the rows."""
     rows = collect(sweep_dir, planned, started)
     if rows:
-        columns = write_csv(sweep_dir / SUMMARY_NAME, rows)
-        info(format_table(rows, columns))
+        write_csv(sweep_dir / SUMMARY_NAME, rows)
+        info(format_table(*terminal_table(rows)))
         info(f"[normbench] sweep summary: {sweep_dir / SUMMARY_NAME}")
     return rows
+
+
+TERMINAL_WIDTH = 120
+SHORT_NAMES = {"perf/samples_per_s": "samples/s", "perf/tokens_per_s": "tokens/s", "wall_time_s": "wall_s",
+               "diverged_step": "diverged@"}  # fmt: skip
+
+
+def terminal_table(rows: list[dict[str, Any]], width: int = TERMINAL_WIDTH) -> tuple[list[dict[str, Any]], list[str]]:
+    """The summary's rows and columns as printed (the CSV keeps them whole): the overrides that
+    differ between jobs (``swept``), short metric names, no empty column, and the swept overrides
+    and the error cut (``…``) so that a line fits ``width`` columns."""
+    common = set.intersection(*(set(str(r.get("overrides", "")).split()) for r in rows))
+    shown = []
+    for row in rows:
+        out = {SHORT_NAMES.get(k, k): v for k, v in row.items() if k not in ("overrides", "error")}
+        out["swept"] = _cut(" ".join(o for o in str(row.get("overrides", "")).split() if o not in common), 40)
+        shown.append({**out, "error": row.get("error")})
+    names = dict.fromkeys(["job", "swept", *(k for r in shown for k in r)])
+    columns = [c for c in names if any(r.get(c) not in (None, "") for r in shown)]
+
+    def cell(v: Any) -> int:
+        return len(f"{v:.4g}" if isinstance(v, float) else str(v if v is not None else ""))
+
+    used = sum(max(len(c), *(cell(r.get(c)) for r in shown)) + 2 for c in columns if c != "error")
+    for row in shown:
+        row["error"] = _cut(row.get("error") or "", max(20, width - used))
+    return shown, columns
+
+
+def _cut(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def close_sweep() -> list[dict[str, Any]] | None:

@@ -36,7 +36,7 @@ from normbench import distributed, hardware, run_records
 from normbench.checkpoint import Checkpointer, restore
 from normbench.config import LoggerConfig, RunConfig, as_recorded, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
-from normbench.divergence import DivergenceMonitor, non_finite
+from normbench.divergence import DivergenceMonitor
 from normbench.interrupts import Interrupts
 from normbench.models import build_model
 from normbench.norms import norm_factory
@@ -53,11 +53,12 @@ from normbench.run_state import (
     StepTimer,
     batch_metrics,
     call_diagnostics,
+    check_evaluation,
     diverged_step,
     evaluation_due,
-    print_resume,
     save_checkpoint,
     show_progress,
+    start_segment,
 )
 from normbench.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.sinks import LocalSink, MetricLogger, run_provenance
@@ -78,7 +79,7 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     record = as_recorded(cfg, config)
     check_before_data(config.model, config.norm, config.dataset, config.batch_size)
     check_norm_compiles(config.model, config.norm, config.hardware.compile)
-    with Interrupts() as interrupts:  # SIGINT / SIGTERM: at once during setup, at a step boundary after
+    with Interrupts() as interrupts:  # STOP_SIGNALS: at once during setup, at a step boundary after
         dist = distributed.init(config.hardware, hardware.device_type(config.hardware))
         try:
             state = setup(config, record, Path(run_dir), dist, t_start)
@@ -115,8 +116,7 @@ def fit(run: Run) -> str:
         metrics = train_epoch(run, epoch)
         if run.progress.diverged_at is None and evaluation_due(run, epoch):
             metrics.update(evaluate(run, epoch))
-            if non_finite(metrics):  # a broken model's evaluation is a non-result (diverged), never a score
-                run.progress.diverged_at, run.progress.diverged_in = run.step, "evaluation"
+            check_evaluation(run, metrics)  # a broken model's evaluation is a non-result (diverged), never a score
         if run.progress.diverged_at is not None:  # the training loss, or the evaluation
             log(run, metrics)
             return "diverged"
@@ -167,8 +167,6 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
         progress = Progress.resumed(resumed, device)
         if dist.rank > 0:
             restore_rank_rng(checkpointer.folder, progress.step, config.seed, dist.rank)
-        if dist.is_main:
-            print_resume(progress)
     norm_sync = bool(getattr(config.norm, "sync", False))  # a key of the batch norms' schema only
     resolved = {
         **hardware.describe(device, config.hardware),
@@ -177,6 +175,7 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
     sinks = open_sinks(config.logger, record, resolved, run_dir, dist, resumed)
     num_params = sum(p.numel() for p in model.parameters())
     info = {**resolved, **run_provenance(), "seed": config.seed, "num_params": num_params}
+    start_segment(progress, info, resumed is not None, dist.is_main)  # where it resumes; what changed since
     return Run(
         config=config,
         record=record,

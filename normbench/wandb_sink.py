@@ -185,6 +185,54 @@ def run_identity(cfg: LoggerConfig, config: Mapping[str, Any], group: str | None
     )
 
 
+def writable(folder: Path) -> bool:
+    """Whether ``folder`` can be made and written (tried: a read-only HOME refuses even root)."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def redirect_unwritable_home(run_dir: Path) -> dict[str, str]:
+    """W&B's folders under HOME (config, cache, data; ``XDG_CACHE_HOME``: where W&B's service
+    writes its log, else on the terminal) that cannot be written go under
+    ``<run_dir>/wandb/home/``, with one warning: the ``WANDB_*`` ones set for the process (W&B
+    stages files there while the run logs); the returned ``XDG_CACHE_HOME`` only for starting W&B
+    (it would move other caches too). A variable the user set and that works is kept."""
+    home = Path.home()
+    defaults = {
+        "WANDB_CONFIG_DIR": home / ".config" / "wandb",
+        "WANDB_CACHE_DIR": home / ".cache" / "wandb",
+        "WANDB_DATA_DIR": home / ".local" / "share" / "wandb",
+        "XDG_CACHE_HOME": home / ".cache",
+    }
+    spare = run_dir / "wandb" / "home"
+    moved = {k: str(spare / k.lower()) for k, d in defaults.items() if not writable(Path(os.environ.get(k) or d))}
+    if moved:
+        warn(f"HOME ({home}) cannot be written; W&B's cache, config and data folders go under {spare}")
+        os.environ.update({k: v for k, v in moved.items() if k.startswith("WANDB_")})
+    return {k: v for k, v in moved.items() if not k.startswith("WANDB_")}
+
+
+@contextlib.contextmanager
+def environment(values: Mapping[str, str]) -> Any:
+    """``values`` in ``os.environ`` for the block, as they were after it."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 class WandbSink:
     """One W&B run. If it cannot start online (no network, no key, a server that refuses within
     ``logger.init_timeout_s``), it starts offline with the same id and one warning line; ``run_id``
@@ -219,7 +267,8 @@ class WandbSink:
             "settings": wandb.Settings(init_timeout=cfg.init_timeout_s, quiet=mode == "offline"),
         }
         try:
-            self.run = wandb.init(mode=mode, **kwargs)
+            with environment(redirect_unwritable_home(run_dir)):  # W&B's service starts here
+                self.run = wandb.init(mode=mode, **kwargs)
         except Exception as e:
             if mode in ("offline", "disabled"):
                 raise

@@ -41,6 +41,7 @@ FILES = [
     "tests/test_faults.py",
     "tests/test_file_faults.py",
     "tests/test_resume_records.py",
+    "tests/test_edges.py",
     "tests/test_sweep.py",
     "tests/test_damaged_records.py",
     "tests/analysis/test_pooling.py",

@@ -18,8 +18,14 @@ DESCRIBED = ("experiment", "hparams_search")
 
 
 def first_comment(path: Path) -> str:
-    lines = [line for line in path.read_text().splitlines() if line.startswith("#")]
-    return next(line[1:].strip() for line in lines if "@package" not in line)
+    """The first sentence of the file's leading comment block (joined over its lines)."""
+    block = []
+    for line in path.read_text().splitlines():
+        if not line.startswith("#") or (block and not line[1:].strip()):
+            break
+        if "@package" not in line:
+            block.append(line[1:].strip())
+    return re.split(r"(?<=[^.]\.) ", " ".join(block), maxsplit=1)[0]  # an ellipsis ends no sentence
 
 
 def defaults() -> dict[str, str]:

@@ -49,14 +49,15 @@ def test_job_log_holds_what_the_terminal_showed(tmp_path) -> None:
 
     (warning,) = normbench_lines(second.stderr)
     assert warning.startswith("normbench: warning: checkpoint ") and newest.name in warning
-    resumed, summary = normbench_lines(second.stdout)
+    directory, resumed, summary = normbench_lines(second.stdout)
+    assert directory == f"[normbench] run directory: {out}"
     assert resumed.startswith("[normbench] resuming from step 1 ")
     assert summary.startswith("[normbench] finished after 2 steps")
 
     terminal = [normbench_lines(r.stdout) + normbench_lines(r.stderr) for r in (first, second)]
     records = [RECORD.match(line) for line in (out / "cli.log").read_text().splitlines()]
     logged = [m.group(2) for m in records if m]
-    assert sorted(logged) == sorted(terminal[0] + terminal[1]) and len(logged) == 4
+    assert sorted(logged) == sorted(terminal[0] + terminal[1]) and len(logged) == 6
     levels = {m.group(2): m.group(1) for m in records if m}
     assert levels[warning] == "WARNING" and levels[summary] == "INFO"
 
