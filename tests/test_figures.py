@@ -226,11 +226,13 @@ def test_a_diverged_run_counts_in_its_arm(santurkar_runs: Path, tmp_path: Path) 
     out = tmp_path / "out"
     build("santurkar_vgg_cpu", santurkar_runs, out)
     train = claim_row(out, "fig1_train_acc_lr0.1")
-    # the worst value (-inf) ranks below every standard run: a rank test, 3 of 5 BN seeds above all 5 standard ones
-    assert train["a_diverged"] == "2" and train["test"] == "rank" and train["verdict"] == INCONCLUSIVE
+    # the worst value (-inf) ranks below every standard run: a rank test, 3 of 5 BN seeds above all 5 standard ones;
+    # and a diverged BN run fails the positive control (every BN run at lr 0.1 trains): numbers, no verdict
+    assert train["a_diverged"] == "2" and train["test"] == "rank" and train["verdict"] == NOT_JUDGED
     assert float(train["effect_size"]) == pytest.approx(15 / 25)  # P(BN > standard) over the 25 pairs
     landscape = claim_row(out, "fig4_loss_range")
-    assert landscape["a_diverged"] == "2" and landscape["test"] == "rank" and landscape["verdict"] == INCONCLUSIVE
+    assert landscape["a_diverged"] == "2" and landscape["test"] == "rank" and landscape["verdict"] == NOT_JUDGED
+    assert claim_row(out, "bn_trains")["verdict"] == "failed" and "setup check failed" in landscape["measured"]
 
 
 # ---------------------------------------------------------------- Shen et al. 2020, Figure 2

@@ -53,7 +53,7 @@ def score_figure(rows: Sequence[Row]) -> Any:
     """Each norm's score (mean, 95 % t-interval) per cell, norms on the y axis, best on top."""
     cells = _cells(rows)
     height = max([len(c[2]) for c in cells] + [3]) * 0.42 + 1.4
-    title = "Norm leaderboard: final score per norm (95 % t-interval over seeds; hollow: one seed)"
+    title = "Norm leaderboard: final score per norm\n(95 % t-interval over seeds; hollow: one seed)"
     fig, axes = new_figure(1, max(len(cells), 1), title, size=(6.0 * max(len(cells), 1), height))
     for ax, (model, dataset, scored, task) in zip(axes[0], cells):
         scale = 100.0 if task == IMAGES else 1.0
@@ -71,7 +71,7 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
     """Score against throughput relative to the reference norm, one panel per cell; each point
     labelled with its norm beside it, where it overlaps no other label."""
     cells = _cells(rows)
-    title = "Norm leaderboard: score vs training throughput (error bars: 95 % t-interval over seeds; hollow: one seed)"
+    title = "Norm leaderboard: score vs training throughput\n(error bars: 95 % t-interval over seeds; hollow: one seed)"
     fig, axes = new_figure(1, max(len(cells), 1), title)
     cell_labels = []
     for ax, (model, dataset, scored, task) in zip(axes[0], cells):

@@ -82,7 +82,7 @@ def test_claims_rebuilt_from_per_run_csv_are_byte_identical(tmp_path: Path, caps
     runs_dir, out, again = dropout_sweep(tmp_path / "runs"), tmp_path / "out", tmp_path / "again"
     assert main(["bn_dropout_cpu", "--runs", str(runs_dir), "--out", str(out)]) == 0
     assert (out / "bn_dropout.png").is_file() and (out / "per_run.csv").is_file()
-    assert read_csv(out / "claims.csv")[0]["short"] == "dropout_narrows_gap"  # the id: the rules give no short
+    assert read_csv(out / "claims.csv")[0]["short"] == "Dropout narrows the train-test gap"  # the rules' short
     assert main(["bn_dropout_cpu", "--per-run", str(out / "per_run.csv"), "--out", str(again)]) == 0
     assert "no paper figures" in capsys.readouterr().out
     assert sorted(p.name for p in again.iterdir()) == ["claims.csv", "claims.md", "forest.csv", "forest.pdf",

@@ -73,13 +73,18 @@ def test_rmsnorm_time_claims_at_equal_time_and_equal_steps(tmp_path: Path) -> No
             write_run(tmp_path / "runs", job, cfg, rows, {})
             job += 1
     out = tmp_path / "out"
-    build("rmsnorm_time_cpu", tmp_path / "runs", out)
+    build("rmsnorm_time", tmp_path / "runs", out)  # the clock claims are the full preset's (full_scale_only)
     verdicts = claims(out)
     assert verdicts["rms_lower_loss_equal_time_eager"] == SUPPORTED
     assert verdicts["rms_loss_equal_steps_eager"] == EQUIVALENT
     assert verdicts["prms_lower_loss_equal_time_eager"] == OPPOSITE
     assert verdicts["prms_loss_equal_steps_eager"] == DIFFERENT
-    assert verdicts["rms_lower_loss_equal_time_compiled"] == NOT_JUDGED  # the full preset's only
+    assert verdicts["rms_lower_loss_equal_time_compiled"] == NOT_JUDGED  # no compiled runs here: n = 0
+    cpu = tmp_path / "cpu"
+    build("rmsnorm_time_cpu", tmp_path / "runs", cpu)  # at CPU scale the clock claims are not judged, the steps ones are
+    assert claims(cpu)["rms_lower_loss_equal_time_eager"] == NOT_JUDGED
+    assert "not judged at this scale" in claim_row(cpu, "rms_lower_loss_equal_time_eager")["measured"]
+    assert claims(cpu)["rms_loss_equal_steps_eager"] == EQUIVALENT
     # the running mean of 9 logs (every 10 steps) on a line is the loss 40 steps back: rms at step 90
     # 5 − 0.02·50 = 4.0; ln at step 72, between 4.3 (step 70: the mean of 8 logs) and 4.2 (step 80)
     row = claim_row(out, "rms_lower_loss_equal_time_eager")
