@@ -81,7 +81,7 @@ def test_rmsnorm_time_claims_at_equal_time_and_equal_steps(tmp_path: Path) -> No
     assert verdicts["prms_loss_equal_steps_eager"] == DIFFERENT
     assert verdicts["rms_lower_loss_equal_time_compiled"] == NOT_JUDGED  # no compiled runs here: n = 0
     cpu = tmp_path / "cpu"
-    build("rmsnorm_time_cpu", tmp_path / "runs", cpu)  # at CPU scale the clock claims are not judged, the steps ones are
+    build("rmsnorm_time_cpu", tmp_path / "runs", cpu)  # at CPU scale: the clock claims not judged, the steps ones are
     assert claims(cpu)["rms_lower_loss_equal_time_eager"] == NOT_JUDGED
     assert "not judged at this scale" in claim_row(cpu, "rms_lower_loss_equal_time_eager")["measured"]
     assert claims(cpu)["rms_loss_equal_steps_eager"] == EQUIVALENT
