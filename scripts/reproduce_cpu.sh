@@ -73,11 +73,11 @@ for preset in "${presets[@]}"; do
   folder="results/$preset${pilot:+/pilot}"
   mkdir -p "$out" "$folder"
   jobs_of "$preset" > "$out/jobs.txt" || exit 2
-  start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS
+  start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS; load0=$(cut -d' ' -f1-3 /proc/loadavg)
   # shellcheck disable=SC2016
   xargs -P 2 -L 1 bash -c 'python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1' "$out" < "$out/jobs.txt"
   status=$?
-  wall=$((SECONDS - t0)); total=$((total + wall))
+  wall=$((SECONDS - t0)); total=$((total + wall)); load1=$(cut -d' ' -f1-3 /proc/loadavg)
   analyse "$preset" "$out" > "$out/figures.log" 2>&1
   fig_status=$?
   {
@@ -91,6 +91,8 @@ for preset in "${presets[@]}"; do
     echo "  analyse $preset $out   # normbench-figures, or normbench-leaderboard for leaderboard_cpu"
     echo "  (the same jobs one after another: normbench -m experiment=$preset)"
     echo "exit status: runs $status, figures $fig_status"
+    echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); torch $(python -c 'import torch; print(torch.__version__)')"
+    echo "load average (1, 5, 15 min): $load0 at the start, $load1 at the end (the runs' own 2 processes count 2)"
   } > "$folder/RUN.txt"
   echo "[reproduce] $preset: $((wall / 60)) min $((wall % 60)) s (runs $status, figures $fig_status)"
 done

@@ -146,3 +146,19 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
     )  # fmt: skip
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.startswith("0 experiment=gn_batch_size_cpu ") and proc.stdout.count("\n") == 1
+
+
+@pytest.mark.e2e
+def test_reproduce_cpu_pilot_runs_the_sweep_at_the_rules_pilot_seeds() -> None:
+    """``reproduce_cpu.sh --pilot``: every arm of the sweep, once per pilot seed of the rules, seed by
+    seed; the confirmatory seeds none of them."""
+    from normbench.analysis.rules_schema import load_rules
+
+    pilot = load_rules("gn_groups_cpu").pilot_seeds
+    rows = shell("pilot=1; jobs_of gn_groups_cpu")
+    confirmatory = [[o for o in job if o.startswith("seed=")] for job in load_script().jobs("gn_groups_cpu")]
+    assert [seed_of(row[1:]) for row in rows] == sorted(seed_of(row[1:]) for row in rows)
+    assert {seed_of(row[1:]) for row in rows} == set(pilot)
+    assert not {seed_of(row[1:]) for row in rows} & {int(s[0].split("=")[1]) for s in confirmatory}
+    arms = {tuple(o for o in row[1:] if not o.startswith("seed=")) for row in rows}
+    assert len(rows) == len(arms) * len(pilot) and [int(row[0]) for row in rows] == list(range(len(rows)))
