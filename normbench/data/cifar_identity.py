@@ -26,19 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from normbench.data.cifar_files import META_FILE
+from normbench.data.prepare_io import CHECKSUMS_FILE, sha256
 from normbench.errors import DataFileError
 
-CHECKSUMS_FILE = "SHA256SUMS"
 OVERLAP_REFUSED = 0.01
 """The fraction of test images found among the training images from which the split is refused."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def known_checksums(folder: Path) -> tuple[Path, dict[str, str]] | None:
@@ -105,7 +97,7 @@ def check_identity(
 
     names = [*train_names, *test_names]
     listed = [*names, META_FILE]
-    digests = {n: file_sha256(folder / n) for n in listed}
+    digests = {n: sha256(folder / n) for n in listed}
     check_checksums(folder, listed, digests)
     check_distinct_files(folder, names, digests)
     shared = held_out(train, test)
