@@ -31,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import subprocess  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
 
 from results_index import (  # noqa: E402
     HISTORY,
@@ -157,7 +158,7 @@ def plan_entry(folder: Path, changed: str) -> str:
         raise ValueError(f"{folder}: rules {rules} are on record already in {HISTORY}; valid: changed rules")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=folder.parent).stdout.strip() or "?"  # fmt: skip
-    today = subprocess.run(["date", "-u", "+%Y-%m-%d"], capture_output=True, text=True).stdout.strip()
+    today = datetime.now(timezone.utc).strftime("%Y-%m-%d")
     ran = max([n for n, *_ in attempts(folder)] + [0])
     pending = [n for n in planned_hashes(folder).values() if n > ran]  # a plan not run yet: amended, same number
     number = max(pending) if pending else next_number(folder)

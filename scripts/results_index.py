@@ -262,8 +262,9 @@ def runs_table(results: Path, folders: list[Path], problems: list[str]) -> list[
             judged = judged_hash(read_claims(folder))
             now = rules_hash(folder.name)
             rules = "none (before the rules): rerun pending" if judged is None else judged
-            if judged is not None and judged != now and now in planned_hashes(folder):
-                rules = f"{judged} (superseded: attempt {planned_hashes(folder)[now]} planned under {now})"
+            planned = planned_hashes(folder)
+            if judged is not None and judged != now and now in planned:
+                rules = f"{judged} (superseded: attempt {planned[now]} planned under {now})"
             elif judged is not None and judged != now:
                 rules = f"{judged} (now {now}: STALE)"
                 problems.append(f"results/{folder.name}: claims judged under rules {judged}, the preset's rules are "

@@ -150,8 +150,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", nargs="+", metavar="DIR", help="multirun directories (each job: metrics.jsonl ...)")
     source.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B")
-    source.add_argument("--per-run", metavar="PATH", help="a per_run.csv: rebuild claims.csv / claims.md from it "
-                        "alone (no figures)")  # fmt: skip
+    source.add_argument("--per-run", metavar="PATH", help="a per_run.csv: rebuild claims.csv / claims.md and the "
+                        "forest plot from it alone (no paper figures)")  # fmt: skip
     parser.add_argument("--group", help="W&B group: one sweep invocation (sweep-<dir name>)")
     parser.add_argument("--job-type", help="W&B job type: the preset (every sweep of it); default with --wandb "
                         "and no --group: the preset's name")  # fmt: skip
