@@ -10,6 +10,7 @@
 #   bash scripts/reproduce_cpu.sh leaderboard_cpu       # the leaderboard's three sweeps as one job list
 #   bash scripts/reproduce_cpu.sh --pilot bn_lp_cpu     # the pilot: the sweep at the rules' pilot seeds,
 #                                                       # into results/<preset>/pilot/ (then: normbench-plan)
+#   NORMBENCH_JOBS=1 bash scripts/reproduce_cpu.sh ...  # one run at a time (leaves a core free); default 2
 #
 # Every job runs as `python -m normbench` from this checkout (cwd first on sys.path), never the
 # `normbench` console script, which imports the package from wherever it was pip-installed
@@ -32,6 +33,8 @@ if [ -n "$dirty" ]; then
   exit 2
 fi
 commit=$(git rev-parse --short HEAD)
+jobs=${NORMBENCH_JOBS:-2}
+case $jobs in ''|*[!0-9]*|0) echo "reproduce_cpu: error: NORMBENCH_JOBS=$jobs is not a positive whole number (runs at a time, e.g. 1 or 2)" >&2; exit 2;; esac
 
 seed_major() {  # stdin: numbered jobs; stdout: the same jobs seed by seed (stable: each seed's jobs
   # keep their order), unnumbered. Side by side on the two cores then run two arms of one seed, so
@@ -75,7 +78,7 @@ for preset in "${presets[@]}"; do
   jobs_of "$preset" > "$out/jobs.txt" || exit 2
   start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS; load0=$(cut -d' ' -f1-3 /proc/loadavg)
   # shellcheck disable=SC2016
-  xargs -P 2 -L 1 bash -c 'python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1' "$out" < "$out/jobs.txt"
+  xargs -P "$jobs" -L 1 bash -c 'python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1' "$out" < "$out/jobs.txt"
   status=$?
   wall=$((SECONDS - t0)); total=$((total + wall)); load1=$(cut -d' ' -f1-3 /proc/loadavg)
   analyse "$preset" "$out" > "$out/figures.log" 2>&1
@@ -84,15 +87,15 @@ for preset in "${presets[@]}"; do
     echo "preset: $preset${pilot:+ (pilot: the rules' pilot seeds)}"
     echo "commit: $commit"
     echo "rules hash: $(python -c "from normbench.rules import rules_hash; print(rules_hash('$preset'))")"
-    echo "start (UTC): $start; wall clock: $((wall / 60)) min $((wall % 60)) s ($(wc -l < "$out/jobs.txt") runs, two at a time)"
+    echo "start (UTC): $start; wall clock: $((wall / 60)) min $((wall % 60)) s ($(wc -l < "$out/jobs.txt") runs, $jobs at a time)"
     echo "commands:"
     echo "  jobs_of $preset > $out/jobs.txt   # scripts/reproduce_cpu.sh: scripts/sweep_jobs.py $preset [overrides]"
-    echo "  xargs -P 2 -L 1 bash -c 'python -m normbench \"\${@:2}\" hydra.run.dir=\"\$0/\$1\"' $out < $out/jobs.txt"
+    echo "  xargs -P $jobs -L 1 bash -c 'python -m normbench \"\${@:2}\" hydra.run.dir=\"\$0/\$1\"' $out < $out/jobs.txt"
     echo "  analyse $preset $out   # normbench-figures, or normbench-leaderboard for leaderboard_cpu"
     echo "  (the same jobs one after another: normbench -m experiment=$preset)"
     echo "exit status: runs $status, figures $fig_status"
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); torch $(python -c 'import torch; print(torch.__version__)')"
-    echo "load average (1, 5, 15 min): $load0 at the start, $load1 at the end (the runs' own 2 processes count 2)"
+    echo "load average (1, 5, 15 min): $load0 at the start, $load1 at the end (the runs' own $jobs processes count $jobs)"
   } > "$folder/RUN.txt"
   echo "[reproduce] $preset: $((wall / 60)) min $((wall % 60)) s (runs $status, figures $fig_status)"
 done
