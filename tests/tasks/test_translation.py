@@ -226,7 +226,8 @@ def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
         "dataset.pretokenize=punct",
         "dataset.vocab_size=4000",
         f"dataset.cache_dir={tmp_path / 'bpe'}",
-        "dataset.bleu_max_sentences=500",
+        "dataset.bleu_max_sentences=100",
+        "dataset.max_tokens=2048",
         "max_steps=300",
         "eval_every_epochs=100",  # evaluate once, at the end
         "optimizer.name=adam",
@@ -238,6 +239,7 @@ def test_transformer_tiny_on_real_de_en_text(tmp_path) -> None:
         "logger=local",
         *QUICK,
         f"hydra.run.dir={out}",
+        timeout=1500,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
