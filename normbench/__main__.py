@@ -1,3 +1,3 @@
-from normbench.cli import cli
+from normbench.cli.main import cli
 
 cli()

@@ -13,10 +13,8 @@ runner sees a ``DictConfig`` or the whole config: each room takes its own datacl
 is the config as composed (plain python, the probe direction written in), which checkpoints and
 the logged config store.
 
-`register_configs` also registers the resolvers the config files use: ``${normbench.checkout:…}``
-(data roots independent of the current directory, `normbench.data_roots`) and
-``${normbench.help:}`` (``normbench --help``, `normbench.cli_help`). `objective` is the one number
-a sweeper optimizes: ``optimized_metric`` of the run's final metrics.
+`objective` is the one number a sweeper optimizes: ``optimized_metric`` of the run's final
+metrics. Storing the schemas in Hydra's ConfigStore is the CLI's (`normbench.cli.store`).
 """
 
 from __future__ import annotations
@@ -30,56 +28,13 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
-from normbench.checkpoint import CheckpointConfig
+from normbench.base.errors import ConfigError, require, require_seed
+from normbench.base.output import warn
 from normbench.diagnostics import diagnostics_config
 from normbench.diagnostics.probe import choose_probe_directions
-from normbench.divergence import DivergenceConfig
-from normbench.errors import ConfigError, require, require_seed
-from normbench.hardware import HardwareConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
-from normbench.output import warn
-from normbench.progress import PROGRESS_MODES
-
-
-@dataclass
-class LoggerConfig:
-    name: str = "wandb"
-    local: bool = True
-    """Write ``metrics.jsonl``, ``config.yaml`` and ``summary.json`` into the run directory."""
-    wandb: bool = True
-    project: str = "normbench"
-    entity: str | None = None
-    group: str | None = None
-    """Default: ``sweep-<sweep dir name>`` in a multirun (one sweep invocation), none otherwise."""
-    job_type: str | None = None
-    """Default: the experiment preset's name (``train`` without one): every sweep of a preset."""
-    tags: list[str] = field(default_factory=list)
-    run_name: str | None = None
-    mode: str | None = None
-    """``online`` / ``offline`` / ``disabled``; default: ``$WANDB_MODE``, else ``offline``."""
-    log_every_n_steps: int = 10
-    progress_bar: bool = True
-    """Show the progress within each epoch (false: only the logged rows and the result line)."""
-    progress: str = "auto"
-    """``bar`` (tqdm, redrawn in place), ``lines`` (plain lines: one per epoch, one every
-    ``progress_every_s`` within a long one) or ``auto`` (the bar on a terminal, lines in a log file)."""
-    progress_every_s: float = 300.0
-    log_checkpoints: bool = False
-    """Log each checkpoint file as a W&B ``model`` artifact (``model-<run id>``, aliases ``latest``, ``step-<N>``)."""
-    init_timeout_s: float = 60.0
-    """How long ``wandb.init`` may try to reach the server before the run falls back to offline."""
-
-    def __post_init__(self) -> None:
-        require(self.log_every_n_steps > 0, "logger.log_every_n_steps", self.log_every_n_steps, "a positive integer")
-        require(
-            self.progress in PROGRESS_MODES, "logger.progress", self.progress, f"one of {', '.join(PROGRESS_MODES)}"
-        )
-        require(
-            math.isfinite(self.progress_every_s) and self.progress_every_s > 0,
-            "logger.progress_every_s",
-            self.progress_every_s,
-            "> 0 seconds",
-        )
+from normbench.run.divergence import DivergenceConfig
+from normbench.run.resume.checkpoint import CheckpointConfig
 
 
 @dataclass
@@ -132,10 +87,10 @@ def parse(cfg: DictConfig) -> RunConfig:
     the diagnostics typed (`diagnostics_config`) and their probe direction chosen
     (`choose_probe_directions`). A bad value is a one-line `ConfigError`, and so is a value that
     cannot be resolved (``seed=${oc.env:NOPE}``, ``lr=${lr}``: `unresolved`)."""
+    from normbench.base.registry import check_keys
     from normbench.models import MODELS
     from normbench.norms import NORMS, NormConfig
     from normbench.norms.registry import keys_under
-    from normbench.registry import check_keys
     from normbench.tasks import DATASETS
 
     try:
@@ -208,24 +163,3 @@ def objective(metric: str | None, model: str, result: Mapping[str, Any]) -> floa
         warn(f"optimized_metric={name} is not among the run's final metrics ({reported}); the job returns None")
         return None
     return float(value)
-
-
-def register_configs() -> None:
-    """Store the top-level schema and every registry's schemas in the ConfigStore."""
-    from hydra.core.config_store import ConfigStore
-
-    import normbench.models
-    import normbench.norms
-    import normbench.tasks
-    from normbench.cli_help import register_resolvers as register_help
-    from normbench.data_roots import register_resolvers as register_data_roots
-    from normbench.registry import store_schemas
-
-    register_data_roots()
-    register_help()
-    cs = ConfigStore.instance()
-    cs.store(group="schema", name="run", node=RunConfig)
-    cs.store(group="schema/hardware", name="hardware", node=HardwareConfig)
-    cs.store(group="schema/logger", name="logger", node=LoggerConfig)
-    for registry in (normbench.norms.NORMS, normbench.models.MODELS, normbench.tasks.DATASETS):
-        store_schemas(registry)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from normbench.errors import ConfigError, require, require_in, require_positive
+from normbench.base.errors import ConfigError, require, require_in, require_positive
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 SCHEDULES = ("constant", "step", "cosine", "inverse_sqrt")

@@ -34,8 +34,8 @@ sys.path.insert(0, str(REPO))
 from bench_io import CsvRows, versions  # noqa: E402
 from bench_overhead import compose_cfg  # noqa: E402
 
-from normbench import train  # noqa: E402
-from normbench.output import format_table  # noqa: E402
+from normbench.base.output import format_table  # noqa: E402
+from normbench.run.loop import train  # noqa: E402
 
 VARIANTS = {
     "fp32": [],

@@ -1,6 +1,6 @@
 """The runner's overhead budget, measured in one process, interleaved.
 
-(a) a plain hand-written PyTorch loop and (b) the normbench runner (``normbench.train.run``,
+(a) a plain hand-written PyTorch loop and (b) the normbench runner (``normbench.run.loop.train.run``,
 default logger: W&B offline + local files + progress bar) train the same model on the same
 batches from the same seed; the runner also runs with each diagnostics preset in
 ``conf/diagnostics/`` (``off``, ``default``, ``full`` where present), and with diagnostics off
@@ -59,13 +59,13 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from hydra.core.global_hydra import GlobalHydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from normbench import train  # noqa: E402
-from normbench.cli import config_dir  # noqa: E402
+from normbench.base.output import format_table  # noqa: E402
+from normbench.cli.main import config_dir  # noqa: E402
 from normbench.config import parse  # noqa: E402
 from normbench.models import build_model  # noqa: E402
 from normbench.norms import norm_factory  # noqa: E402
 from normbench.optim import build_optimizer, lr_factor  # noqa: E402
-from normbench.output import format_table  # noqa: E402
+from normbench.run.loop import train  # noqa: E402
 from normbench.tasks import build_task  # noqa: E402
 
 TARGETS = {"runner/diagnostics=off": 1.03, "runner/diagnostics=default (at its cadence)": 1.05}
@@ -188,7 +188,7 @@ def plain_loop(cfg: DictConfig, device: torch.device, data_dir: Path, warmup: in
 
 
 def runner(cfg: DictConfig, device: torch.device, run_dir: Path, warmup: int) -> tuple[Stopwatch, float]:
-    """``normbench.train.run`` as it is, its task's training batches timed by a `Stopwatch`."""
+    """``normbench.run.loop.train.run`` as it is, its task's training batches timed by a `Stopwatch`."""
     stopwatch = Stopwatch(device, warmup)
     original = train.build_task
     train.build_task = lambda *a, **kw: TimedTask(original(*a, **kw), stopwatch)

@@ -153,7 +153,7 @@ step "epoch time" "$T_EPOCH" python scripts/bench_epoch.py --device cuda --epoch
   --out results/bench/gpu_epoch_time.csv
 
 # two ranks even on one GPU: NCCL refuses two ranks on one device, so there gloo with both on cuda:0
-# (an explicit hardware.device index is every rank's device: normbench.distributed.init)
+# (an explicit hardware.device index is every rank's device: normbench.run.placement.distributed.init)
 ddp_batch=256
 if ((gpus >= 2)); then
   backend=nccl

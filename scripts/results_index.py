@@ -195,8 +195,9 @@ def paper_lines(folders: list[tuple[Path, list[dict[str, str]]]]) -> list[str]:
     lines = []
     for title, mine in sorted(papers.items()):
         links = ", ".join(f"[{f.name}]({f.name}/README.md)" for f, _ in mine)
-        found = " — ".join(("*(superseded)* " if superseded(f, rows) else "") + finding(f.name, rows)
-                           for f, rows in mine)
+        found = " — ".join(
+            ("*(superseded)* " if superseded(f, rows) else "") + finding(f.name, rows) for f, rows in mine
+        )
         lines.append(f"- **{title}** ({links}): {found}")
     return lines
 
@@ -328,9 +329,12 @@ def superseded_note(current: list[tuple[Path, list[dict[str, str]]]]) -> list[st
     names = [f.name for f, rows in current if superseded(f, rows)]
     if not names:
         return []
-    return ["", f"**{len(names)} of {len(current)} presets await their rerun under new rules** (each folder's "
-            "HISTORY.md: the planned attempt, what changed and why, declared before its runs). Their verdicts "
-            "below are their last runs', under the superseded rules, and are marked *(superseded)*."]
+    return [
+        "",
+        f"**{len(names)} of {len(current)} presets await their rerun under new rules** (each folder's "
+        "HISTORY.md: the planned attempt, what changed and why, declared before its runs). Their verdicts "
+        "below are their last runs', under the superseded rules, and are marked *(superseded)*.",
+    ]
 
 
 def write_all_forest(results: Path = RESULTS) -> list[Path]:

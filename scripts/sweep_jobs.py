@@ -3,7 +3,7 @@
 Composes ``experiment=<preset>`` as ``normbench -m`` does (Hydra, this checkout's ``conf/``, so a
 ``_cpu`` preset's sweep inherits the params its full preset declares) and expands its
 ``hydra.sweeper.params`` and the overrides given after it with the basic sweeper's own code
-(`normbench.data_roots.sweep_jobs`): the same jobs in the same order as ``normbench -m
+(`normbench.data.roots.sweep_jobs`): the same jobs in the same order as ``normbench -m
 experiment=<preset> <overrides>``, so that ``scripts/reproduce_cpu.sh`` can run them two at a time
 on two cores (``xargs -P 2``) instead of one after another.
 
@@ -39,8 +39,8 @@ def jobs(preset: str, overrides: list[str] | None = None) -> list[list[str]]:
     from hydra.core.global_hydra import GlobalHydra
     from omegaconf import open_dict
 
-    from normbench.config import register_configs
-    from normbench.data_roots import sweep_jobs
+    from normbench.cli.store import register_configs
+    from normbench.data.roots import sweep_jobs
 
     register_configs()
     experiment = f"experiment={preset}"

@@ -5,7 +5,7 @@ force one there; what only a GPU shows (a copy from pageable memory, a ``torch.c
 synchronize, a kernel that waits for the host) is counted here. A ResNet20 training step
 (``experiment=quickstart``) and a Transformer training step (``experiment=quickstart_mt``:
 transformer_tiny on the synthetic translation corpus) run through the real runner
-(``normbench.train.run``, default diagnostics, eager) on CUDA under
+(``normbench.run.loop.train.run``, default diagnostics, eager) on CUDA under
 ``torch.cuda.set_sync_debug_mode("warn")``, which makes torch issue a ``UserWarning`` for every
 synchronizing call. The run is one warm-up step (set-up transfers, the step timer's start and
 the first-step diagnostics are left out), ``--steps`` counted steps and one last step (it logs and
@@ -75,7 +75,7 @@ PACKAGE = f"{REPO / 'normbench'}{os.sep}"
 
 
 def short(filename: str, lineno: int) -> str:
-    """``file:line``, relative to this checkout (``normbench/train.py:301``) or to site-packages."""
+    """``file:line``, relative to this checkout (``normbench/run/loop/train.py:301``) or to site-packages."""
     if filename.startswith(f"{REPO}{os.sep}"):
         return f"{filename[len(str(REPO)) + 1 :]}:{lineno}"
     if "/site-packages/" in filename:
@@ -132,11 +132,11 @@ def control(log: SyncLog) -> None:
 
 
 def counted_run(overrides: list[str], log: SyncLog, steps: int) -> dict[str, Any]:
-    """``normbench.train.run`` for ``WARMUP + steps + 1`` steps under sync debug mode ``warn``;
+    """``normbench.run.loop.train.run`` for ``WARMUP + steps + 1`` steps under sync debug mode ``warn``;
     ``log.counting`` is set from the batch request of step ``WARMUP`` to that of the last step."""
     from bench_overhead import compose_cfg
 
-    from normbench import train
+    from normbench.run.loop import train
 
     first, last = WARMUP, WARMUP + steps
     real_epoch = train.train_epoch
@@ -224,7 +224,7 @@ def main() -> None:
                 sink.write(row)
             counted = sum(r["count"] for r in rows if r["phase"] == "step")
             print(f"[sync_debug] {model}: {counted} host sync(s) in {args.steps} counted training steps", flush=True)
-    from normbench.output import format_table
+    from normbench.base.output import format_table
 
     print(format_table(sink.rows, COLUMNS))
     print(f"[sync_debug] wrote {args.out}")

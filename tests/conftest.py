@@ -65,7 +65,7 @@ def _composed(overrides: tuple[str, ...], hydra: bool) -> DictConfig:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from normbench.cli import config_dir
+    from normbench.cli.main import config_dir
 
     GlobalHydra.instance().clear()  # an in-process run may have left Hydra set up for its own search path
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):
@@ -77,7 +77,7 @@ def run_cli_inprocess(
 ) -> tuple[int, str, str]:
     """``normbench *args`` in this process (exit code, stdout, stderr): what `run_cli` checks,
     without a new interpreter's ~5 s of imports."""
-    from normbench import cli
+    from normbench.cli import main as cli
 
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     monkeypatch.setattr(sys, "argv", ["normbench", *args])

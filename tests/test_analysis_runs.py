@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from normbench.analysis import load_local_runs
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 
 def write_job(root: Path, lines: list[str]) -> Path:

@@ -8,7 +8,7 @@
 - The runner (``train.py``, ``run_state.py``) has no nested functions and no function longer
   than a screen (60 lines).
 - One config, parsed once: Hydra's ``DictConfig`` appears only in the modules that face Hydra
-  (`BOUNDARY`), and in the runner only `normbench.train.run` takes it; no function outside the
+  (`BOUNDARY`), and in the runner only `normbench.run.loop.train.run` takes it; no function outside the
   runner takes the whole config (`RunConfig`): each room takes its own dataclass.
 """
 
@@ -23,16 +23,16 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "normbench"
 MAX_FILE_LINES = 400
 MAX_RUNNER_FUNCTION_LINES = 60
-RUNNER = ("train.py", "run_state.py")
+RUNNER = ("run/loop/train.py", "run/loop/state.py")
 BOUNDARY = (
-    "normbench.cli",  # the Hydra entry point
-    "normbench.cli_help",  # the --help resolver
-    "normbench.callbacks",  # Hydra callbacks (sweep summary, data roots)
-    "normbench.sweep",  # the sweep's lock, plan and summary, read from Hydra's config
-    "normbench.data_roots",  # the data-root resolver and the sweep's check, on Hydra's config
-    "normbench.overrides",  # the command line checked against conf/ (Hydra's compose)
+    "normbench.cli.main",  # the Hydra entry point
+    "normbench.cli.help",  # the --help resolver
+    "normbench.cli.callbacks",  # Hydra callbacks (sweep summary, data roots)
+    "normbench.cli.sweep",  # the sweep's lock, plan and summary, read from Hydra's config
+    "normbench.data.roots",  # the data-root resolver and the sweep's check, on Hydra's config
+    "normbench.cli.overrides",  # the command line checked against conf/ (Hydra's compose)
     "normbench.config",  # the schemas and `parse`: DictConfig in, RunConfig out
-    "normbench.train",  # `run` only (see test_only_run_takes_the_composed_config)
+    "normbench.run.loop.train",  # `run` only (see test_only_run_takes_the_composed_config)
 )
 """The modules that face Hydra: the only ones that may name ``DictConfig``."""
 
@@ -84,7 +84,9 @@ def imported(module: str) -> Iterator[tuple[str, int]]:
 
 
 def room(module: str) -> str:
-    return ".".join(module.split(".")[:2])
+    """``normbench.<room>``; in the run wing, ``normbench.run.<wing>`` (loop, resume, placement, …)."""
+    parts = module.split(".")
+    return ".".join(parts[:3] if parts[1:2] == ["run"] and len(parts) > 2 else parts[:2])
 
 
 def graph(rooms: bool) -> dict[str, dict[str, list[str]]]:
@@ -140,7 +142,7 @@ def test_the_graph_reader_finds_a_known_circle() -> None:
     edges = {"a": {"b": ["a:1"]}, "b": {"c": ["b:1"]}, "c": {"a": ["c:1"]}, "d": {"a": ["d:1"]}}
     assert cycles(edges) == [["a", "b", "c"]]
     assert cycles({"a": {"b": ["a:1"]}, "b": {}}) == []
-    assert "normbench.tasks" in {t for t, _ in imported("normbench.train")}  # a known import is seen
+    assert "normbench.tasks" in {t for t, _ in imported("normbench.run.loop.train")}  # a known import is seen
     tree = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import a\nimport b\n")
     assert {type(n).__name__ for n in type_checking_only(tree)} == {"Import", "alias"}
 
@@ -205,16 +207,16 @@ def test_no_dictconfig_below_the_boundary() -> None:
 
 
 def test_only_run_takes_the_composed_config() -> None:
-    assert parameters_naming("normbench.train", "DictConfig") == ["normbench.train.run(cfg)"]
+    assert parameters_naming("normbench.run.loop.train", "DictConfig") == ["normbench.run.loop.train.run(cfg)"]
 
 
 def test_no_room_takes_the_whole_config() -> None:
     """`RunConfig` is the runner's: every other function takes its own section and plain values."""
-    runner = {"normbench.train", "normbench.run_state", "normbench.config"}
+    runner = {"normbench.run.loop.train", "normbench.run.loop.state", "normbench.config"}
     found = [p for m in MODULES if m not in runner for p in parameters_naming(m, "RunConfig")]
     assert not found, f"functions below the runner that take the whole config: {found}"
 
 
 def test_the_boundary_checks_see_what_they_forbid() -> None:
-    assert "DictConfig" in names_in("normbench.train")  # the reader sees an annotation and an import
-    assert parameters_naming("normbench.train", "RunConfig")  # and the runner's own phases
+    assert "DictConfig" in names_in("normbench.run.loop.train")  # the reader sees an annotation and an import
+    assert parameters_naming("normbench.run.loop.train", "RunConfig")  # and the runner's own phases

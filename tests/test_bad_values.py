@@ -1,6 +1,6 @@
 """Values that the type allows but no run can use (issue 24): each is refused when the config is
 parsed, by the dataclass that owns it (or, for model and data set together, by
-`normbench.validate`), in one line naming the key, the value and what is allowed, before any data
+`normbench.run.loop.validate`), in one line naming the key, the value and what is allowed, before any data
 is read. Before, they trained anyway (a negative lr through the schedule, all-black images, a
 Transformer with no layers, BLEU on five sentences) or crashed later with a traceback (Adam with one
 beta, a seed beyond 64 bits, an interpolation that cannot be resolved).
@@ -16,13 +16,13 @@ import math
 
 import pytest
 
+from normbench.base.errors import ConfigError
 from normbench.config import RunConfig, parse
-from normbench.errors import ConfigError
 from normbench.models import MODELS
 from normbench.norms import NORMS, list_norms
 from normbench.optim import OptimizerConfig, ScheduleConfig
+from normbench.run.loop.validate import check_before_data
 from normbench.tasks import DATASETS
-from normbench.validate import check_before_data
 from tests.conf.test_compose import OPTIONS, compose_cfg
 from tests.conf.test_presets import PRESETS, first_job, sweep_params
 from tests.conftest import TINY_RUN, run_cli
@@ -41,7 +41,7 @@ TINY_TEXT = (
 
 
 def parsed(*overrides: str) -> RunConfig:
-    """The composed config parsed and checked as `normbench.train.run` does before any data."""
+    """The composed config parsed and checked as `normbench.run.loop.train.run` does before any data."""
     config = parse(compose_cfg(list(overrides)))
     check_before_data(config.model, config.norm, config.dataset, config.batch_size)
     return config

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 
-from normbench.checkpoint import (
+from normbench.base.errors import ConfigError
+from normbench.run.resume.checkpoint import (
     CheckpointConfig,
     Checkpointer,
     capture_rng,
@@ -24,7 +25,6 @@ from normbench.checkpoint import (
     list_checkpoints,
     restore_rng,
 )
-from normbench.errors import ConfigError
 from tests.conftest import TINY_RUN
 from tests.faults import fault
 from tests.test_validate import run_cli_inprocess
@@ -222,7 +222,7 @@ def test_cli_resume_without_a_checkpoint_is_refused(tmp_path, monkeypatch, capsy
 
 
 def test_a_requested_stop_makes_the_next_step_a_checkpoint_and_stops_after_it(tmp_path) -> None:
-    from normbench.errors import RunInterrupted
+    from normbench.base.errors import RunInterrupted
 
     ckpt = Checkpointer(tmp_path, CheckpointConfig(every_n_steps=100))
     assert not ckpt.due(7)

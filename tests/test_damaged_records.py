@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from normbench.errors import ConfigError
-from normbench.sinks import LocalSink
+from normbench.base.errors import ConfigError
+from normbench.sinks.files import LocalSink
 from tests.faults import fault
 from tests.test_reliability import SMALL, metrics
 from tests.test_validate import run_cli_inprocess

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.cli import config_dir
+from normbench.cli.main import config_dir
 from tests.conftest import REPO, compose_cfg, run_cli_inprocess
 
 CONF = Path(config_dir())

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from normbench import distributed
-from normbench.errors import ConfigError
-from normbench.hardware import HardwareConfig
+from normbench.base.errors import ConfigError
 from normbench.norms.batch import BatchNormConfig
+from normbench.run.placement import distributed
+from normbench.run.placement.hardware import HardwareConfig
 from tests.conftest import REPO, cli_env, needs_slurm_extra
 
 HAS_SYNC = "sync" in BatchNormConfig.__dataclass_fields__

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from normbench.divergence import DivergenceMonitor
+from normbench.run.divergence import DivergenceMonitor
 
 
 def _feed(monitor: DivergenceMonitor, losses: list[float]) -> None:

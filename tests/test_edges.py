@@ -43,7 +43,7 @@ def uninterrupted(tmp_path_factory, monkeypatch, capsys) -> Path:
 @pytest.fixture
 def handlers_kept():
     """This process's signal handlers as they were (a stopped run ignores the stop signals on its way out)."""
-    from normbench.interrupts import STOP_SIGNALS
+    from normbench.run.loop.interrupts import STOP_SIGNALS
 
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
     yield
@@ -54,16 +54,16 @@ def handlers_kept():
 def send_after_checkpoint(monkeypatch: pytest.MonkeyPatch, sig: int, step: int) -> None:
     """Send ``sig`` to this process once the checkpoint of ``step`` is written (as a terminal that
     closes, or SLURM's ``--signal``, would at any time)."""
-    import normbench.train
+    import normbench.run.loop.train
 
-    save = normbench.train.save_checkpoint
+    save = normbench.run.loop.train.save_checkpoint
 
     def save_then_signal(run, *args, **kwargs):
         save(run, *args, **kwargs)
         if run.step == step:
             os.kill(os.getpid(), sig)
 
-    monkeypatch.setattr(normbench.train, "save_checkpoint", save_then_signal)
+    monkeypatch.setattr(normbench.run.loop.train, "save_checkpoint", save_then_signal)
 
 
 @fault("SIGHUP (terminal closed, SSH dropped), SIGUSR1 / SIGUSR2 (SLURM --signal)",
@@ -116,9 +116,9 @@ def test_a_thread_count_beyond_the_cores_is_one_line(tmp_path, monkeypatch, caps
 
 @fault("an evaluation metric that is not finite", "the diverged line names the metric and the step", "result")
 def test_the_diverged_line_names_the_non_finite_metric(tmp_path, monkeypatch, capsys) -> None:
-    import normbench.train
+    import normbench.run.loop.train
 
-    monkeypatch.setattr(normbench.train, "evaluate", lambda run, epoch: {"val/loss": math.nan, "val/acc": 0.1})
+    monkeypatch.setattr(normbench.run.loop.train, "evaluate", lambda run, epoch: {"val/loss": math.nan, "val/acc": 0.1})
     out = tmp_path / "run"
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, f"hydra.run.dir={out}")
     assert code == 0, stderr
@@ -154,21 +154,29 @@ def test_a_run_and_a_sweep_print_their_directory(tmp_path, monkeypatch, capsys) 
     assert f"[normbench] run directory: {sweep_dir / '1'}" in lines
 
 
-
 # ---------------------------------------------------------------------------------------------
 # The command line: what Hydra would refuse in several lines (exit 1) is one line, exit 2
 
 _MODELS_WITH_ENCODER_NORM = "transformer_iwslt,transformer_tiny"
 HYDRA_ERRORS = [
     (["norm=бн"], "norm=бн is not an option of norm; valid choices: "),
-    (["logger.run_name=日本語"], "logger.run_name=日本語: Hydra's override syntax takes characters beyond ASCII only "
-     "inside quotes; write 'logger.run_name=\"日本語\"'"),  # fmt: skip
+    (
+        ["logger.run_name=日本語"],
+        "logger.run_name=日本語: Hydra's override syntax takes characters beyond ASCII only "
+        "inside quotes; write 'logger.run_name=\"日本語\"'",
+    ),  # fmt: skip
     (["norm=bn,gn"], "norm=bn,gn gives several values, a sweep: add -m to run one job per value, or give one value"),
     (["lr=0.1,0.2"], "lr=0.1,0.2 gives several values, a sweep: add -m to run one job per value, or give one value"),
-    (["norm@model.encoder_norm=pn"], "norm@model.encoder_norm=pn places a norm at model.encoder_norm, but "
-     f"model=resnet20 has no encoder_norm; models that have it: model={_MODELS_WITH_ENCODER_NORM}"),  # fmt: skip
-    (["+norm@model.encoder_norm=pn"], "+norm@model.encoder_norm=pn places a norm at model.encoder_norm, but "
-     f"model=resnet20 has no encoder_norm; models that have it: model={_MODELS_WITH_ENCODER_NORM}"),  # fmt: skip
+    (
+        ["norm@model.encoder_norm=pn"],
+        "norm@model.encoder_norm=pn places a norm at model.encoder_norm, but "
+        f"model=resnet20 has no encoder_norm; models that have it: model={_MODELS_WITH_ENCODER_NORM}",
+    ),  # fmt: skip
+    (
+        ["+norm@model.encoder_norm=pn"],
+        "+norm@model.encoder_norm=pn places a norm at model.encoder_norm, but "
+        f"model=resnet20 has no encoder_norm; models that have it: model={_MODELS_WITH_ENCODER_NORM}",
+    ),  # fmt: skip
     (["lr=(0.1"], "lr=(0.1 is not an override Hydra can read"),
 ]
 
@@ -187,7 +195,7 @@ def test_what_hydra_refuses_in_several_lines_is_one_line(tmp_path, monkeypatch, 
 
 def test_what_the_one_line_errors_suggest_works(tmp_path, monkeypatch, capsys) -> None:
     """The quoted non-ASCII value is accepted (the run starts); so is a norm placed on a model that has the key."""
-    from normbench.overrides import check_overrides
+    from normbench.cli.overrides import check_overrides
 
     conf = Path(__file__).resolve().parents[1] / "conf"
     check_overrides(["experiment=quickstart", 'logger.run_name="日本語"'], conf)
@@ -234,19 +242,19 @@ def tree(commit: str, dirty: bool) -> dict:
 def test_each_segment_records_its_code_and_threads(tmp_path, monkeypatch, capsys, handlers_kept) -> None:
     import torch
 
-    import normbench.sinks
+    import normbench.sinks.files
 
     run_dir, threads = tmp_path / "run", torch.get_num_threads()
     args = (*LOCAL, "hardware.num_threads=null", f"hydra.run.dir={run_dir}")
     try:
         with monkeypatch.context() as m:
             torch.set_num_threads(1)
-            m.setattr(normbench.sinks, "git_state", lambda path=None: tree("a" * 40, False))
+            m.setattr(normbench.sinks.files, "git_state", lambda path=None: tree("a" * 40, False))
             send_after_checkpoint(m, signal.SIGTERM, 3)
             code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *args)
         assert code == 128 + signal.SIGTERM, stderr
         torch.set_num_threads(2)
-        monkeypatch.setattr(normbench.sinks, "git_state", lambda path=None: tree("b" * 40, True))
+        monkeypatch.setattr(normbench.sinks.files, "git_state", lambda path=None: tree("b" * 40, True))
         code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *args, "resume=true")
     finally:
         torch.set_num_threads(threads)
@@ -270,16 +278,16 @@ def test_each_segment_records_its_code_and_threads(tmp_path, monkeypatch, capsys
 
 def after_checkpoint(monkeypatch: pytest.MonkeyPatch, step: int, action) -> None:
     """Do ``action(run_dir)`` once the checkpoint of ``step`` is written."""
-    import normbench.train
+    import normbench.run.loop.train
 
-    save = normbench.train.save_checkpoint
+    save = normbench.run.loop.train.save_checkpoint
 
     def save_then_act(run, *args, **kwargs):
         save(run, *args, **kwargs)
         if run.step == step:
             action(run.run_dir)
 
-    monkeypatch.setattr(normbench.train, "save_checkpoint", save_then_act)
+    monkeypatch.setattr(normbench.run.loop.train, "save_checkpoint", save_then_act)
 
 
 def remove_dir(run_dir: Path) -> None:
@@ -334,8 +342,8 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
 
     import torch
 
-    from normbench.distributed import DistState
-    from normbench.run_state import StepTimer, show_progress
+    from normbench.run.loop.state import StepTimer, show_progress
+    from normbench.run.placement.distributed import DistState
 
     class Bar:
         postfix: dict = {}
@@ -355,8 +363,8 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
 
 @fault("normbench --help", "each preset's first sentence whole; every launcher the README names", "result")
 def test_help_shows_whole_sentences_and_every_launcher() -> None:
-    from normbench.cli import config_dir
-    from normbench.cli_help import described, first_comment, group_options
+    from normbench.cli.help import described, first_comment, group_options
+    from normbench.cli.main import config_dir
 
     conf = Path(config_dir())
     assert first_comment(conf / "experiment" / "quickstart.yaml") == (
@@ -412,7 +420,7 @@ def test_the_sweep_table_fits_a_terminal(tmp_path, capsys) -> None:
 
     import yaml
 
-    from normbench import sweep
+    from normbench.cli import sweep
 
     common = [*LOCAL, "hardware.num_threads=1", "dataset.root=/a/very/long/path/to/the/data/cifar10-subset"]
     error = "norm.groups=12 is not allowed; " + "a long reason " * 12

@@ -236,7 +236,7 @@ def test_wandb_mode_from_the_environment_counts_with_the_quickstart_presets(tmp_
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from normbench.cli import config_dir
+    from normbench.cli.main import config_dir
 
     presets = sorted(p.stem for p in (Path(config_dir()) / "experiment").glob("quickstart*.yaml"))
     assert presets
@@ -262,8 +262,8 @@ def test_wandb_mode_from_the_environment_counts_with_the_quickstart_presets(tmp_
 
 
 def test_one_data_file_error_class() -> None:
+    from normbench.base.errors import ConfigError, DataFileError
     from normbench.data import cifar_files, parallel_text
-    from normbench.errors import ConfigError, DataFileError
 
     assert cifar_files.DataFileError is parallel_text.DataFileError is DataFileError
     assert issubclass(DataFileError, ConfigError)

@@ -36,7 +36,7 @@ from normbench.analysis.stats import (
     SUPPORTED,
     stack,
 )
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SEEDS = (0, 1, 2, 3, 4)

@@ -13,12 +13,12 @@ import torch.nn.functional as F
 import yaml
 from torch import nn
 
-from normbench import hardware
-from normbench.errors import ConfigError
-from normbench.hardware import HardwareConfig
+from normbench.base.errors import ConfigError
 from normbench.models.resnet import CifarResNet
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.registry import NORMS, NormConfig
+from normbench.run.placement import hardware
+from normbench.run.placement.hardware import HardwareConfig
 from tests.conftest import compose_cfg
 
 CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
@@ -212,7 +212,7 @@ def test_compile_matches_eager_every_norm(name: str) -> None:
 
 
 def test_run_records_device_precision_and_versions(tmp_path: Path) -> None:
-    from normbench.train import run
+    from normbench.run.loop.train import run
 
     cfg = compose_cfg([*TINY, "hardware=cpu", "hardware.precision=bf16", "hardware.channels_last=true"])
     result = run(cfg, tmp_path)
@@ -236,8 +236,8 @@ def test_run_records_device_precision_and_versions(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_compiled_run_trains_and_diagnostics_see_the_uncompiled_model(tmp_path: Path, monkeypatch) -> None:
-    from normbench import train
     from normbench.diagnostics.registry import CadenceConfig, DiagnosticHook
+    from normbench.run.loop import train
 
     seen: list[float] = []
 
@@ -264,7 +264,7 @@ def test_compiled_run_trains_and_diagnostics_see_the_uncompiled_model(tmp_path: 
 
 @pytest.mark.gpu
 def test_cuda_bf16_channels_last_compiled_run(tmp_path: Path) -> None:
-    from normbench.train import run
+    from normbench.run.loop.train import run
 
     cfg = compose_cfg([*TINY, "hardware=cuda_bf16", "hardware.channels_last=true", "hardware.compile=true"])
     assert run(cfg, tmp_path)["status"] == "finished"

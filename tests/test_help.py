@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from normbench.cli import config_dir
+from normbench.cli.main import config_dir
 from tests.conftest import run_cli_inprocess
 
 CONF = Path(config_dir())

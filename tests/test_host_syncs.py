@@ -24,7 +24,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
-from normbench import train
+from normbench.run.loop import train
 from tests.test_hardware import compose_cfg
 
 DATA_DEPENDENT = {

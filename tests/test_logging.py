@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from normbench import output
+from normbench.base import output
 from tests.conftest import REPO, TINY_RUN, cli_env
 
 RECORD = re.compile(r"^\[[^]]+\]\[normbench\]\[(INFO|WARNING|ERROR)\] - (.*)$")

@@ -85,18 +85,18 @@ def test_help_is_plain_text(capsys, command) -> None:
     "one-line",
 )
 def test_a_full_disk_names_the_record_it_could_not_write(tmp_path, record) -> None:
-    """Every record goes through `normbench.output.atomic_write_bytes`; a ``write`` or ``fsync``
+    """Every record goes through `normbench.base.output.atomic_write_bytes`; a ``write`` or ``fsync``
     that finds no room raises an ``OSError`` that names no file, so the one line said only
     "No space left on device"."""
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     code = (
-        "import sys; from pathlib import Path; from normbench.errors import one_line_os_error; "
-        "from normbench.output import atomic_write_text\n"
+        "import sys; from pathlib import Path; from normbench.base.errors import one_line_os_error; "
+        "from normbench.base.output import atomic_write_text\n"
         "try:\n    atomic_write_text(Path(sys.argv[1]), 'x' * 200000)\n"
         "except OSError as e:\n    print(one_line_os_error(e))"
     )
-    script = f"mount -t tmpfs -o size=64k tmpfs {mnt} && {sys.executable} -c \"{code}\" {mnt / record} && ls -A {mnt}"
+    script = f'mount -t tmpfs -o size=64k tmpfs {mnt} && {sys.executable} -c "{code}" {mnt / record} && ls -A {mnt}'
     r = subprocess.run([*UNSHARE, "sh", "-c", script], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.splitlines() == [f"{mnt / record}: No space left on device (errno 28)"]  # and ls: nothing left

@@ -1,4 +1,4 @@
-"""normbench.output: atomic writes leave the old file or the new one, and no temporary file."""
+"""normbench.base.output: atomic writes leave the old file or the new one, and no temporary file."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.output import atomic_write_text
+from normbench.base.output import atomic_write_text
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from normbench import progress
-from normbench.progress import LineProgress, fmt_seconds, progress_display
+from normbench.sinks import progress
+from normbench.sinks.progress import LineProgress, fmt_seconds, progress_display
 from tests.test_reliability import SMALL
 from tests.test_validate import run_cli_inprocess
 

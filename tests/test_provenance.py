@@ -14,9 +14,9 @@ import pytest
 
 from normbench.analysis.provenance import check_provenance, provenance_problem, provenance_text
 from normbench.analysis.runs import Run
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import rules_hash
-from normbench.sinks import commit_label, git_state
+from normbench.sinks.files import commit_label, git_state
 from tests.conftest import TINY_RUN, run_cli
 
 SHA_A, SHA_B = "a" * 40, "b" * 40

@@ -10,12 +10,12 @@ import pytest
 import yaml
 from omegaconf import MISSING
 
-from normbench.cli import config_dir
+from normbench.base.registry import Registry, schema
+from normbench.cli.main import config_dir
 from normbench.diagnostics import list_diagnostics
 from normbench.diagnostics.registry import DIAGNOSTICS, DiagnosticHook
 from normbench.models import MODELS
 from normbench.norms import NORMS
-from normbench.registry import Registry, schema
 from normbench.tasks import DATASETS
 
 CONF = Path(config_dir())

@@ -236,7 +236,7 @@ def test_preempted_submitit_job_is_requeued_and_resumes(tmp_path) -> None:
 
 @fault("a diagnostic that raises", "one warning; switched off; training untouched", "result")
 def test_a_failing_diagnostic_warns_once_and_is_switched_off(capsys) -> None:
-    from normbench.train import call_diagnostics
+    from normbench.run.loop.train import call_diagnostics
 
     class Broken:
         name = "broken"

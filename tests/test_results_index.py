@@ -171,8 +171,16 @@ def test_the_tally_and_the_finding_come_from_the_claims(tmp_path: Path, monkeypa
     write_claims(results / "powernorm_stats_cpu", "h")
     with open(results / "powernorm_stats_cpu" / "claims.csv", "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writerow({**dict.fromkeys(CSV_FIELDS, ""), "id": "y", "verdict": "not judged", "test": "welch",
-                         "measured": "not run in powernorm_stats_cpu (the rules judge it in: full)", "rules_hash": "h"})
+        writer.writerow(
+            {
+                **dict.fromkeys(CSV_FIELDS, ""),
+                "id": "y",
+                "verdict": "not judged",
+                "test": "welch",
+                "measured": "not run in powernorm_stats_cpu (the rules judge it in: full)",
+                "rules_hash": "h",
+            }
+        )
         writer.writerow({**dict.fromkeys(CSV_FIELDS, ""), "id": "z", "verdict": "passed", "rules_hash": "h"})
     text, problems = index.build(results)
     assert problems == []

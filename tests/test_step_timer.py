@@ -1,4 +1,4 @@
-"""`normbench.run_state.StepTimer`: the training clock (every step) and the throughput's time
+"""`normbench.run.loop.state.StepTimer`: the training clock (every step) and the throughput's time
 (counted steps only), on a clock that the test moves by hand."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from normbench import run_state
-from normbench.run_state import StepTimer
+from normbench.run.loop import state as run_state
+from normbench.run.loop.state import StepTimer
 
 
 class FakeClock:

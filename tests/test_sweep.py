@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench import sweep
+from normbench.cli import sweep
 from tests.faults import fault
 from tests.test_reliability import SMALL, metrics, popen_cli, wait_for
 from tests.test_validate import run_cli_inprocess
@@ -82,16 +82,16 @@ def test_a_second_sweep_into_a_directory_in_use_is_refused(tmp_path, monkeypatch
 
 @fault("a job of a sweep that crashes (not a config error)", "failed with its one line; the rest run; exit 1", "result")
 def test_a_crashing_job_fails_alone_and_the_summary_lists_every_job(tmp_path, monkeypatch, capsys) -> None:
-    import normbench.train
+    import normbench.run.loop.train
 
-    real_run = normbench.train.run
+    real_run = normbench.run.loop.train.run
 
     def crash_on_seed_1(cfg, run_dir=None):
         if cfg.seed == 1:
             raise RuntimeError("CUDA error: an illegal memory access was encountered\nmore lines")
         return real_run(cfg, run_dir)
 
-    monkeypatch.setattr(normbench.train, "run", crash_on_seed_1)
+    monkeypatch.setattr(normbench.run.loop.train, "run", crash_on_seed_1)
     sweep_dir = tmp_path / "sweep"
     code, stdout, stderr = run_cli_inprocess(
         monkeypatch, capsys, "-m", *SWEEP, "seed=0,1,2", f"hydra.sweep.dir={sweep_dir}"
@@ -149,9 +149,11 @@ def test_a_resumed_sweep_must_be_the_same_sweep(tmp_path, monkeypatch, capsys) -
 
 @fault("a non-finite evaluation (weights or running statistics gone bad)", "diverged, never a score", "result")
 def test_a_non_finite_evaluation_is_a_divergence_not_a_score(tmp_path, monkeypatch, capsys) -> None:
-    import normbench.train
+    import normbench.run.loop.train
 
-    monkeypatch.setattr(normbench.train, "evaluate", lambda run, epoch: {"val/loss": math.nan, "val/acc": 0.109})
+    monkeypatch.setattr(
+        normbench.run.loop.train, "evaluate", lambda run, epoch: {"val/loss": math.nan, "val/acc": 0.109}
+    )
     out = tmp_path / "run"
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *SWEEP, f"hydra.run.dir={out}")
     assert code == 0, stderr  # a diverging run is a result
@@ -165,7 +167,7 @@ def test_a_non_finite_evaluation_is_a_divergence_not_a_score(tmp_path, monkeypat
 
 
 def test_non_finite_names_the_bad_metrics() -> None:
-    from normbench.divergence import non_finite
+    from normbench.run.divergence import non_finite
 
     assert non_finite({"val/loss": math.nan, "val/acc": 0.1, "val/ppl": math.inf, "ok": True, "s": "x"}) == [
         "val/loss",

@@ -14,7 +14,7 @@ import pytest
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import open_dict
 
-from normbench.data_roots import sweep_jobs
+from normbench.data.roots import sweep_jobs
 from tests.conftest import REPO
 from tests.test_data_roots import CPU_PRESETS, compose_cfg
 
@@ -61,7 +61,7 @@ def test_jobs_are_the_sweeps_product(overrides: list[str], expected: set[frozens
 @pytest.mark.parametrize("overrides", [overrides for overrides, _ in SWEEPS])
 def test_jobs_are_in_the_basic_sweepers_order(overrides: list[str]) -> None:
     """The same order as ``normbench -m experiment=leaderboard_cpu <overrides>``: Hydra's basic
-    sweeper expanding the composed config (``normbench.data_roots.sweep_jobs``)."""
+    sweeper expanding the composed config (``normbench.data.roots.sweep_jobs``)."""
     listed = [sorted(job) for job in load_script().jobs("leaderboard_cpu", overrides)]
     config = compose_cfg(["experiment=leaderboard_cpu"], hydra=True)
     GlobalHydra.instance().clear()

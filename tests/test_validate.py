@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from normbench import cli
+from normbench.cli import main as cli
 from normbench.models import list_models
 from normbench.norms import list_norms
 from normbench.tasks import list_datasets
@@ -141,9 +141,9 @@ def test_per_device_batch_counts_the_processes(tmp_path, monkeypatch, capsys) ->
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from normbench.base.errors import ConfigError
     from normbench.config import parse
-    from normbench.errors import ConfigError
-    from normbench.validate import check_before_data
+    from normbench.run.loop.validate import check_before_data
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=cli.config_dir(), version_base="1.3"):
@@ -160,8 +160,8 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     starts; the config is composed once (the first job's), the other option read from its file."""
     import hydra
 
-    from normbench.errors import ConfigError
-    from normbench.overrides import check_overrides
+    from normbench.base.errors import ConfigError
+    from normbench.cli.overrides import check_overrides
 
     composed = []
     compose = hydra.compose
@@ -194,8 +194,8 @@ def test_an_arm_that_chooses_the_norm_is_composed_before_its_keys_are_checked() 
     """``experiment/arms/bn_dropout@_global_=bn norm.eval_stats=both``: the arm (a group placed in
     the global package) makes the norm BN, so the key is BN's and the command is accepted; swept
     over an arm whose norm lacks the key, it is refused naming that arm's norm."""
-    from normbench.errors import ConfigError
-    from normbench.overrides import check_overrides
+    from normbench.base.errors import ConfigError
+    from normbench.cli.overrides import check_overrides
 
     conf = cli.config_dir()
     arm = "experiment/arms/bn_dropout@_global_"
@@ -229,8 +229,8 @@ def test_a_key_the_schema_lacks_is_refused_whatever_the_route() -> None:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
+    from normbench.base.errors import ConfigError
     from normbench.config import parse
-    from normbench.errors import ConfigError
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=cli.config_dir(), version_base="1.3"):
@@ -248,12 +248,12 @@ def test_a_key_the_schema_lacks_is_refused_whatever_the_route() -> None:
 
 @fault("a model for another kind of data (transformer on images)", "one line before any data is read", "one-line")
 def test_a_model_dataset_mismatch_is_caught_before_any_data_is_read(tmp_path, monkeypatch, capsys) -> None:
-    import normbench.train
+    import normbench.run.loop.train
 
     def no_data(*args, **kwargs):
         raise AssertionError("the data set was loaded")
 
-    monkeypatch.setattr(normbench.train, "build_task", no_data)
+    monkeypatch.setattr(normbench.run.loop.train, "build_task", no_data)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "notes.txt").write_text("mine\n")
@@ -279,11 +279,11 @@ def test_resume_without_a_run_dir_names_the_setting_and_makes_nothing(tmp_path, 
 def test_a_norm_known_not_to_compile_exactly_is_refused_only_when_compiled() -> None:
     """`Norm.COMPILE_ISSUE`: brn is refused with compile on, as the run's norm or as a Transformer's
     encoder norm; without compile, and for every other registered norm, nothing is refused."""
-    from normbench.errors import ConfigError
+    from normbench.base.errors import ConfigError
     from normbench.models.transformer import TransformerTinyConfig
     from normbench.norms import NORMS
     from normbench.norms.registry import norm_config as parse_norm
-    from normbench.validate import check_norm_compiles
+    from normbench.run.loop.validate import check_norm_compiles
 
     flagged = [n for n in list_norms() if NORMS.get(n).COMPILE_ISSUE]
     assert flagged == ["brn"]

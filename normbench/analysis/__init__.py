@@ -28,7 +28,7 @@ from normbench.analysis.claims import Claim, judge
 from normbench.analysis.plot import FigureResult, write_outputs
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
 from normbench.analysis.santurkar_landscape import ICS_KEY, figure3, figure4
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import SCALE_SUFFIXES, base_preset
 
 FigureFn = Callable[[Sequence[Run]], list[FigureResult]]

@@ -52,7 +52,7 @@ from normbench.analysis.stats import (
     holm,
     summarize_arm,
 )
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import variant
 
 PASSED, FAILED = "passed", "failed"

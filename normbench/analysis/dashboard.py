@@ -4,7 +4,7 @@ W&B report.
 
 What a dashboard holds is read, not written by hand:
 
-- the runs: those whose ``job_type`` is the preset's name (`normbench.wandb_sink` sets it to the
+- the runs: those whose ``job_type`` is the preset's name (`normbench.sinks.wandb_run` sets it to the
   experiment preset, so ``santurkar_vgg`` and ``santurkar_vgg_cpu`` stay apart);
 - one section per figure the preset's rules name (``normbench/rules/<preset>.yaml``), holding the
   claims of that figure (those of the preset's scale) and the runs their arms select: the arms'
@@ -14,7 +14,7 @@ What a dashboard holds is read, not written by hand:
   seed left out) the grouping, so that each line is one arm: the median over its seeds, shaded
   from the lowest to the highest seed, as the figures draw them;
 - the panels of each claim's measure (`MEASURE_PANELS`): the W&B keys the measure reads, laid
-  out as `normbench.wandb_layout` sections them (per-layer diagnostics as ``<name>/first_layer/…``
+  out as `normbench.sinks.wandb_layout` sections them (per-layer diagnostics as ``<name>/first_layer/…``
   and ``<name>/layer_mean/…``; the per-layer values are in the table ``<name>/layers``), against
   the x-axis the paper uses;
 - first, the preset's forest plot (`normbench.analysis.forest`): the image ``figures/forest``
@@ -33,9 +33,9 @@ from typing import Any
 
 import yaml
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import base_preset, list_rule_presets, load_rules_data, variant
-from normbench.wandb_layout import EPOCH, FIRST_LAYER, LAYER_MEAN, STEP, TABLE
+from normbench.sinks.wandb_layout import EPOCH, FIRST_LAYER, LAYER_MEAN, STEP, TABLE
 
 LEADERBOARD = "leaderboard"
 CENTER, RANGE = "median", "minmax"

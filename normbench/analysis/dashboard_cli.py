@@ -23,8 +23,8 @@ from pathlib import Path
 
 from normbench.analysis.dashboard import all_presets, build_dashboard
 from normbench.analysis.dashboard_report import columns, create, filter_expression, forest_filter
-from normbench.errors import ConfigError
-from normbench.output import atomic_write_text, check_out_dir, plain_text
+from normbench.base.errors import ConfigError
+from normbench.base.output import atomic_write_text, check_out_dir, plain_text
 
 DEFAULT_OUT = Path("outputs") / "dashboards"
 """Beside the runs' ``outputs/`` (Hydra's default), which a checkout's ``.gitignore`` ignores."""

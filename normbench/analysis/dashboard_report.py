@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from normbench.analysis.dashboard import FIGURES_JOB_TYPE, FOREST_KEY, Dashboard, Panel, Section
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 
 def filter_expression(job_type: str, select: Mapping[str, list[Any]]) -> str:

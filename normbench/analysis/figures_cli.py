@@ -45,8 +45,8 @@ from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.plot import FigureResult
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
-from normbench.errors import ConfigError, is_environment_error, one_line_os_error
-from normbench.output import check_out_dir, plain_text, warn
+from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
+from normbench.base.output import check_out_dir, plain_text, warn
 from normbench.rules import base_preset, rules_hash
 
 
@@ -75,7 +75,7 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
 
 
 def check_out(out: Path) -> None:
-    """``--out`` must be a folder that can be written (`normbench.output.check_out_dir`): a
+    """``--out`` must be a folder that can be written (`normbench.base.output.check_out_dir`): a
     `ConfigError` before any run is read."""
     check_out_dir(out, "the figures and tables")
 
@@ -156,8 +156,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--job-type", help="W&B job type: the preset (every sweep of it); default with --wandb "
                         "and no --group: the preset's name")  # fmt: skip
     parser.add_argument("--out", help="output folder (default: results/<preset>, with --pilot results/<preset>/pilot)")
-    parser.add_argument("--pilot", action="store_true", help="the runs are the rules' pilot runs (their seeds are "
-                        "the rules' pilot seeds): judged for planning only (normbench-plan reads their per_run.csv)")
+    parser.add_argument(
+        "--pilot",
+        action="store_true",
+        help="the runs are the rules' pilot runs (their seeds are "
+        "the rules' pilot seeds): judged for planning only (normbench-plan reads their per_run.csv)",
+    )
     parser.add_argument("--log-to-wandb", metavar="ENTITY/PROJECT", nargs="?", const="",
                         help="log the figures and claims tables into a W&B summary run of the group "
                         "(default project: the one read with --wandb)")  # fmt: skip
@@ -175,8 +179,10 @@ def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list
     out.mkdir(parents=True, exist_ok=True)
     for written in [*write_preset_forest(preset, [csv_row(c) for c in claims], out), *write_claims(claims, out)]:
         print(f"[figures] wrote {written}")
-    print(f"[figures] judged from {path} alone: the claims and the forest plot; no paper figures "
-          "(they need the runs themselves: --runs or --wandb)")
+    print(
+        f"[figures] judged from {path} alone: the claims and the forest plot; no paper figures "
+        "(they need the runs themselves: --runs or --wandb)"
+    )
     return claims
 
 

@@ -26,7 +26,7 @@ the best one's is ``tied``; the others are ``below``.
 
 A norm that cannot run in a cell is ``n/a`` with the reason, never dropped. The reason is a
 config-level rule (`refusal`: a decoder norm that mixes time steps; batch statistics at one sample
-per device, as `normbench.validate` refuses), else the error of the runs' summaries (a job refused
+per device, as `normbench.run.loop.validate` refuses), else the error of the runs' summaries (a job refused
 by config validation writes ``{"status": "failed", "error": ...}``). Every cell lists every
 registered norm (and any other met in the runs): a norm not run in a cell is ``n/a`` when a rule
 refuses it there and ``not run`` otherwise (on translation, a norm that mixes time steps is listed
@@ -60,7 +60,7 @@ from normbench.analysis.leaderboard_labels import (
     swept_norm,
 )
 from normbench.analysis.runs import Run, check_seeds_only
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 CONFIDENCE = 0.95
 TAIL = 0.1
@@ -166,7 +166,7 @@ def refusal(config: Mapping[str, Any]) -> str | None:
       training (the behavioural probe ``mixes_positions``): the decoder would see future target
       tokens, so its numbers are not a causal model's;
     - images: the norm uses batch statistics and the batch holds one sample per device
-      (`normbench.validate.check_norm_in_model` refuses such a job)."""
+      (`normbench.run.loop.validate.check_norm_in_model` refuses such a job)."""
     probe = Run("rule", dict(config), [])
     norm = probe.get("norm")
     try:

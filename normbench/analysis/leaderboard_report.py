@@ -36,8 +36,8 @@ from normbench.analysis.leaderboard_figure import figure
 from normbench.analysis.leaderboard_setup import what_ran
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
-from normbench.errors import ConfigError, is_environment_error, one_line_os_error
-from normbench.output import check_out_dir
+from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
+from normbench.base.output import check_out_dir
 
 PROG = "normbench-leaderboard"
 STEM = "leaderboard"

@@ -32,6 +32,7 @@ def final_acc(run: Run) -> float:
 def lr_grid(run: Run, all_runs: Sequence[Run]) -> list[Run]:
     """The runs of ``all_runs`` of ``run``'s seed whose config differs from ``run``'s in ``lr`` alone
     (``run`` among them), by increasing lr: one seed's learning-rate grid of one setting."""
+
     def setting(r: Run) -> dict:
         return {k: v for k, v in experiment_key(r).items() if k != "lr"}
 

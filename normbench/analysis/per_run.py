@@ -31,7 +31,7 @@ from typing import Any
 from normbench.analysis.provenance import git_record
 from normbench.analysis.rules_schema import Arm, CheckRule, ClaimRule, Rules, load_rules
 from normbench.analysis.runs import Run, check_seeds_only, config_matches, matching
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import variant
 
 BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")

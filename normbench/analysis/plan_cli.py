@@ -27,7 +27,7 @@ from normbench.analysis.claims import claim_values
 from normbench.analysis.per_run import Row, read_per_run
 from normbench.analysis.plan import BUDGET_MIN, CORES, ClaimPlanInput, PlanInput, PlanRow, plan_claims, plan_table
 from normbench.analysis.rules_schema import Rules, load_rules
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import variant
 
 WALL_TIME = "final:wall_time_s"

@@ -224,8 +224,15 @@ def bar_panel(
         err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
         ax.bar(i, row["median"], color=colors.get(label, "tab:gray"), alpha=0.8)
         ax.errorbar(i, row["median"], yerr=err, color="black", capsize=4, linewidth=1)
-        ax.annotate(f"{row['median']:.3g}", (i - 0.4, row["median"]), textcoords="offset points", xytext=(1, 2),
-                    ha="left", va="bottom", fontsize=7)  # at the bar's left edge: clear of its error bar
+        ax.annotate(
+            f"{row['median']:.3g}",
+            (i - 0.4, row["median"]),
+            textcoords="offset points",
+            xytext=(1, 2),
+            ha="left",
+            va="bottom",
+            fontsize=7,
+        )  # at the bar's left edge: clear of its error bar
     ax.set_xticks(range(len(values)), category_labels(values), fontsize=8)
 
 

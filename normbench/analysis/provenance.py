@@ -2,7 +2,7 @@
 ``results/`` honest.
 
 Each run's ``summary.json`` records its tree (``git``: ``commit``, ``dirty_files``, ``diff_hash``;
-`normbench.sinks.git_state`). Outputs written into the checkout's ``results/`` folder must come
+`normbench.sinks.files.git_state`). Outputs written into the checkout's ``results/`` folder must come
 from runs of one commit whose tree differed, if at all, only under ``results/`` (`check_provenance`
 refuses the rest in one line); outputs written anywhere else only get one warning.
 `provenance_text` says the same in a paragraph for a README or a ``RUN.txt``.
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from normbench.analysis.runs import Run
-from normbench.errors import ConfigError
-from normbench.output import warn
+from normbench.base.errors import ConfigError
+from normbench.base.output import warn
 
 RESULTS = "results"
 CHECKOUT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normbench.analysis.stats import ALPHA, TESTS
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import load_rules_data, rules_hash
 
 RELATIONS = ("greater", "less", "equivalent")

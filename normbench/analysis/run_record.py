@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 
 def _number(v: Any) -> Any:
@@ -84,7 +84,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     ``step`` (two writers interleaved, a damaged file) is a ConfigError naming the file and line;
     only a last line without its newline (a run killed mid-write, which a resume cuts off) is
     left out, with a warning."""
-    from normbench.output import warn
+    from normbench.base.output import warn
 
     with open(path, "rb") as f:
         data = f.read()

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from normbench.analysis.run_record import Run, _number, load_local_run, read_record
-from normbench.errors import ConfigError
-from normbench.run_records import RESTARTS_DIR
+from normbench.base.errors import ConfigError
+from normbench.run.records.segments import RESTARTS_DIR
 
 __all__ = ["Run", "load_local_run", "read_record", "load_local_runs", "find_job_dirs", "experiment_key"]
 
@@ -92,7 +92,7 @@ def load_local_runs(paths: Iterable[str | Path], unfinished: bool = False, needs
     """All runs under the given multirun (or single-run) folders (see the module doc; `load_job`
     for ``unfinished`` and ``needs``). A `ConfigError` for a path that is not a folder, a folder
     with no usable run, and a run read twice; a warning naming each folder found and not used."""
-    from normbench.output import warn
+    from normbench.base.output import warn
 
     runs: list[Run] = []
     seen: dict[str, Path] = {}

@@ -162,7 +162,11 @@ def log_if_wide(ax, ratio: float = 3.0) -> None:
 
 
 def test_panel(
-    ax, rows: list[dict], arms: dict[str, list[Run]], colors: dict[str, str], shorts: dict[str, str],
+    ax,
+    rows: list[dict],
+    arms: dict[str, list[Run]],
+    colors: dict[str, str],
+    shorts: dict[str, str],
     markers: dict[str, str],
 ) -> None:
     """Test accuracy: curves over the evaluations when a run was evaluated more than once, else the

@@ -2,7 +2,7 @@
 
 Every row a run logs carries ``perf/train_s``, the training clock (seconds spent in training
 steps so far: torch.compile's compilation included; evaluation, diagnostics and checkpoints not;
-`normbench.run_state.Run.train_time`). `on_clock` puts a key's values on that clock; seeds are
+`normbench.run.loop.state.Run.train_time`). `on_clock` puts a key's values on that clock; seeds are
 compared on a common time grid (each seed interpolated linearly between its logged rows, never
 past its last one), so the median over seeds at a time t is over the seeds that trained that long.
 

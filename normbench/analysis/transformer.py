@@ -124,8 +124,17 @@ def _loss_panel(ax: Any, res: FigureResult, groups: dict[str, list[Run]], colors
         else:
             series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
-            seed_curve(ax, res.rows, panel, norm, series, color=colors[norm], linestyle=linestyle,
-                       marker=marker or None, fill=len(groups) <= 4)  # six bands hide each other: lines only
+            seed_curve(
+                ax,
+                res.rows,
+                panel,
+                norm,
+                series,
+                color=colors[norm],
+                linestyle=linestyle,
+                marker=marker or None,
+                fill=len(groups) <= 4,
+            )  # six bands hide each other: lines only
     if evaluated:
         finish_axes(ax, "steps", "validation loss", "validation loss")
     else:
@@ -204,8 +213,13 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
     fig, axes = new_figure(2, 3, title, size=(15.5, 8.0))
     res = FigureResult("bn_padding", fig)
     curves = (
-        (axes[0, 0], VAR_DIST, "var_dist", "(1/d)‖σ²_B − σ²‖₂",
-         "first BN layer: batch vs running variance (a point per epoch: the mean over its steps)"),
+        (
+            axes[0, 0],
+            VAR_DIST,
+            "var_dist",
+            "(1/d)‖σ²_B − σ²‖₂",
+            "first BN layer: batch vs running variance (a point per epoch: the mean over its steps)",
+        ),
         (axes[0, 1], TOKEN_SCALE, "token_scale", "mean of sqrt(mean_c x̂²)", "first norm: real tokens' scale"),
     )
     for ax, key, panel, ylabel, panel_title in curves:

@@ -7,7 +7,7 @@
 registering module, so take `build_task` / `list_datasets` from there.
 """
 
+from normbench.base.errors import DatasetMissingError
 from normbench.data.registry import DatasetConfig, register_dataset
-from normbench.errors import DatasetMissingError
 
 __all__ = ["DatasetConfig", "DatasetMissingError", "register_dataset"]

@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
@@ -186,7 +186,7 @@ def read_cached_bpe(path: Path):  # -> tokenizers.Tokenizer | None
     a cache, so the caller trains the BPE again and writes it over the damaged file."""
     from tokenizers import Tokenizer
 
-    from normbench.output import warn
+    from normbench.base.output import warn
 
     try:
         tok = Tokenizer.from_file(str(path))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from normbench.errors import DataFileError, DatasetMissingError
+from normbench.base.errors import DataFileError, DatasetMissingError
 
 BASE_FOLDER = "cifar-10-batches-py"
 META_FILE = "batches.meta"

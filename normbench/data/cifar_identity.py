@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
+from normbench.base.errors import DataFileError
 from normbench.data.cifar_files import META_FILE
 from normbench.data.prepare_io import CHECKSUMS_FILE, sha256
-from normbench.errors import DataFileError
 
 OVERLAP_REFUSED = 0.01
 """The fraction of test images found among the training images from which the split is refused."""
@@ -93,7 +93,7 @@ def check_identity(
     folder: Path, train_names: list[str], test_names: list[str], train: np.ndarray, test: np.ndarray
 ) -> None:
     """Checks 1-3 of the module doc on the files of ``folder`` and their images (uint8 arrays)."""
-    from normbench.output import warn
+    from normbench.base.output import warn
 
     names = [*train_names, *test_names]
     listed = [*names, META_FILE]

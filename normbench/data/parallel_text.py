@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from normbench.errors import ConfigError, DataFileError, DatasetMissingError
+from normbench.base.errors import ConfigError, DataFileError, DatasetMissingError
 
 SPLITS = ("train", "valid", "test")
 PRETOKENIZERS = ("none", "punct")

@@ -35,6 +35,7 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from normbench.base.errors import ConfigError
 from normbench.data import cifar_prepare, text_prepare
 from normbench.data.cifar_files import BASE_FOLDER
 from normbench.data.prepare_io import (
@@ -47,8 +48,7 @@ from normbench.data.prepare_io import (
     staged,
     write_checksums,
 )
-from normbench.data_roots import from_checkout
-from normbench.errors import ConfigError
+from normbench.data.roots import from_checkout
 
 FOLDERS = {
     "cifar10": "cifar10",

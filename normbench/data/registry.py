@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from omegaconf import MISSING
 
-from normbench.registry import Registry
+from normbench.base.registry import Registry
 
 if TYPE_CHECKING:
     from normbench.tasks.base import Task
@@ -30,7 +30,7 @@ DATASETS: Registry[DatasetBuilder] = Registry("dataset")
 @dataclass
 class DatasetConfig:
     name: str = MISSING
-    """The registered name: filled by the registry (`normbench.registry.schema`)."""
+    """The registered name: filled by the registry (`normbench.base.registry.schema`)."""
 
 
 INPUT_KINDS: dict[str, str] = {}

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
+from normbench.base.errors import ConfigError
 from normbench.data.parallel_text import SPLITS, ParallelText, write_parallel_folder
-from normbench.errors import ConfigError
 
 
 def _lexicon(num_words: int, consonants: str, vowels: str, g: torch.Generator) -> list[str]:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from normbench.base.errors import ConfigError
+from normbench.base.output import warn
 from normbench.data.bpe import (
     SPECIALS,
     Vocabulary,
@@ -25,8 +27,6 @@ from normbench.data.bpe import (
     load_or_train_bpe,
 )
 from normbench.data.parallel_text import PRETOKENIZERS, ParallelText, pretokenize
-from normbench.errors import ConfigError
-from normbench.output import warn
 
 
 @dataclass
@@ -119,7 +119,7 @@ launcher) read the same files, and the same report once is enough."""
 
 
 def _report(message: str) -> None:
-    """`normbench.output.warn`, on the first process only under torch.distributed, and once per
+    """`normbench.base.output.warn`, on the first process only under torch.distributed, and once per
     process for the same message (`_REPORTED`)."""
     import torch.distributed as dist
 

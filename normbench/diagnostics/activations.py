@@ -6,7 +6,7 @@ shows the same positions). For each layer, over all elements (real tokens only w
 gets a padding mask): ``<layer>/pre_mean``, ``pre_std``, ``post_mean``, ``post_std`` (population
 std), the quantiles ``pre_q05`` … ``pre_q95`` / ``post_q05`` … (5, 25, 50, 75, 95 %: the
 distribution over training that Santurkar et al. draw in Fig. 1c and Fig. 2, kept in
-``metrics.jsonl``) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.Histogram`:
+``metrics.jsonl``) and histograms ``<layer>/pre_hist``, ``post_hist`` (`normbench.sinks.files.Histogram`:
 W&B shows them as histograms; ``metrics.jsonl`` leaves them out), counted by a deterministic
 kernel (`histogram`), so the diagnostic also runs under ``hardware.deterministic=true`` on CUDA.
 Under data parallelism it summarizes the logging rank's shard of the step's batch: a sample of
@@ -23,10 +23,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.layers import first_calls
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
-from normbench.errors import ConfigError
-from normbench.sinks import Histogram
+from normbench.sinks.files import Histogram
 
 
 def real_values(x: Tensor, mask: Tensor | None, layout: str) -> Tensor:

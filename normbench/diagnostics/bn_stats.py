@@ -40,9 +40,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import ranks_mean, ranks_sum
-from normbench.errors import ConfigError
 
 RUNNING_BUFFERS = {"mean": "running_mean", "var": "running_var", "psi2": "running_psi2"}
 """Batch statistic recorded in ``last_stats`` → the buffer holding its running estimate."""

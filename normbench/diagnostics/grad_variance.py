@@ -30,10 +30,10 @@ import torch
 from torch import Tensor, nn
 from torch.utils._pytree import tree_map
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean, ranks_sum
-from normbench.errors import ConfigError
 from normbench.norms.probes import uses_batch_statistics
 
 METHODS = ("batches", "per_sample")

@@ -47,9 +47,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import ranks_mean
-from normbench.errors import ConfigError
 
 
 class _BudgetExhausted(Exception):

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import dot, grads_or_zeros, ranks_mean, sq_dist, sq_norm
-from normbench.errors import ConfigError
 
 
 def internal_covariate_shift(

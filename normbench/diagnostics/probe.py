@@ -45,10 +45,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook
 from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean, sq_dist, sq_norm
-from normbench.errors import ConfigError
 from normbench.optim import OptimizerConfig
 
 DIRECTIONS = ("gradient", "update", "auto")

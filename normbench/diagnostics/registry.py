@@ -36,9 +36,9 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import nn
 
+from normbench.base.errors import ConfigError
+from normbench.base.registry import Registry, check_keys
 from normbench.diagnostics.state import ModelState, RngState, TrainingState
-from normbench.errors import ConfigError
-from normbench.registry import Registry, check_keys
 
 
 @dataclass

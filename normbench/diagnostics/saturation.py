@@ -26,10 +26,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.activations import norm_inputs_outputs
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
-from normbench.errors import ConfigError
 
 
 def saturated_fraction(z: Tensor, threshold: float) -> Tensor:

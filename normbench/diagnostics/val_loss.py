@@ -1,6 +1,6 @@
 """``val_loss``: the validation loss every few steps, between the epoch-end evaluations.
 
-The runner evaluates at epoch ends (`normbench.train.evaluate`: the full metrics, BLEU's decoding
+The runner evaluates at epoch ends (`normbench.run.loop.train.evaluate`: the full metrics, BLEU's decoding
 included). A curve of the validation loss against steps or against the training clock needs more
 points than a short run has epochs (RMSNorm's equal-time claim, Zhang & Sennrich 2019: a run of
 two epochs gives two). This probe computes the task's cheap evaluation, `Task.evaluate_loss`
@@ -22,13 +22,13 @@ from typing import Any
 
 import torch
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics.registry import (
     DiagContext,
     DiagnosticHook,
     autocast_off,
     register_diagnostic,
 )
-from normbench.errors import ConfigError
 
 
 def compute(model: torch.nn.Module, evaluate_loss: Any) -> dict[str, float]:

@@ -16,8 +16,8 @@ from typing import Any
 from omegaconf import MISSING
 from torch import nn
 
+from normbench.base.registry import Registry
 from normbench.norms.registry import NormLayer
-from normbench.registry import Registry
 
 ModelBuilder = Callable[..., nn.Module]
 MODELS: Registry[ModelBuilder] = Registry("model")
@@ -27,7 +27,7 @@ INPUT_KINDS: dict[str, str] = {}
 @dataclass
 class ModelConfig:
     name: str = MISSING
-    """The registered name: filled by the registry (`normbench.registry.schema`)."""
+    """The registered name: filled by the registry (`normbench.base.registry.schema`)."""
 
 
 def register_model(

@@ -16,7 +16,7 @@ from typing import Any
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError, require
+from normbench.base.errors import ConfigError, require
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.registry import NormLayer
 

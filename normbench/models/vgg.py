@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError, require, require_in
+from normbench.base.errors import ConfigError, require, require_in
 from normbench.models.registry import ModelConfig, register_model
 from normbench.norms.registry import NormLayer
 

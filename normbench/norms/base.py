@@ -7,7 +7,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 
 def check_groups(groups: int, num_features: int) -> None:

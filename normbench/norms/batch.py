@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from normbench.errors import ConfigError, require, require_in
+from normbench.base.errors import ConfigError, require, require_in
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
 from normbench.norms import schedule

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor
 
-from normbench.errors import require
+from normbench.base.errors import require
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm, check_groups
 from normbench.norms.registry import NormConfig, register_norm

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from normbench.errors import ConfigError, require_in
+from normbench.base.errors import ConfigError, require_in
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from normbench.errors import require_in
+from normbench.base.errors import require_in
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm
 from normbench.norms.registry import NormConfig, register_norm

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
-from normbench.errors import ConfigError, require_in
+from normbench.base.errors import ConfigError, require_in
 from normbench.norms import batch_functional as BF
 from normbench.norms import functional as NF
 from normbench.norms.base import Norm

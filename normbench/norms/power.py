@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from normbench.errors import require, require_in
+from normbench.base.errors import require, require_in
 from normbench.norms import functional as NF
 from normbench.norms import power_functional as PF
 from normbench.norms import schedule

@@ -19,8 +19,8 @@ from typing import Any
 from omegaconf import MISSING
 from torch import nn
 
-from normbench.errors import ConfigError, require_positive
-from normbench.registry import Registry
+from normbench.base.errors import ConfigError, require_positive
+from normbench.base.registry import Registry
 
 NORMS: Registry[type[nn.Module]] = Registry("norm")
 
@@ -33,7 +33,7 @@ class NormConfig:
     """Keys every norm takes (``conf/norm/<name>.yaml``)."""
 
     name: str = MISSING
-    """The registered name: filled by the registry (`normbench.registry.schema`)."""
+    """The registered name: filled by the registry (`normbench.base.registry.schema`)."""
     eps: float = 1e-5
     affine: bool = True
 
@@ -65,7 +65,7 @@ def build_norm(name: str, num_features: int, layout: str = "NCHW", **kw: Any) ->
 
 def norm_config(spec: NormConfig | Mapping[str, Any] | str) -> NormConfig:
     """A norm's typed config from ``spec``: a bare name (its registered defaults), a mapping with
-    ``name`` and any of its keys, or the config itself (`normbench.registry.Registry.typed`: an
+    ``name`` and any of its keys, or the config itself (`normbench.base.registry.Registry.typed`: an
     unknown name, an unknown key or a wrong type is a one-line `ConfigError`)."""
     return NORMS.typed(spec)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 
 UNPLANNED = 2**62
 """The step at which a fraction-given schedule point lies before `plan_schedule`: never reached."""

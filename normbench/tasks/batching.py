@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from normbench.base.errors import ConfigError
 from normbench.data.bpe import Vocabulary
-from normbench.errors import ConfigError
-from normbench.hardware import upload
+from normbench.run.placement.hardware import upload
 
 
 @dataclass

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normbench.base.errors import ConfigError, require, require_in, require_seed
 from normbench.data.augment import (
     CIFAR10_MEAN,
     CIFAR10_STD,
@@ -21,7 +22,6 @@ from normbench.data.augment import (
 )
 from normbench.data.cifar import BASE_FOLDER, load_cifar10_splits, make_synthetic_images, write_cifar_batches
 from normbench.data.registry import DatasetConfig, register_dataset
-from normbench.errors import ConfigError, require, require_in, require_seed
 from normbench.tasks.base import StepOutput
 
 

@@ -32,6 +32,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from normbench.base.errors import ConfigError, DatasetMissingError, require, require_in, require_seed
+from normbench.base.output import atomic_write_text, info
 from normbench.data.bpe import SPECIALS
 from normbench.data.parallel_text import (
     PRETOKENIZERS,
@@ -43,10 +45,8 @@ from normbench.data.parallel_text import (
 from normbench.data.registry import DatasetConfig, register_dataset
 from normbench.data.synthetic_translation import write_synthetic_translation
 from normbench.data.translation import TranslationData, prepare
-from normbench.errors import ConfigError, DatasetMissingError, require, require_in, require_seed
 from normbench.models.decoding import beam_search, greedy_search, max_decode_len
 from normbench.models.unwrap import unwrap
-from normbench.output import atomic_write_text, info
 from normbench.tasks.base import StepOutput
 from normbench.tasks.batching import TokenBatches, TranslationBatch, token_buckets
 

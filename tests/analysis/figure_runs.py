@@ -159,14 +159,21 @@ PRESET_RUNS: dict[str, Callable[[Path], None]] = {
     "powernorm_grads": powernorm_grads,
     "powernorm_mt": translation({"ln": 20.0, "bn": 10.0, "pn": 20.5}, "encoder", once=True),
     "powernorm_chain": translation({"bn": 10.0, "pn_v": 19.5, "pn": 30.0, "ln": 20.0}, "encoder", once=True),
-    "rmsnorm_speed": translation({"ln": 20.0, "rms": 20.2, "prms": 17.0}, "norm", once=False, speed=RMS_SPEED,
-                                 compiled=(False, True), bleu_spread=0.1),  # fmt: skip
+    "rmsnorm_speed": translation(
+        {"ln": 20.0, "rms": 20.2, "prms": 17.0},
+        "norm",
+        once=False,
+        speed=RMS_SPEED,
+        compiled=(False, True),
+        bleu_spread=0.1,
+    ),  # fmt: skip
     "rmsnorm_time": rmsnorm_time,
     "prms_width": prms_runs,
     "gn_batch_size": gn_batch_size,
     "gn_groups": lambda root: write_groups(root, {arm: 10.0 + i for i, arm in enumerate(GROUP_ARMS)}),
     "bn_eval_stats": lambda root: write_eval_stats(
-        root, {a: [0.01 * s for s in SEEDS] for a in ("ordinary", "slow_ema", "small_batch")},
+        root,
+        {a: [0.01 * s for s in SEEDS] for a in ("ordinary", "slow_ema", "small_batch")},
         {"ordinary": 0.1, "slow_ema": 0.3, "small_batch": 0.5},
     ),  # fmt: skip
     "bn_dropout": lambda root: _write_dropout_runs(

@@ -1,6 +1,6 @@
 """``normbench-dashboard``, offline: each paper preset's dashboard follows its rules and its sweep;
 every key a panel draws is one W&B holds for the runs (their ``metrics.jsonl`` rows laid out by
-`normbench.wandb_layout`, as the sink logs them), every grouping key is in the presets' composed
+`normbench.sinks.wandb_layout`, as the sink logs them), every grouping key is in the presets' composed
 configs; the report builds with wandb-workspaces without a network. The slow test checks the
 panel keys against two real tiny runs."""
 
@@ -18,7 +18,7 @@ from normbench.analysis.dashboard import Dashboard, all_presets, build_dashboard
 from normbench.analysis.dashboard_cli import main
 from normbench.analysis.runs import load_local_runs
 from normbench.rules import base_preset, load_rules_data, variant
-from normbench.wandb_layout import EPOCH, STEP, layout
+from normbench.sinks.wandb_layout import EPOCH, STEP, layout
 from tests.conf.test_compose import compose_cfg
 from tests.conftest import requires_extra, run_cli
 
@@ -107,7 +107,7 @@ def write_job(root: Path, rows: list[dict[str, Any]]) -> Path:
 
 
 def wandb_keys(job_dirs: list[Path]) -> set[str]:
-    """The keys W&B holds for these runs: every logged row laid out as `normbench.wandb_sink` does."""
+    """The keys W&B holds for these runs: every logged row laid out as `normbench.sinks.wandb_run` does."""
     return {k for run in load_local_runs(job_dirs) for row in run.history for k in layout(row).scalars}
 
 

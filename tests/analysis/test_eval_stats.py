@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from normbench.analysis.stats import EQUIVALENT, OPPOSITE, SUPPORTED
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
 

@@ -30,13 +30,27 @@ def row(id: str, verdict: str, estimate: str = "", lo: str = "", hi: str = "", *
 
 ROWS = [
     row("acc_up", "supported", "0.12", "0.08", "0.16", unit="accuracy (fraction)"),
-    row("acc_same", "equivalent", "0.001", "-0.01", "0.012", relation="equivalent", margin="0.02",
-        unit="accuracy (fraction)"),  # fmt: skip
+    row(
+        "acc_same",
+        "equivalent",
+        "0.001",
+        "-0.01",
+        "0.012",
+        relation="equivalent",
+        margin="0.02",
+        unit="accuracy (fraction)",
+    ),  # fmt: skip
     row("bleu_up", "opposite", "-1.5", "-2.0", "-1.0", unit="BLEU"),
     row("faster", "inconclusive", "1.3", "0.9", "1.9", ratio="True"),
     row("same_speed", "different", "2.0", "1.6", "2.5", ratio="True", relation="equivalent", margin="1.1"),
-    row("full_only", "not judged", ratio="", test="welch", unit="BLEU",
-        measured="not run in x_cpu (the rules judge it in: full)"),  # fmt: skip
+    row(
+        "full_only",
+        "not judged",
+        ratio="",
+        test="welch",
+        unit="BLEU",
+        measured="not run in x_cpu (the rules judge it in: full)",
+    ),  # fmt: skip
     row("long_enough", "passed"),  # a setup check: not a claim, not drawn
 ]
 

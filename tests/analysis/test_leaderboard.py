@@ -19,7 +19,7 @@ import yaml
 from normbench.analysis import leaderboard as lb
 from normbench.analysis.leaderboard_report import load_runs, load_wandb, main
 from normbench.analysis.runs import Run
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.norms import list_norms
 
 T_975_DF2 = math.sqrt(2 * 0.95**2 / (1 - 0.95**2))

@@ -15,7 +15,7 @@ from normbench.analysis.figures_cli import main
 from normbench.analysis.per_run import BASE_COLUMNS, per_run_rows, read_per_run, write_per_run
 from normbench.analysis.provenance import results_root
 from normbench.analysis.runs import load_local_runs
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from tests.analysis.test_bn_claims import DROPOUT_ARMS
 from tests.test_figures import SEEDS, read_csv, write_run
 
@@ -72,7 +72,7 @@ def test_per_run_csv_reads_back_exactly(tmp_path: Path) -> None:
     back = read_per_run(path)
     assert back == rows
     assert [[type(v) for v in r.values()] for r in back] == [[type(v) for v in r.values()] for r in rows]
-    assert path.read_text().splitlines()[1].startswith(f"runs/0,0,finished,{COMMIT},h,true,bn,\"\"\"1\"\"\"")
+    assert path.read_text().splitlines()[1].startswith(f'runs/0,0,finished,{COMMIT},h,true,bn,"""1"""')
     (tmp_path / "bad.csv").write_text("id,verdict\nx,supported\n")
     with pytest.raises(ConfigError, match="is not a per_run.csv"):
         read_per_run(tmp_path / "bad.csv")

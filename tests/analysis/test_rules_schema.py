@@ -16,7 +16,7 @@ from normbench.analysis.claims import FAILED, PASSED, judge
 from normbench.analysis.rules_schema import Effect, FullScaleOnly, load_rules, missing_plan_keys, parse_rules
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import NOT_JUDGED, SUPPORTED, holm
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.rules import list_rule_presets
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -114,8 +114,14 @@ def test_an_unknown_key_fails_in_one_line_naming_it_where_and_the_valid_keys(whe
         (lambda d: d["claims"][0].update(short="x" * 41), "at most 40"),
         (lambda d: d["claims"][0].update(n={"gpu": 4}), "unknown key 'gpu'"),
         (lambda d: d["claims"][0].update(full_scale_only={"needs_n": 40}), "missing key 'why'"),
-        (lambda d: d.update(checks=[{"id": "c", "figure": "f", "claim": "c", "measure": "final", "select": {},
-                                     "below": 1, "above": 0}]), "exactly one of 'below' and 'above'"),  # fmt: skip
+        (
+            lambda d: d.update(
+                checks=[
+                    {"id": "c", "figure": "f", "claim": "c", "measure": "final", "select": {}, "below": 1, "above": 0}
+                ]
+            ),
+            "exactly one of 'below' and 'above'",
+        ),  # fmt: skip
         (lambda d: d.update(pilot={"seeds": []}), "non-empty list of integers"),
         (lambda d: d["claims"].append(claim("bn_above")), "claim id 'bn_above' is used twice"),
     ],

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig
 
-from normbench.cli import config_dir
+from normbench.cli.main import config_dir
 from tests.conftest import compose_cfg
 
 CONF = Path(config_dir())

@@ -89,7 +89,7 @@ def _tiny_data(cfg: DictConfig) -> None:
 @pytest.mark.slow  # seconds each on an idle CPU, but up to minutes on a shared one (BPE, beam search)
 @pytest.mark.parametrize("preset", CPU_PRESETS)
 def test_cpu_preset_first_job_runs_one_step(preset: str, tmp_path: Path) -> None:
-    from normbench.train import run
+    from normbench.run.loop.train import run
 
     cfg = compose_cfg(first_job(preset))
     wanted = [name for name, sub in (cfg.diagnostics or {}).items() if sub and sub.get("every_n_steps")]

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
+from normbench.base.errors import ConfigError, DatasetMissingError
 from normbench.data.augment import random_crop, random_flip
 from normbench.data.cifar import load_cifar10, make_synthetic_images, write_cifar_batches
-from normbench.errors import ConfigError, DatasetMissingError
 from tests.conftest import CIFAR_SUBSET
 from tests.test_validate import run_cli_inprocess
 

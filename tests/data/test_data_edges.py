@@ -242,13 +242,16 @@ def _with_sums(change):
 
 CIFAR_FAULTS = {
     "test_batch a copy of data_batch_1": (
-        _copy("data_batch_1", "test_batch"), "{f}/test_batch is byte for byte {f}/data_batch_1: a batch copied"
+        _copy("data_batch_1", "test_batch"),
+        "{f}/test_batch is byte for byte {f}/data_batch_1: a batch copied",
     ),
     "two training batches the same": (
-        _copy("data_batch_2", "data_batch_4"), "{f}/data_batch_4 is byte for byte {f}/data_batch_2: a batch copied"
+        _copy("data_batch_2", "data_batch_4"),
+        "{f}/data_batch_4 is byte for byte {f}/data_batch_2: a batch copied",
     ),
     "test_batch made of training images": (
-        _test_from_training_images, "10 of 10 test images are also training images (test_batch and data_batch_1"
+        _test_from_training_images,
+        "10 of 10 test images are also training images (test_batch and data_batch_1",
     ),
     "two batches swapped, SHA256SUMS written by normbench-data": (
         _with_sums(_swap("data_batch_2", "data_batch_3")),

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from normbench.base.errors import ConfigError, DatasetMissingError
 from normbench.data import bpe
 from normbench.data import translation as T
 from normbench.data.bpe import SPECIALS, WORD_END, train_bpe
@@ -25,7 +26,6 @@ from normbench.data.parallel_text import (
     write_parallel_folder,
 )
 from normbench.data.synthetic_translation import make_synthetic_parallel
-from normbench.errors import ConfigError, DatasetMissingError
 from tests.conftest import DE_EN_SUBSET, REPO, run_cli
 
 
@@ -194,7 +194,7 @@ def test_a_split_without_pairs_from_another_source_is_one_error(tmp_path) -> Non
 
 def run_cli_inprocess(monkeypatch, capsys, *args: str) -> tuple[int, str]:
     """``normbench *args`` in this process; its exit code and stderr."""
-    from normbench import cli
+    from normbench.cli import main as cli
 
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     monkeypatch.setattr(sys, "argv", ["normbench", *args])

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from normbench.diagnostics import build_diagnostics, run_hooks
 from normbench.diagnostics.activations import histogram, real_values, summarize
-from normbench.sinks import Histogram, LocalSink
+from normbench.sinks.files import Histogram, LocalSink
 from tests.diagnostics.common import TinyNet, context
 
 
@@ -56,7 +56,7 @@ def test_local_sink_keeps_numbers_and_wandb_gets_histograms(tmp_path) -> None:
     row = json.loads((tmp_path / "metrics.jsonl").read_text())
     assert row == {"step": 3, "epoch": 0, "activations/norm1/pre_mean": 0.5}
 
-    from normbench.wandb_layout import layout
+    from normbench.sinks.wandb_layout import layout
 
     laid = layout(metrics)  # W&B: the histogram in its own section, the per-layer number in the layer table
     assert laid.scalars["activations_hist/norm1/pre"] is metrics["activations/norm1/pre_hist"]

@@ -261,7 +261,7 @@ def test_grad_norms_of_bn_match_the_closed_form() -> None:
 
 
 def test_grad_norms_need_live_statistics() -> None:
-    from normbench.errors import ConfigError
+    from normbench.base.errors import ConfigError
 
     with pytest.raises(ConfigError, match="record_live_stats.*'norm1' \\(PowerNorm\\)"):
         hook_for(TinyNet("pn"), grad_norms=True)

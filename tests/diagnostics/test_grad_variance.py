@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch import nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics import build_diagnostics, run_hooks
 from normbench.diagnostics.grad_variance import gradient_variance, per_sample_gradient_variance
-from normbench.errors import ConfigError
 from tests.diagnostics.common import TinyNet, context, task_loss, tiny_task
 
 D, SIGMA = 5, 0.5

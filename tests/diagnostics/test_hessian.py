@@ -11,9 +11,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics import build_diagnostics, run_hooks
 from normbench.diagnostics.hessian import HessianOperator, hessian_extremes
-from normbench.errors import ConfigError
 from normbench.norms import list_norms
 from tests.diagnostics.common import TinyNet, context, spd_matrix
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch import nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics import build_diagnostics, run_hooks
 from normbench.diagnostics.ics import internal_covariate_shift
 from normbench.diagnostics.layers import model_layers
 from normbench.diagnostics.state import optimizer_step_preview
-from normbench.errors import ConfigError
 from tests.diagnostics.common import context
 
 N, D_IN, D_HID, D_OUT = 16, 4, 3, 2

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from normbench.cli import config_dir
+from normbench.base.errors import ConfigError
+from normbench.cli.main import config_dir
 from normbench.diagnostics import build_diagnostics, diagnostics_config, list_diagnostics
-from normbench.errors import ConfigError
 from tests.conf.test_compose import compose_cfg
 from tests.conftest import TINY_RUN, run_cli_inprocess
 

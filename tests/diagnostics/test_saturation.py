@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from normbench.base.errors import ConfigError
 from normbench.diagnostics import build_diagnostics, run_hooks
 from normbench.diagnostics.saturation import saturated_fraction
-from normbench.errors import ConfigError
 from normbench.norms import build_norm
 from tests.diagnostics.common import context
 

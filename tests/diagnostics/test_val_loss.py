@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from normbench.diagnostics import DiagContext, build_diagnostics, run_hooks
-from normbench.train import run
+from normbench.run.loop.train import run
 from tests.conf.test_compose import compose_cfg
 from tests.diagnostics.common import TinyNet, task_loss, tiny_task
 from tests.diagnostics.test_restoration import RUN

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.models import build_model
 from normbench.norms import NORMS, build_norm, list_norms, norm_factory
 from normbench.norms.batch import BatchNorm
@@ -191,7 +191,7 @@ def test_a_decoder_norm_that_mixes_positions_warns() -> None:
 def test_config_validation_reaches_the_norms_of_the_transformer() -> None:
     from normbench.models import MODELS
     from normbench.norms import NORMS
-    from normbench.validate import check_norm_in_model
+    from normbench.run.loop.validate import check_norm_in_model
 
     model, norm = MODELS.typed("transformer_tiny"), NORMS.typed({"name": "gn", "groups": 7})
     check_norm_in_model(model, norm, 8)  # no data yet: the model cannot be built, nothing to say
@@ -221,8 +221,8 @@ def test_each_stack_takes_a_full_norm_config() -> None:
 def test_the_hydra_group_form_composes_a_typed_norm_config() -> None:
     from hydra import compose, initialize_config_dir
 
-    from normbench.cli import config_dir
-    from normbench.config import register_configs
+    from normbench.cli.main import config_dir
+    from normbench.cli.store import register_configs
 
     register_configs()
     with initialize_config_dir(config_dir=config_dir(), version_base="1.3"):

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.models import build_model
 from normbench.norms import build_norm, list_norms, norm_factory
 from normbench.norms.batch import BatchNorm

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from normbench import hardware
-from normbench.hardware import HardwareConfig
 from normbench.norms import build_norm, list_norms
+from normbench.run.placement import hardware
+from normbench.run.placement.hardware import HardwareConfig
 
 C = 8
 KW = {

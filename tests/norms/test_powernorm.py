@@ -158,7 +158,7 @@ def test_pn_v_is_batchnorm_without_the_mean() -> None:
 
 
 def test_unknown_forward_stats_is_refused() -> None:
-    from normbench.errors import ConfigError
+    from normbench.base.errors import ConfigError
     from normbench.norms.power import PowerNormConfig
 
     with pytest.raises(ConfigError, match="norm.forward_stats=mean is not allowed; .* one of running, batch"):

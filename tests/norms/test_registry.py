@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.norms import build_norm, list_norms
 
 C = 8

@@ -13,7 +13,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from normbench.errors import ConfigError
+from normbench.base.errors import ConfigError
 from normbench.norms import build_norm, norm_factory
 from normbench.norms.power import PowerNorm
 from normbench.norms.registry import norm_config
@@ -130,7 +130,7 @@ def test_the_runner_plans_every_norm_and_again_after_a_resume(tmp_path: Path, mo
     its step-4 checkpoint then resumed: every PN layer is planned with the run's 8 steps, and the
     resumed run's losses and running ψ² are the straight run's, bit for bit (an unplanned PN would
     stay in its warm-up after the resume)."""
-    from normbench import train
+    from normbench.run.loop import train
 
     planned: list[tuple[int, int | None]] = []
     plan = PowerNorm.plan_schedule

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from normbench.base.errors import ConfigError
 from normbench.data.synthetic_translation import make_synthetic_parallel
 from normbench.data.translation import prepare
-from normbench.errors import ConfigError
 from normbench.tasks.batching import TokenBatches, token_buckets
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from normbench.base.errors import ConfigError
 from normbench.data.cifar import write_cifar_batches
-from normbench.errors import ConfigError
 from normbench.tasks import build_task
 
 

@@ -14,12 +14,12 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from normbench import distributed
 from normbench.data.synthetic_translation import make_synthetic_parallel
 from normbench.data.translation import prepare
 from normbench.models import build_model
 from normbench.models.unwrap import unwrap
 from normbench.norms import norm_factory
+from normbench.run.placement import distributed
 from normbench.tasks.batching import TranslationBatch
 from normbench.tasks.translation import TranslationConfig, TranslationTask
 

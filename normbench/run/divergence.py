@@ -1,0 +1,87 @@
+"""Divergence as a result: a non-finite loss, or a loss above ``loss_factor`` times the run's
+first loss, stops the run with ``status: diverged``; so does an evaluation with a non-finite
+metric (`non_finite`: the training loss can stay finite while the running statistics do not).
+
+`DivergenceMonitor.observe` runs every step on the device with no host sync (it only updates a
+flag tensor); `DivergenceMonitor.diverged_step` reads the flag (one sync) and is called where the
+runner syncs anyway: at logged steps, before checkpoints and at epoch ends. The run therefore
+stops at the first such point after the loss went bad, and reports the step at which it did.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from normbench.base.errors import ConfigError
+
+
+@dataclass
+class DivergenceConfig:
+    loss_factor: float = 100.0
+    """Stop when a step's training loss exceeds this multiple of the first step's loss
+    (0: only a non-finite loss stops the run)."""
+
+    def __post_init__(self) -> None:
+        if not (self.loss_factor == 0 or self.loss_factor > 1):
+            raise ConfigError(
+                f"divergence.loss_factor={self.loss_factor} is not allowed; "
+                "divergence.loss_factor must be > 1 (or 0: non-finite loss only)"
+            )
+
+
+def non_finite(metrics: Mapping[str, Any]) -> list[str]:
+    """The names of the metrics in ``metrics`` whose value is a NaN or an infinity (an evaluation
+    of a model whose weights or running statistics went bad: a non-result, never a score)."""
+    return [
+        k
+        for k, v in metrics.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isfinite(float(v))
+    ]
+
+
+def diverged_reason(bad: Mapping[str, float] | None = None, loss_factor: float = 0.0) -> str:
+    """Why a run diverged, for its summary and its last line: the evaluation's non-finite metrics
+    (``val/loss=nan in the evaluation``), else the training loss (non-finite, or above
+    ``loss_factor`` times the first step's)."""
+    if bad:
+        return ", ".join(f"{k}={v}" for k, v in bad.items()) + " in the evaluation"
+    above = f" or above divergence.loss_factor={loss_factor:g} times the first step's" if loss_factor > 0 else ""
+    return f"the training loss went non-finite{above}"
+
+
+class DivergenceMonitor:
+    def __init__(self, loss_factor: float, reference_loss: float | None = None) -> None:
+        self.loss_factor = float(loss_factor)
+        self.reference: Tensor | None = None
+        self._reference_value = reference_loss
+        self._first_bad: Tensor | None = None
+
+    def observe(self, loss: Tensor, step: int) -> None:
+        """Record the loss of the step that makes the step counter ``step`` (no host sync)."""
+        value = loss.detach().float()
+        if self.reference is None:
+            ref = value if self._reference_value is None else torch.tensor(self._reference_value, device=value.device)
+            self.reference = ref.clone()
+            self._first_bad = torch.full((), -1, dtype=torch.long, device=value.device)
+        bad = ~torch.isfinite(value)
+        if self.loss_factor > 0:
+            bad = bad | (value > self.loss_factor * self.reference.abs())
+        first = self._first_bad
+        self._first_bad = torch.where(bad & (first < 0), torch.full_like(first, step), first)
+
+    def diverged_step(self) -> int | None:
+        """The first step whose loss went bad, or None (syncs with the device)."""
+        if self._first_bad is None:
+            return None
+        step = int(self._first_bad)
+        return None if step < 0 else step
+
+    def reference_loss(self) -> float | None:
+        """The first step's loss (saved in checkpoints so that a resume keeps the same threshold)."""
+        return float(self.reference) if self.reference is not None else self._reference_value

@@ -1,0 +1,150 @@
+"""How a run starts over or continues, and how it ends: the run directory's policy and the summary.
+
+- `resume_state`: ``resume=true`` continues from the newest verified checkpoint; a new run is
+  refused where a run left a checkpoint or a result, and starts over where one left neither
+  (its records set aside first).
+- `Ending`: the status a run ends with, the exit code W&B records, the error in one line;
+  `write_summary` writes it (``summary.json``, W&B) and `print_summary` prints its line.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from normbench.base.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
+from normbench.base.output import info, warn
+from normbench.run.divergence import diverged_reason
+from normbench.run.records import rundir
+from normbench.run.records import segments as run_records
+from normbench.run.resume.checkpoint import Checkpointer
+
+if TYPE_CHECKING:
+    from normbench.run.loop.state import Run
+
+
+RESULT_STATUSES = ("finished", "diverged")
+"""A run that ended with one of these is a result: nothing starts over it."""
+
+
+def resume_state(resume: bool, checkpointer: Checkpointer, record: dict[str, Any]) -> dict[str, Any] | None:
+    """The checkpoint to continue from (``resume``: a verified one whose config is ``record``,
+    else `ConfigError`).
+
+    A new run is refused where a run left a checkpoint or a result. Where one left neither (killed
+    or interrupted before its first checkpoint, or failed), the new run starts over; the old
+    records are moved to ``restarts/<n>/`` first (`run_records.set_aside`), so nothing is lost."""
+    run_dir = checkpointer.run_dir
+    if not rundir.secondary_rank():  # where the run writes, before anything takes time
+        info(f"[normbench] run directory: {run_dir}")
+    if resume:
+        return checkpointer.resume_state(record)
+    status = summary_status(run_dir / "summary.json")
+    if checkpointer.has_checkpoints() or status in (*RESULT_STATUSES, "unreadable"):
+        raise ConfigError(
+            f"the run directory {run_dir} already holds a run; pass resume=true to continue it, "
+            "or choose another hydra.run.dir"
+        )
+    if not rundir.secondary_rank():  # rank 0 moves them
+        moved = run_records.set_aside(run_dir)
+        if moved is not None:
+            warn(
+                f"{run_dir} holds a run that left no checkpoint (status {status or 'unknown: it was killed'}); "
+                f"starting over, its records moved to {moved}"
+            )
+    return None
+
+
+def summary_status(path: Path) -> str | None:
+    """``status`` in a run's ``summary.json``; None when there is none; ``unreadable`` when it
+    does not parse (a result that cannot be read is still not overwritten)."""
+    try:
+        return str(json.loads(path.read_text()).get("status"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, AttributeError):
+        return "unreadable"
+
+
+@dataclass
+class Ending:
+    """How a run ended: its status, the exit code W&B records (0: finished or diverged, 128 +
+    signal: interrupted, 1: failed), the error in one line, the signal's name."""
+
+    status: str
+    exit_code: int = 0
+    error: str | None = None
+    signal: str | None = None
+
+    @classmethod
+    def of(cls, error: BaseException, run: Run) -> Ending:
+        """The ending that ``error`` (raised out of `normbench.run.loop.train.fit`) makes."""
+        if isinstance(error, (RunInterrupted, KeyboardInterrupt)):
+            stop = error if isinstance(error, RunInterrupted) else RunInterrupted(signal.SIGINT)
+            if run.progress.epochs_done >= run.epochs:  # the signal came after the last step: nothing is missing
+                return cls("finished")
+            return cls("interrupted", stop.exit_code, signal=signal_name(stop.signum))
+        if isinstance(error, SystemExit):  # submitit requeues a preempted job with sys.exit(-1)
+            code = error.code if isinstance(error.code, int) and error.code else 1
+            return cls("interrupted", code, signal="exit")
+        return cls("failed", 1, error=one_line(error))
+
+
+def one_line(error: BaseException) -> str:
+    """``error`` as one line: a `ConfigError`'s message, a refused write's file and reason, else
+    the type and the first line of the message."""
+    if isinstance(error, ConfigError):
+        return str(error)
+    if is_environment_error(error):
+        return one_line_os_error(error)  # type: ignore[arg-type]
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
+    """The run's summary, written to ``summary.json`` and W&B (whose run is finished with the
+    ending's exit code); ``wall_time_s`` counts every segment of a resumed run. Temporary files of
+    failed writes go first (on a full disk, that is the space the summary needs); when the run is
+    failing anyway, a summary that cannot be written is a warning, not a second error."""
+    c = run.progress
+    summary = {"status": ending.status, "step": c.step, "epoch": c.epochs_done, "wall_time_s": run.wall_time(),
+               "train_time_s": run.train_time()}  # fmt: skip
+    summary.update({**run.info, **c.final, "segments": c.segments})
+    if ending.error is not None:
+        summary["error"] = ending.error
+    if ending.signal is not None:
+        summary["interrupted_by"] = ending.signal
+    if c.diverged_at is not None:
+        summary["diverged_step"] = c.diverged_at
+        summary["diverged_in"] = c.diverged_in
+        summary["diverged_reason"] = c.diverged_reason or diverged_reason(None, run.config.divergence.loss_factor)
+    if run.sinks.wandb is not None:
+        summary["wandb_run_id"] = run.sinks.wandb.run_id
+    try:
+        if run.dist.is_main:
+            run_records.remove_tmp_files(run.run_dir)
+        run.sinks.logger.finish(summary, exit_code=ending.exit_code)
+    except Exception as e:
+        if ending.status in ("finished", "diverged"):
+            raise
+        warn(f"the summary of this {ending.status} run could not be written ({one_line(e)})")
+    finally:
+        if run.dist.is_main:
+            run_records.remove_tmp_files(run.run_dir)
+    return summary
+
+
+def print_summary(summary: Mapping[str, Any], unit: str) -> None:
+    """The run's one result line (stdout and the job's log file)."""
+    keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
+    parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
+    if summary["status"] == "diverged":  # the metrics of a diverged run are no result: say what went bad
+        parts = [f"at step {summary['diverged_step']}, {summary['diverged_reason']}"]
+    info(
+        f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
+        + " ".join(parts)
+    )

@@ -1,0 +1,352 @@
+"""What a training run holds, and the small things the runner does with it.
+
+`Run` is the one object the phases of `normbench.run.loop.train` pass around: the task, the model (and
+the model the step calls: wrapped for DDP, maybe compiled), optimizer and schedule, diagnostic
+hooks, sinks, checkpointer, divergence monitor, timer and progress. `Epoch` is what one epoch of
+training steps keeps. Nothing here decides the order of a run; `normbench.run.loop.train` does.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+
+from normbench.base.output import info as info_line
+from normbench.base.output import warn
+from normbench.config import RunConfig
+from normbench.diagnostics import DiagContext, run_hooks
+from normbench.run.divergence import DivergenceMonitor, diverged_reason, non_finite
+from normbench.run.placement import distributed
+from normbench.run.resume.checkpoint import Checkpointer, training_state
+from normbench.run.resume.seeds import save_rank_rng
+from normbench.sinks.files import LocalSink, MetricLogger
+from normbench.sinks.wandb_run import WandbSink
+from normbench.tasks.base import StepOutput
+
+
+class StepTimer:
+    """Wall time of training steps only: paused around evaluation, diagnostics and checkpoints.
+
+    ``total``: every training step of this segment, the first ones (torch.compile's compilation,
+    the throughput warm-up) included — the run's training clock (`Run.train_time`). ``elapsed``:
+    the steps started with ``counted=True`` only, since the throughput's last reset (tokens/s or
+    samples/s divide by it). The device is synchronized where the timer starts and stops, never
+    in between."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.elapsed = 0.0
+        self.total = 0.0
+        self._start: float | None = None
+        self._counted = False
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def start(self, counted: bool = True) -> None:
+        """Run the clock; from the first counted step on, the throughput's time runs too."""
+        if self._start is not None and counted and not self._counted:
+            self.stop()  # the warm-up ends: from here the throughput counts
+        if self._start is None:
+            self._sync()
+            self._start = time.perf_counter()
+            self._counted = counted
+
+    def stop(self) -> None:
+        if self._start is not None:
+            self._sync()
+            dt = time.perf_counter() - self._start
+            self.total += dt
+            if self._counted:
+                self.elapsed += dt
+            self._start = None
+
+    @property
+    def counting(self) -> bool:
+        """Whether the throughput's time runs (the timer runs on a counted step)."""
+        return self._start is not None and self._counted
+
+    def lap(self) -> float:
+        """Seconds since `start` (no sync: for progress display only)."""
+        return time.perf_counter() - self._start if self._start is not None else 0.0
+
+    @property
+    def running(self) -> bool:
+        return self._start is not None
+
+
+class Place(NamedTuple):
+    """Where a run trains (`normbench.run.loop.train.prepare`): its run directory (rank 0's in a
+    distributed run), its device, its checkpoints and the state it resumes from (None: a new run)."""
+
+    run_dir: Path
+    device: torch.device
+    checkpointer: Checkpointer
+    resumed: dict[str, Any] | None
+
+
+@dataclass
+class Sinks:
+    """Where metrics go: ``metrics.jsonl`` / ``summary.json`` (``local``) and W&B, on the main process."""
+
+    logger: MetricLogger
+    local: LocalSink | None = None
+    wandb: WandbSink | None = None
+
+
+@dataclass
+class Progress:
+    """Where the run stands (steps, epochs, the position in an epoch, the last epoch's metrics,
+    wall time of earlier segments): what a checkpoint restores and the summary reports."""
+
+    step: int = 0
+    """Optimizer steps taken."""
+    start_epoch: int = 0
+    skip: int = 0
+    """Batches of ``start_epoch`` already trained before a resume (the loader replays past them)."""
+    resumed_sums: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The resumed epoch's running metric sums."""
+    final: dict[str, Any] = field(default_factory=dict)
+    """The last epoch's metrics."""
+    epochs_done: int = 0
+    diverged_at: int | None = None
+    diverged_in: str = "training"
+    """Where the divergence showed: ``training`` (the loss) or ``evaluation`` (a non-finite metric)."""
+    diverged_reason: str | None = None
+    """What went bad, in words (`normbench.run.divergence.diverged_reason`); None: the training loss."""
+    diag_seconds: float = 0.0
+    wall_before: float = 0.0
+    """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
+    train_before: float = 0.0
+    """Training-step time of the earlier segments, up to the checkpoint (`Run.train_time`)."""
+    carried_offset: int | None = None
+    """``metrics.jsonl``'s length in the resumed checkpoint: a segment without the local sink
+    passes it on, so that a later one with it cuts the file back to there (never to nothing)."""
+    carried_sha256: str | None = None
+    """SHA-256 of those ``carried_offset`` bytes (a resume checks the file still holds them)."""
+    carried_wandb_id: str | None = None
+    """The W&B run id in the resumed checkpoint, passed on the same way."""
+    segments: list[dict[str, Any]] = field(default_factory=list)
+    """Each segment of the run (the first, then each resume): the step it started from, its code
+    and thread count (`segment_record`); the summary lists them."""
+
+    @classmethod
+    def resumed(cls, state: Mapping[str, Any], device: torch.device) -> Progress:
+        """Where a checkpoint left the run: step, epoch, batch within it, the epoch's sums so far,
+        the time spent so far, the files' positions."""
+        return cls(
+            step=state["step"],
+            start_epoch=state["epoch"],
+            skip=state["batch_in_epoch"],
+            resumed_sums={k: v.to(device) for k, v in state["epoch_sums"].items()},
+            final=dict(state["final"]),
+            epochs_done=state["epoch"],
+            wall_before=float(state.get("wall_time_s", 0.0)),
+            train_before=float(state.get("train_time_s", 0.0)),
+            carried_offset=state.get("metrics_offset"),
+            carried_sha256=state.get("metrics_sha256"),
+            carried_wandb_id=state.get("wandb_run_id"),
+            segments=[dict(seg) for seg in state.get("segments", [])],
+        )
+
+
+@dataclass
+class Run:
+    """Everything a training run holds, built by `normbench.run.loop.train.setup`."""
+
+    config: RunConfig
+    """The typed config (`normbench.config.parse`)."""
+    record: dict[str, Any]
+    """The config as composed (`normbench.config.as_recorded`): what a checkpoint is checked against."""
+    run_dir: Path
+    dist: distributed.DistState
+    """Where this process sits among the processes of the job (one, unless ``hardware=ddp``)."""
+    device: torch.device
+    t_start: float
+    task: Any
+    model: nn.Module
+    """The model as built: diagnostics, checkpoints and evaluation statistics use it."""
+    step_model: nn.Module
+    """The model the training step calls: ``model`` wrapped for DDP and maybe compiled."""
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LRScheduler
+    hooks: list[Any]
+    checkpointer: Checkpointer
+    monitor: DivergenceMonitor
+    generator: torch.Generator
+    """The training loader's random stream (checkpointed)."""
+    autocast: AbstractContextManager
+    sinks: Sinks
+    info: dict[str, Any]
+    """What the summary reports about the setup: device, precision, git commit, seed, parameters."""
+    steps_per_epoch: int
+    total_steps: int
+    epochs: int
+    timer: StepTimer
+    progress: Progress
+
+    @property
+    def step(self) -> int:
+        return self.progress.step
+
+    def wall_time(self) -> float:
+        """Seconds of wall time over every segment of the run: the earlier ones up to the
+        checkpoint this one resumed from, and this one so far."""
+        return self.progress.wall_before + time.time() - self.t_start
+
+    def train_time(self) -> float:
+        """The training clock: seconds spent in training steps (forward, backward, optimizer; the
+        first steps with torch.compile's compilation included), over every segment of the run —
+        not in evaluation, diagnostics, logging or checkpoints. Logged on every row as
+        ``perf/train_s`` (x-axis of equal-time comparisons)."""
+        return self.progress.train_before + self.timer.total + self.timer.lap()
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
+        """The training loss of ``batch`` as the step computes it (the diagnostics' ``loss_fn``)."""
+        with self.autocast:
+            return self.task.forward_loss(model, batch).loss
+
+
+@dataclass
+class Epoch:
+    """One epoch of training steps in progress."""
+
+    index: int
+    generator_state: torch.Tensor
+    """The loader's random stream at the epoch's start: a resume replays the epoch from here."""
+    batches: Iterator[Any]
+    sums: dict[str, torch.Tensor]
+    """Running sums of the task's step statistics (on the device: no sync per step)."""
+    batch_in_epoch: int
+    timed_units: int = 0
+    """Samples (or tokens) trained while the step timer ran."""
+    bar: Any = None
+
+
+def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: torch.Tensor, sums: dict) -> None:
+    """Write a checkpoint at the run's step (main process), positioned at ``batch_in_epoch`` of ``epoch``."""
+    if not run.checkpointer.enabled:
+        return
+    if not run.dist.is_main:  # rank 0 writes the checkpoint; each other rank its own random state
+        save_rank_rng(run.checkpointer.folder, run.progress.step, run.dist.rank)
+        return
+    c, sinks = run.progress, run.sinks
+    path = run.checkpointer.save(
+        training_state(
+            config=run.record,
+            model=run.model,
+            optimizer=run.optimizer,
+            scheduler=run.scheduler,
+            hooks=run.hooks,
+            epoch_generator_state=generator_state,
+            step=c.step,
+            epoch=epoch,
+            batch_in_epoch=batch_in_epoch,
+            epoch_sums=sums,
+            final=c.final,
+            reference_loss=run.monitor.reference_loss(),
+            wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else c.carried_wandb_id,
+            metrics_offset=sinks.local.offset() if sinks.local is not None else c.carried_offset,
+            metrics_sha256=sinks.local.digest() if sinks.local is not None else c.carried_sha256,
+            wall_time_s=run.wall_time(),
+            train_time_s=run.train_time(),
+            segments=c.segments,
+        )
+    )
+    if path is not None and sinks.wandb is not None:
+        sinks.wandb.log_checkpoint(path, c.step)  # a W&B artifact when logger.log_checkpoints
+
+
+def diverged_step(run: Run) -> int | None:
+    """The step where the loss diverged on any rank (every rank agrees), or None."""
+    at = run.monitor.diverged_step()
+    if run.dist.active:
+        flag = torch.tensor(float(at if at is not None else -1), device=run.device)
+        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
+        at = int(flag.item()) if flag.item() >= 0 else None
+    return at
+
+
+def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
+    """The due hooks on ``ctx`` with the training state restored after each (`run_hooks`); a
+    diagnostic that raises is reported once and removed from ``hooks``."""
+    return run_hooks(due, ctx, on_error=functools.partial(switch_off, hooks, ctx.step))
+
+
+def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None:
+    hooks.remove(hook)
+    warn(f"diagnostic {hook.name} failed at step {step} ({type(error).__name__}: {error}); switched off for this run")
+
+
+def show_progress(run: Run, epoch: Epoch) -> None:
+    """The epoch's running train metrics and throughput on the progress bar."""
+    running = run.task.summarize({k: float(v) for k, v in epoch.sums.items()}, "train")
+    # every process trains an equal share of the batch: this rank's rate times the processes is the
+    # global rate the records show (`distributed.throughput_over_ranks`), with no collective here
+    speed = epoch.timed_units * run.dist.world_size / max(run.timer.elapsed + run.timer.lap(), 1e-9)
+    postfix = {**{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()}, f"{run.task.unit}/s": f"{speed:.0f}"}
+    epoch.bar.set_postfix(postfix, refresh=False)
+
+
+SEGMENT_KEYS = ("git_commit", "git_diff_hash", "num_threads")
+"""What a segment records beside its first step: a change of any of them between segments means
+the run's metrics are not those of one uninterrupted run (other code; another thread count sums
+in another order on CPU)."""
+
+
+def segment_record(step: int, info: Mapping[str, Any]) -> dict[str, Any]:
+    """This segment of the run: its first step, commit (``+dirty``), the tree's diff hash, threads."""
+    git = info.get("git") or {}
+    return {"from_step": step, "git_commit": info.get("git_commit"), "git_diff_hash": git.get("diff_hash"),
+            "num_threads": info.get("num_threads")}  # fmt: skip
+
+
+def start_segment(progress: Progress, info: Mapping[str, Any], resumed: bool, main: bool) -> None:
+    """Record this segment; a resume prints where it continues and warns when its code or thread
+    count differ from the segment before it (stdout / stderr and the job's log file)."""
+    c = progress
+    c.segments.append(segment_record(c.step, info))
+    if not (resumed and main):
+        return
+    info_line(f"[normbench] resuming from step {c.step} (epoch {c.start_epoch + 1}, batch {c.skip})")
+    if len(c.segments) < 2:
+        return
+    before, now = c.segments[-2], c.segments[-1]
+    changed = [f"{k} {before.get(k)} -> {now.get(k)}" for k in SEGMENT_KEYS if before.get(k) != now.get(k)]
+    if changed:
+        warn(
+            f"this resume (from step {c.step}) differs from the segment before it: {', '.join(changed)}; its "
+            "metrics are not bit for bit those of one run; the summary's segments list each"
+        )
+
+
+def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
+    """The logged batch's metrics over all processes: ``train/batch_loss`` (the loss optimized)
+    and the task's other statistics of the batch (``train/batch_acc``, ``train/batch_ppl``, …)."""
+    stats = distributed.sum_over_ranks(out.stats, run.dist)
+    summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
+    metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
+    return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.dist).item(), **metrics}
+
+
+def check_evaluation(run: Run, metrics: Mapping[str, Any]) -> None:
+    """An evaluation with a non-finite metric makes the run diverged at this step, naming the metrics."""
+    bad = non_finite(metrics)
+    if bad:
+        c = run.progress
+        c.diverged_at, c.diverged_in = run.step, "evaluation"
+        c.diverged_reason = diverged_reason({k: metrics[k] for k in bad})
+
+
+def evaluation_due(run: Run, epoch: int) -> bool:
+    """Whether epoch ``epoch`` (0-based) ends with an evaluation: every ``eval_every_epochs``, and the last."""
+    return epoch + 1 == run.epochs or (epoch + 1) % run.config.eval_every_epochs == 0

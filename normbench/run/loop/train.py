@@ -1,0 +1,400 @@
+"""The training runner: ``run(cfg) -> dict`` of final metrics.
+
+Read `run` and `fit` first: they are the table of contents of a training run.
+
+    run(cfg)                          parse the config (typed), check it, start the processes (DDP)
+      setup(config, record) -> Run    prepare: run directory, device, resume, seeds; then
+                                      task → model → optimizer/schedule → hooks → sinks
+      fit(run)                        for each epoch:
+        train_epoch(run, epoch)         training steps, diagnostics on their cadence, logging,
+                                        divergence checks, mid-epoch checkpoints
+        evaluate(run, epoch)            when due: population statistics, then the task's metrics
+        end_epoch(run, epoch, metrics)  per-epoch diagnostics, log, checkpoint
+      finish(run, status)             ``summary.json`` / W&B summary, the printed line
+
+Only `run` sees Hydra's ``DictConfig``: it parses it into the typed `RunConfig` (`normbench.config.parse`);
+each room below takes its own dataclass and plain values. Every phase reads and writes the one `Run` object
+(`normbench.run.loop.state`); nothing is kept in closures. The order of the calls in `setup` is the order in
+which the random streams are drawn: a seeded run repeats and a resumed run continues bit for bit.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from normbench.config import RunConfig, as_recorded, parse
+from normbench.diagnostics import DiagContext, build_diagnostics
+from normbench.models import build_model
+from normbench.norms import norm_factory
+from normbench.norms.population import evaluate_each, refresh_population_stats
+from normbench.optim import build_optimizer, lr_factor
+from normbench.run.divergence import DivergenceMonitor
+from normbench.run.loop.interrupts import Interrupts
+from normbench.run.loop.policy import Ending, print_summary, resume_state, write_summary
+from normbench.run.loop.state import (
+    Epoch,
+    Place,
+    Progress,
+    Run,
+    Sinks,
+    StepTimer,
+    batch_metrics,
+    call_diagnostics,
+    check_evaluation,
+    diverged_step,
+    evaluation_due,
+    save_checkpoint,
+    show_progress,
+    start_segment,
+)
+from normbench.run.loop.validate import check_before_data, check_norm_compiles, check_norm_in_model
+from normbench.run.placement import distributed, hardware
+from normbench.run.records import segments as run_records
+from normbench.run.resume.checkpoint import Checkpointer, restore
+from normbench.run.resume.seeds import restore_rank_rng, seed_everything, seed_rank_streams
+from normbench.sinks.files import LocalSink, MetricLogger, run_provenance
+from normbench.sinks.logger_config import LoggerConfig
+from normbench.sinks.progress import progress_display
+from normbench.sinks.wandb_run import WandbSink
+from normbench.tasks import build_task
+from normbench.tasks.base import StepOutput
+
+
+def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
+    """Train and evaluate as ``cfg`` (the composed config) says; write the run's files into ``run_dir``."""
+    if run_dir is None:
+        from hydra.core.hydra_config import HydraConfig
+
+        run_dir = HydraConfig.get().runtime.output_dir
+    t_start = time.time()
+    config = parse(cfg)  # every value checked by the dataclass that owns it; the probe direction chosen
+    record = as_recorded(cfg, config)
+    check_before_data(config.model, config.norm, config.dataset, config.batch_size)
+    check_norm_compiles(config.model, config.norm, config.hardware.compile)
+    with Interrupts() as interrupts:  # STOP_SIGNALS: at once during setup, at a step boundary after
+        dist = distributed.init(config.hardware, hardware.device_type(config.hardware))
+        try:
+            state = setup(config, record, Path(run_dir), dist, t_start)
+            if dist.is_main:
+                run_records.keep_trained_records(state.run_dir)  # what a refused job of a sweep puts back
+            interrupts.attach(state.checkpointer)
+            result = train(state)
+        except BaseException:
+            distributed.shutdown(dist, wait_for_others=False)  # the others may be stuck in a collective
+            raise
+    distributed.shutdown(dist)
+    return result
+
+
+def train(run: Run) -> dict[str, Any]:
+    """`fit`, then `finish` whatever happened: finished, diverged, failed (an exception) or
+    interrupted (a signal; see `normbench.run.loop.interrupts`). A signal that takes effect only at the
+    checkpoint after the last step leaves nothing to do: the run is finished."""
+    ending = Ending("failed", 1)
+    try:
+        ending = Ending(fit(run))
+    except BaseException as e:
+        ending = Ending.of(e, run)
+        if ending.status != "finished":
+            raise
+    finally:
+        result = finish(run, ending)
+    return result
+
+
+def fit(run: Run) -> str:
+    """The epochs, from where a resume left off: ``"finished"``, or ``"diverged"`` (the loss)."""
+    for epoch in range(run.progress.start_epoch, run.epochs):
+        metrics = train_epoch(run, epoch)
+        if run.progress.diverged_at is None and evaluation_due(run, epoch):
+            metrics.update(evaluate(run, epoch))
+            check_evaluation(run, metrics)  # a broken model's evaluation is a non-result (diverged), never a score
+        if run.progress.diverged_at is not None:  # the training loss, or the evaluation
+            log(run, metrics)
+            return "diverged"
+        end_epoch(run, epoch, metrics)
+    return "finished"
+
+
+# ---------------------------------------------------------------------------------------------
+# setup
+
+
+def prepare(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distributed.DistState) -> Place:
+    """Where the run trains, in one phase: the processes' share of the batch and their run
+    directory, the device and its backends, the checkpoint to resume from (or a directory to
+    start in), the seeds."""
+    distributed.check_batch(config.batch_size, dist)
+    run_dir = distributed.shared_run_dir(run_dir, dist)
+    device = hardware.resolve_device(config.hardware, dist.local_rank if dist.active else None)
+    hardware.configure_backends(config.hardware)
+    checkpointer = Checkpointer(run_dir, config.checkpoint)
+    resumed = resume_state(config.resume, checkpointer, record)
+    seed_everything(config.seed)
+    return Place(run_dir, device, checkpointer, resumed)
+
+
+def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distributed.DistState, t_start: float) -> Run:
+    """The place (`prepare`), then what trains, in the order the random streams are drawn."""
+    hooks = build_diagnostics(config.diagnostics)
+    run_dir, device, checkpointer, resumed = prepare(config, record, run_dir, dist)
+    task = load_task(config, run_dir, dist, device)
+    model, step_model = build_models(config, task, dist, device)
+    steps_per_epoch = task.steps_per_epoch()
+    total_steps = config.max_steps or config.epochs * steps_per_epoch
+    for module in model.modules():  # schedules given as fractions of the run (pn, brn): in steps
+        if hasattr(module, "plan_schedule"):
+            module.plan_schedule(total_steps)
+    optimizer = build_optimizer(model, config.optimizer, config.lr, config.weight_decay)
+    schedule = partial(lr_factor, cfg=config.schedule, total_steps=total_steps)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    for hook in hooks:
+        hook.setup(model)
+    generator = torch.Generator().manual_seed(config.seed)
+    seed_rank_streams(config.seed, dist.rank)  # dropout and noise: each rank its own stream
+    monitor = DivergenceMonitor(config.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
+    progress = Progress()
+    if resumed is not None:
+        restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
+        progress = Progress.resumed(resumed, device)
+        if dist.rank > 0:
+            restore_rank_rng(checkpointer.folder, progress.step, config.seed, dist.rank)
+    norm_sync = bool(getattr(config.norm, "sync", False))  # a key of the batch norms' schema only
+    resolved = {
+        **hardware.describe(device, config.hardware),
+        **distributed.describe(dist, config.batch_size, norm_sync),
+    }
+    sinks = open_sinks(config.logger, record, resolved, run_dir, dist, resumed)
+    num_params = sum(p.numel() for p in model.parameters())
+    info = {**resolved, **run_provenance(), "seed": config.seed, "num_params": num_params}
+    start_segment(progress, info, resumed is not None, dist.is_main)  # where it resumes; what changed since
+    return Run(
+        config=config,
+        record=record,
+        run_dir=run_dir,
+        dist=dist,
+        device=device,
+        t_start=t_start,
+        task=task,
+        model=model,
+        step_model=step_model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        hooks=hooks,
+        checkpointer=checkpointer,
+        monitor=monitor,
+        generator=generator,
+        autocast=hardware.autocast(config.hardware, device),
+        sinks=sinks,
+        info=info,  # run_provenance: git_commit, git (dirty files, diff hash), rules (preset, hash)
+        steps_per_epoch=steps_per_epoch,
+        total_steps=total_steps,
+        epochs=math.ceil(total_steps / steps_per_epoch),
+        timer=StepTimer(device),
+        progress=progress,
+    )
+
+
+def load_task(config: RunConfig, run_dir: Path, dist: distributed.DistState, device: torch.device) -> Any:
+    """The data set's task (the main process first: it writes the files), sharded; the norm checked with its sizes."""
+    with distributed.main_first(dist):
+        task = build_task(
+            config.dataset, device, run_dir, batch_size=config.batch_size, eval_batch_size=config.eval_batch_size
+        )
+    if config.hardware.channels_last:
+        task.memory_format = torch.channels_last
+    check_norm_in_model(config.model, config.norm, config.batch_size, task.model_kwargs())
+    return distributed.shard_task(task, dist)
+
+
+def build_models(
+    config: RunConfig, task: Any, dist: distributed.DistState, device: torch.device
+) -> tuple[nn.Module, nn.Module]:
+    """The model with the run's norm, and the model the step calls (DDP-wrapped, maybe compiled)."""
+    model = build_model(config.model, norm_factory(config.norm), **task.model_kwargs()).to(device)
+    hardware.prepare_model(model, config.hardware)
+    wrapped = distributed.wrap_model(model, dist, device)
+    step_model = hardware.maybe_compile(wrapped, config.hardware, varying_shapes=task.kind == "sequence")
+    return model, step_model
+
+
+def open_sinks(
+    logger: LoggerConfig,
+    record: dict[str, Any],
+    resolved: dict[str, Any],
+    run_dir: Path,
+    dist: distributed.DistState,
+    resumed: dict[str, Any] | None,
+) -> Sinks:
+    """The local files and W&B (main process): the logged config is the record with ``hardware.resolved``."""
+    logged = {**record, "hardware": {**record["hardware"], "resolved": resolved}}
+    local = wandb = None
+    if logger.local and dist.is_main:
+        offset, digest = (resumed.get("metrics_offset"), resumed.get("metrics_sha256")) if resumed else (None, None)
+        local = LocalSink(run_dir, logged, OmegaConf.to_yaml(OmegaConf.create(logged)), offset, digest)
+    if logger.wandb and dist.is_main:
+        wandb_id = resumed["wandb_run_id"] if resumed else None
+        wandb = WandbSink(logger, run_dir, logged, None, wandb_id)  # None: the sweep's group
+    return Sinks(MetricLogger([s for s in (local, wandb) if s is not None]), local, wandb)
+
+
+# ---------------------------------------------------------------------------------------------
+# one epoch of training
+
+
+def train_epoch(run: Run, epoch: int) -> dict[str, Any]:
+    """Training steps until the epoch (or the run) ends or the loss diverges; the epoch's
+    ``train/*`` metrics and throughput, over all processes."""
+    run.model.train()
+    ep = start_epoch(run, epoch)
+    for batch in ep.batches:
+        if run.step >= run.total_steps:
+            break
+        run_due_diagnostics(run, batch, epoch)
+        out = train_step(run, ep, batch)
+        if after_step(run, ep, out):  # diverged
+            break
+        if ep.bar is not None:
+            ep.bar.update(1)
+    return end_training_epoch(run, ep)
+
+
+def start_epoch(run: Run, epoch: int) -> Epoch:
+    """The epoch's batches (replayed to the resumed position on the first epoch of a resume)."""
+    generator_state = run.generator.get_state()  # the loader replays from here on resume
+    c = run.progress
+    skip, c.skip = c.skip, 0
+    run.timer.elapsed = 0.0
+    steps_left = min(run.steps_per_epoch - skip, run.total_steps - c.step)
+    logger = run.config.logger
+    show = run.dist.is_main and logger.progress_bar
+    bar = progress_display(logger.progress, epoch, run.epochs, steps_left, logger.progress_every_s) if show else None
+    batches = itertools.islice(run.task.train_batches(epoch, run.generator), skip, None)
+    return Epoch(epoch, generator_state, batches, c.resumed_sums if skip else {}, skip, bar=bar)
+
+
+def run_due_diagnostics(run: Run, batch: Any, epoch: int) -> None:
+    """The hooks due at this step, on θ_t and the step's batch, outside the step timer."""
+    due = [h for h in run.hooks if h.due(run.step)]
+    if not due:
+        return
+    run.timer.stop()
+    t0 = time.perf_counter()
+    lr = run.scheduler.get_last_lr()[0]
+    ctx = DiagContext(run.model, batch, run.loss, run.optimizer, run.step, epoch, lr, task=run.task)
+    log(run, call_diagnostics(due, ctx, run.hooks))
+    run.progress.diag_seconds += time.perf_counter() - t0
+
+
+def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
+    """Forward, backward, optimizer and schedule step; the step's loss and statistics (on the device)."""
+    run.timer.start(counted=run.step >= run.config.throughput_warmup_steps)  # the clock runs from step 0
+    for hook in run.hooks:
+        hook.before_step(run.step)
+    with run.autocast:
+        out = run.task.forward_loss(run.step_model, batch)
+    run.optimizer.zero_grad(set_to_none=True)
+    out.loss.backward()
+    run.optimizer.step()
+    run.scheduler.step()
+    for hook in run.hooks:
+        hook.after_step(run.step)
+    run.monitor.observe(out.loss, run.step + 1)  # on the device: no sync
+    if run.timer.counting:
+        ep.timed_units += run.task.batch_units(batch)
+    for k, v in out.stats.items():
+        ep.sums[k] = ep.sums[k] + v if k in ep.sums else v.clone()
+    run.progress.step += 1
+    ep.batch_in_epoch += 1
+    return out
+
+
+def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
+    """Log every ``log_every_n_steps``; at the points that sync anyway, check for divergence
+    (True: diverged) and write a mid-epoch checkpoint when one is due."""
+    step = run.step
+    log_now = step % run.config.logger.log_every_n_steps == 0 or step == run.total_steps
+    mid_epoch_checkpoint = run.checkpointer.due(step) and ep.batch_in_epoch < run.steps_per_epoch
+    if log_now:
+        log(run, {**batch_metrics(run, out), "lr": run.scheduler.get_last_lr()[0]})
+        if ep.bar is not None:
+            show_progress(run, ep)
+    if not (log_now or mid_epoch_checkpoint):
+        return False
+    run.progress.diverged_at = diverged_step(run)
+    if run.progress.diverged_at is not None:
+        return True
+    if mid_epoch_checkpoint and step < run.total_steps:
+        run.timer.stop()
+        save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums)
+    return False
+
+
+def log(run: Run, metrics: dict[str, Any]) -> None:
+    """One row of metrics at the current step. ``epoch`` in every row (step or epoch rows alike)
+    is the training progress in epochs, step / steps per epoch; ``perf/train_s`` the training clock."""
+    run.sinks.logger.log(run.step, run.step / run.steps_per_epoch, {**metrics, "perf/train_s": run.train_time()})
+
+
+def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
+    """The epoch's sums and throughput over all processes; one more divergence check."""
+    run.timer.stop()
+    if ep.bar is not None:
+        ep.bar.close()
+    sums = distributed.sum_over_ranks(ep.sums, run.dist)
+    timed = run.timer.elapsed
+    units, run.timer.elapsed = distributed.throughput_over_ranks(ep.timed_units, timed, run.dist, run.device)
+    metrics = run.task.summarize({k: float(v) for k, v in sums.items()}, "train")
+    if run.timer.elapsed > 0:
+        metrics[f"perf/{run.task.unit}_per_s"] = units / run.timer.elapsed
+    if run.progress.diverged_at is None:
+        run.progress.diverged_at = diverged_step(run)
+    return metrics
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluation, the end of an epoch, the end of the run
+
+
+def evaluate(run: Run, epoch: int) -> dict[str, Any]:
+    """The task's evaluation metrics under ``no_grad``, in eval mode (population statistics
+    first for ``norm.eval_stats=population``; with ``both``, evaluated with each estimate)."""
+    # norm.eval_stats=population|both: exact BN statistics of K training batches (no-op otherwise)
+    refresh_population_stats(
+        run.model, partial(run.task.train_batches, epoch), run.task.forward_loss, run.config.seed + epoch
+    )
+    run.model.eval()
+    with torch.no_grad(), run.autocast:
+        return evaluate_each(run.model, partial(run.task.evaluate, run.step_model))
+
+
+def end_epoch(run: Run, epoch: int, metrics: dict[str, Any]) -> None:
+    """The diagnostics' per-epoch aggregates, the epoch's log line, a checkpoint at the epoch end."""
+    c = run.progress
+    t0 = time.perf_counter()
+    diag_metrics = {f"{h.name}/{k}": v for h in run.hooks for k, v in h.epoch_end().items()}
+    c.diag_seconds += time.perf_counter() - t0
+    metrics["perf/diag_seconds"] = c.diag_seconds
+    metrics["perf/diag_share"] = c.diag_seconds / max(time.time() - run.t_start, 1e-9)
+    log(run, {**metrics, **diag_metrics})
+    c.final.update(metrics)
+    c.epochs_done = epoch + 1
+    save_checkpoint(run, epoch + 1, 0, run.generator.get_state(), {})
+
+
+def finish(run: Run, ending: Ending) -> dict[str, Any]:
+    """Write the summary (``summary.json``, W&B with the ending's exit code: `write_summary`) and
+    print its line; the run's final metrics."""
+    summary = write_summary(run, ending)
+    if run.dist.is_main:
+        print_summary(summary, run.task.unit)
+    return {**run.progress.final, "status": ending.status}

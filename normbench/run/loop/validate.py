@@ -1,0 +1,160 @@
+"""The checks that need more than one section of the config and no data: model, norm and data set
+together, before any data is loaded or any W&B run is created.
+
+Each value is checked by the dataclass that owns it when the config is parsed
+(`normbench.config.parse`); what is left here is the combination, raising `ConfigError` with one
+line that names the keys:
+
+- the model takes the kind of input the data set gives (both registries declare it);
+- ``dataset.root`` is a directory, unless the data set creates it;
+- the model's positions hold the longest sentence the data set keeps (``model.max_positions`` >=
+  ``dataset.max_positions``), so that no batch indexes past the position table mid-run;
+- the norm compiles exactly where ``hardware.compile`` asks for it (a norm's ``COMPILE_ISSUE``);
+- the norm inside the model: the model is built on the ``meta`` device with probe norms, then the
+  real norm is built for each layer (a GroupNorm whose group count does not divide a layer's
+  channels names that layer) and tested for batch statistics when the per-device batch holds one
+  sample.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from normbench.base.errors import ConfigError
+from normbench.data.registry import DatasetConfig
+from normbench.data.roots import missing_root
+from normbench.models import ModelConfig, build_model, model_input_kind
+from normbench.norms import NormConfig, list_norms, norm_factory
+from normbench.norms.probes import uses_batch_statistics
+from normbench.tasks import dataset_input_kind
+
+
+def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConfig, batch_size: int) -> None:
+    """Every check of the combination that needs no data: raise `ConfigError` on the first problem."""
+    check_model_takes_dataset(model.name, dataset.name)
+    check_dataset_root(dataset)
+    check_positions(model, dataset)
+    check_norm_in_model(model, norm, batch_size)
+
+
+def check_norm_compiles(model: ModelConfig, norm: NormConfig, compile: bool) -> None:
+    """``hardware.compile=true`` with a norm whose compiled gradients are known to differ from
+    eager's (`Norm.COMPILE_ISSUE`): the run's ``norm`` or a model's own per-stack norm
+    (``model.encoder_norm``, any ``model.*_norm``) is refused with the reason."""
+    from normbench.norms import NORMS
+    from normbench.norms.registry import norm_config
+
+    if not compile:
+        return
+    specs = [getattr(model, f.name) for f in dataclasses.fields(model) if f.name.endswith("_norm")]
+    for name in [norm.name, *(norm_config(s).name for s in specs if s is not None)]:
+        issue = getattr(NORMS.get(name), "COMPILE_ISSUE", "")
+        if issue:
+            raise ConfigError(f"hardware.compile=true with norm={name}: {issue}; use hardware.compile=false")
+
+
+def check_model_takes_dataset(model: str, dataset: str) -> None:
+    """A model for images on a data set of sentences (or the other way round), before any data is read."""
+    takes, gives = model_input_kind(model), dataset_input_kind(dataset)
+    if takes != gives:
+        raise ConfigError(
+            f"model={model} takes {takes} inputs but dataset={dataset} gives {gives} inputs; "
+            f"choose a model and a data set of one kind"
+        )
+
+
+def check_dataset_root(dataset: DatasetConfig) -> None:
+    """``dataset.root`` must be a directory, unless the data set creates it (download, synthetic,
+    a Hub data set: `normbench.data.roots.missing_root`, which a sweep's check uses too)."""
+    keys = dataclasses.asdict(dataset)
+    path = missing_root(keys)
+    root = keys.get("root")  # a data set without files has no root
+    if root is not None and Path(str(root)).expanduser().is_file():
+        raise ConfigError(
+            f"dataset.root={str(Path(str(root)).expanduser())!r} is a file, not a directory; "
+            "pass the folder that holds the data"
+        )
+    if path is not None:
+        if "hub" in keys:  # a translation data set: local text files or a Hub data set
+            remedies = "dataset.hub=<Hub data set> (needs network), or dataset=synthetic_translation"
+        else:
+            remedies = "dataset.download=true (needs network), or dataset=synthetic_images"
+        raise ConfigError(
+            f"dataset.root={str(path)!r} is not a directory (it does not exist); pass dataset.root=<the data "
+            f"folder>, {remedies} for offline runs"
+        )
+
+
+def check_positions(model: ModelConfig, dataset: DatasetConfig) -> None:
+    """A sequence model with fewer positions than the data set's sentences take (source + EOS, BOS
+    + target: up to ``dataset.max_positions`` each) would fail at the first long batch."""
+    positions, longest = getattr(model, "max_positions", None), getattr(dataset, "max_positions", None)
+    if positions is not None and longest is not None and positions < longest:
+        raise ConfigError(
+            f"model.max_positions={positions} is not allowed; model.max_positions must be >= dataset.max_positions="
+            f"{longest} (the longest sentence the data keeps, EOS included; dataset.max_positions={positions} keeps "
+            "shorter ones)"
+        )
+
+
+class _NormProbe(nn.Module):
+    """Stands where a norm goes while the model is probed; remembers what it was built with."""
+
+    def __init__(self, num_features: int, layout: str = "NCHW") -> None:
+        super().__init__()
+        self.num_features = num_features
+        self.layout = layout
+
+
+def per_device_batch(batch_size: int) -> int:
+    return int(batch_size) // max(int(os.environ.get("WORLD_SIZE", "1")), 1)
+
+
+def _per_sample_norms() -> str:
+    names = []
+    for name in list_norms():
+        with contextlib.suppress(Exception):
+            if not uses_batch_statistics(norm_factory(name), 8, "NCHW"):
+                names.append(name)
+    return ", ".join(names)
+
+
+def check_norm_in_model(
+    model: ModelConfig, norm: NormConfig, batch_size: int, task_kwargs: Mapping[str, Any] | None = None
+) -> None:
+    """Build the model on ``meta`` with probe norms, then build the real norm for each layer.
+
+    A model that needs the data set's sizes (``task_kwargs``) to be built is skipped when they are
+    not given; the runner calls this again with them once the data set is loaded."""
+    try:
+        with torch.device("meta"):
+            probed = build_model(model, _NormProbe, **dict(task_kwargs or {}))
+    except ConfigError:
+        raise
+    except Exception:  # needs sizes known only from the data: checked when the model is built
+        return
+    factory = norm_factory(norm)
+    seen: set[tuple[int, str]] = set()
+    for name, module in probed.named_modules():
+        if not isinstance(module, _NormProbe) or (module.num_features, module.layout) in seen:
+            continue
+        seen.add((module.num_features, module.layout))
+        try:
+            factory(module.num_features, module.layout)
+        except ConfigError as e:
+            raise ConfigError(f"layer {name} ({module.num_features} channels): {e}") from None
+    if seen and per_device_batch(batch_size) == 1:
+        num_features, layout = min(seen)
+        if uses_batch_statistics(factory, num_features, layout):
+            raise ConfigError(
+                f"norm={norm.name} normalizes with batch statistics but batch_size={batch_size} gives one "
+                f"sample per device; use batch_size >= 2 per device, or a per-sample norm ({_per_sample_norms()})"
+            )

@@ -1,0 +1,1 @@
+"""Where a run runs: device, precision and compile (`hardware`); data parallelism over processes (`distributed`)."""

@@ -1,0 +1,155 @@
+"""Device, precision and backend settings (``conf/hardware/``).
+
+``precision=bf16`` runs the forward under `torch.autocast` in bfloat16; the norms keep their
+statistics in float32 (torch's batch/layer/group/RMS norm kernels accumulate in float32 for
+bfloat16 inputs, and `tests/test_hardware.py` checks every registered norm against a float64
+reference). ``channels_last`` stores images and conv weights NHWC; ``compile`` trains through
+`torch.compile` of the model while diagnostics and checkpoints use the uncompiled module (same
+parameters). ``distributed`` (``hardware=ddp``) is described in `normbench.run.placement.distributed`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from normbench.base.errors import ConfigError
+
+DEVICES = ("auto", "cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
+BACKENDS = ("auto", "gloo", "nccl")
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "auto"
+    device: str = "auto"
+    """``auto`` (CUDA when present, else CPU), ``cpu``, ``cuda`` or ``cuda:N``."""
+    precision: str = "fp32"
+    """``fp32`` or ``bf16`` (autocast; the norms compute their statistics in float32)."""
+    channels_last: bool = False
+    compile: bool = False
+    cudnn_benchmark: bool = False
+    num_threads: int | None = None
+    deterministic: bool = False
+    fallback_random: bool = True
+    """Under ``compile``, random ops draw torch's own generator (eager's stream); false: inductor's
+    fused random (`maybe_compile`)."""
+    distributed: bool = False
+    """One process per device under torchrun / a multi-task SLURM job (`normbench.run.placement.distributed`)."""
+    backend: str = "auto"
+    """``torch.distributed`` backend: ``auto`` (NCCL on CUDA, gloo on CPU), ``gloo``, ``nccl``."""
+
+    def __post_init__(self) -> None:
+        kind, _, index = self.device.partition(":")
+        if self.device != "auto" and (kind not in DEVICES[1:] or (index and (kind != "cuda" or not index.isdigit()))):
+            raise ConfigError(f"unknown hardware.device {self.device!r}; valid choices: {', '.join(DEVICES)}, cuda:N")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(
+                f"hardware.precision={self.precision!r} is not registered; valid choices: {', '.join(PRECISIONS)}"
+            )
+        if self.num_threads is not None and self.num_threads <= 0:
+            raise ConfigError(f"hardware.num_threads={self.num_threads} must be positive (or null for torch's default)")
+        cores = os.cpu_count() or 1
+        if self.num_threads is not None and self.num_threads > cores:  # 100000 segfaults, 5000 crawls
+            raise ConfigError(
+                f"hardware.num_threads={self.num_threads} is not allowed; hardware.num_threads must be in "
+                f"[1, {cores}] (this machine's {cores} cores), or null for torch's default"
+            )
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"unknown hardware.backend {self.backend!r}; valid choices: {', '.join(BACKENDS)}")
+
+
+def device_type(cfg: HardwareConfig) -> str:
+    """``cpu`` or ``cuda``: what `resolve_device` will pick, without choosing an index."""
+    if cfg.device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return cfg.device.split(":")[0]
+
+
+def resolve_device(cfg: HardwareConfig, local_rank: int | None = None) -> torch.device:
+    """The training device; in a distributed run on CUDA, GPU ``local_rank`` of this node."""
+    kind = device_type(cfg)
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(
+            f"hardware.device={cfg.device!r} but CUDA is not available here; use hardware=cpu or hardware=auto"
+        )
+    if kind == "cuda" and local_rank is not None and ":" not in cfg.device:
+        return torch.device("cuda", local_rank)
+    return torch.device(kind if cfg.device == "auto" else cfg.device)
+
+
+def configure_backends(cfg: HardwareConfig) -> None:
+    """Threads, cuDNN autotuning and deterministic algorithms, process-wide."""
+    if cfg.num_threads:
+        torch.set_num_threads(cfg.num_threads)
+    torch.backends.cudnn.benchmark = cfg.cudnn_benchmark
+    if cfg.deterministic:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(cfg.deterministic)
+    torch.backends.cudnn.deterministic = cfg.deterministic
+
+
+def autocast(cfg: HardwareConfig, device: torch.device) -> contextlib.AbstractContextManager:
+    if cfg.precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def upload(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``t`` (in host memory) on ``device`` without stalling the host: on CUDA pinned, then copied
+    asynchronously (a copy from pageable memory first waits for the device's stream, a host
+    sync per call); the pinned block is not reused before its copy ends (torch's host allocator)."""
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+def prepare_model(model: torch.nn.Module, cfg: HardwareConfig) -> torch.nn.Module:
+    """NHWC weights when ``channels_last`` (in place; returns the same module)."""
+    if cfg.channels_last:
+        model.to(memory_format=torch.channels_last)
+    return model
+
+
+def maybe_compile(
+    model: torch.nn.Module, cfg: HardwareConfig, *, varying_shapes: bool = False, backend: str = "inductor"
+) -> torch.nn.Module:
+    """`torch.compile` of ``model`` when ``compile``; it shares the module's parameters and buffers.
+
+    ``varying_shapes`` (translation: every batch has its own (batch, source, target) sizes):
+    compile with symbolic sizes from the first call, so a run builds one graph (plus one per size
+    0/1 specialization) instead of up to four (a static graph, then one per axis seen to change);
+    images keep static shapes. ``fallback_random`` (default true): random ops (dropout, the noise
+    of ``bn_noisy``) keep torch's own generator under inductor, so a compiled run draws the same
+    stream as an eager one and the diagnostics, which rewind that generator to the step, see the
+    step's draws; false lets inductor fuse them with its own Philox stream (faster on GPU; a
+    compiled run's noise then differs from eager's, and the probes replay other draws)."""
+    if not cfg.compile:
+        return model
+    import torch._inductor.config
+
+    torch._inductor.config.fallback_random = cfg.fallback_random
+    return torch.compile(model, backend=backend, dynamic=True if varying_shapes else None)
+
+
+def describe(device: torch.device, cfg: HardwareConfig) -> dict[str, Any]:
+    """Device, precision, layout options and versions, for the logged config and the summary."""
+    info: dict[str, Any] = {
+        "device": str(device),
+        "precision": cfg.precision,
+        "channels_last": cfg.channels_last,
+        "compile": cfg.compile,
+        "num_threads": torch.get_num_threads(),
+        "torch": str(torch.__version__),
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+    }
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    return info

@@ -1,0 +1,1 @@
+"""Resuming a run: checkpoints (`checkpoint`), their verified files (`files`) and the random streams (`seeds`)."""

@@ -1,0 +1,331 @@
+"""Where metrics go: local files in the run directory, and Weights & Biases.
+
+Local: ``metrics.jsonl`` (one JSON object a line: ``step``, ``epoch`` and every metric as logged),
+``config.yaml`` (the resolved config) and ``summary.json`` (final metrics, status, wall time,
+git commit and tree (`run_provenance`), the preset's rules hash, versions, device), each written
+atomically. W&B: `normbench.sinks.wandb_run.WandbSink`
+(which imports this module, never the other way round), finished in a ``finally`` so that each
+job of a multirun in one process is its own W&B run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from normbench.base.output import atomic_write_text, warn
+from normbench.rules import rules_hash
+from normbench.run.records.segments import RecordsWatch
+
+
+@dataclass
+class Histogram:
+    """A histogram metric: ``counts[i]`` values fell in [edges[i], edges[i+1]).
+
+    W&B logs it as ``wandb.Histogram``; ``metrics.jsonl`` leaves it out (log its summary numbers
+    beside it).
+    """
+
+    counts: list[float]
+    edges: list[float]
+
+
+def _jsonable(v: Any) -> Any:
+    if hasattr(v, "item"):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)  # "nan" / "inf": JSON has no literal for them
+    return v
+
+
+GIT_TIMEOUT_S = 10.0
+"""Seconds each git call may take; a slower (or missing) git records no tree, it never fails a run."""
+
+
+def checkout_root() -> Path | None:
+    """The git checkout this package runs from (None when installed from a wheel: a repository
+    that merely encloses ``site-packages`` is not normbench's tree)."""
+    root = Path(__file__).resolve().parents[2]
+    return root if (root / ".git").exists() else None
+
+
+def _top(path: Path | None) -> Path | None:
+    if path is None:
+        return checkout_root()
+    path = Path(path).resolve()
+    return next((p for p in (path, *path.parents) if (p / ".git").exists()), None)
+
+
+def _git(top: Path, *args: str) -> bytes | None:
+    """``git args`` in ``top`` (its stdout), None when git is missing, slow or fails. No optional
+    locks: a run's ``git status`` never takes ``index.lock`` from a commit made meanwhile."""
+    try:
+        return subprocess.run(
+            ["git", "--no-optional-locks", *args], cwd=top, capture_output=True, timeout=GIT_TIMEOUT_S, check=True
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _status(top: Path) -> tuple[str, list[str], list[str]] | None:
+    """(HEAD's sha, tracked files changed against HEAD, untracked files git does not ignore), all
+    from one ``git status``; paths relative to ``top``. None: no git, no repository, no commit."""
+    out = _git(top, "status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
+    if out is None:
+        return None
+    sha, tracked, untracked = None, [], []
+    fields = iter(out.decode("utf-8", "surrogateescape").split("\0"))
+    for entry in fields:
+        kind = entry[:1]
+        if entry.startswith("# branch.oid "):
+            sha = entry.removeprefix("# branch.oid ")
+        elif kind == "?":
+            untracked.append(entry[2:])
+        elif kind in ("1", "u"):  # changed; unmerged
+            tracked.append(entry.split(" ", 8 if kind == "1" else 10)[-1])
+        elif kind == "2":  # renamed or copied: the new path, then (its own field) the old one
+            tracked += [entry.split(" ", 9)[-1], next(fields, "")]
+    if not sha or sha == "(initial)":
+        return None
+    return sha, sorted(set(tracked) - {""}), sorted(untracked)
+
+
+def _diff_hash(top: Path, untracked: list[str]) -> str | None:
+    """SHA-256 of ``git diff HEAD --binary`` (staged and unstaged changes) and of each untracked
+    file's path and bytes (a link: its target). None when git cannot give the diff."""
+    diff = _git(top, "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff", "--no-renames")
+    if diff is None:
+        return None
+    h = hashlib.sha256(diff)
+    for name in untracked:
+        h.update(b"\0untracked\0" + name.encode("utf-8", "surrogateescape") + b"\0")
+        path = top / name
+        try:
+            if path.is_symlink():
+                h.update(b"link\0" + os.fsencode(os.readlink(path)))
+            else:
+                with open(path, "rb") as f:
+                    for chunk in iter(lambda: f.read(1 << 20), b""):
+                        h.update(chunk)
+        except OSError:  # gone since ``git status``, or a folder (a nested repository)
+            h.update(b"unreadable\0")
+    return h.hexdigest()
+
+
+def git_state(path: Path | None = None) -> dict[str, Any] | None:
+    """The tree a run is made from: ``{"commit": sha, "dirty_files": [...], "diff_hash": ...}``.
+
+    ``dirty_files``: the files changed against HEAD (staged or not) and the untracked files git
+    does not ignore, relative to the checkout's top folder; ``diff_hash``: SHA-256 (hex) of
+    ``git diff HEAD --binary`` and of each untracked file's path and bytes (`_diff_hash`); ``[]`` and
+    None for a clean tree. One git call for a clean tree, two for a dirty one. None outside a git
+    checkout (``path``: a folder in it; default: the checkout of this package, if any), without
+    git, or when git does not answer within `GIT_TIMEOUT_S`."""
+    top = _top(path)
+    status = _status(top) if top is not None else None
+    if status is None or top is None:
+        return None
+    sha, tracked, untracked = status
+    files = sorted(set(tracked) | set(untracked))
+    return {"commit": sha, "dirty_files": files, "diff_hash": _diff_hash(top, untracked) if files else None}
+
+
+def commit_label(state: Mapping[str, Any] | None) -> str | None:
+    """``sha``, or ``sha+dirty`` when the tree had changed or untracked files (`git_state`)."""
+    if not state:
+        return None
+    return str(state["commit"]) + ("+dirty" if state.get("dirty_files") else "")
+
+
+def hydra_preset() -> str | None:
+    """Hydra's ``experiment`` choice of the running job (None outside Hydra, or with no preset)."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return None
+    preset = HydraConfig.get().runtime.choices.get("experiment")
+    return str(preset) if preset else None
+
+
+def run_provenance() -> dict[str, Any]:
+    """What a run's summary records of where it came from: ``git_commit`` (`commit_label`), ``git``
+    (`git_state`) and ``rules``: the preset (`hydra_preset`) and the hash of its rules
+    (`normbench.rules.rules_hash`; None for a preset without a rules file)."""
+    git = git_state()
+    preset = hydra_preset()
+    return {"git_commit": commit_label(git), "git": git, "rules": {"preset": preset, "hash": rules_hash(preset)}}
+
+
+class LocalSink:
+    """``metrics.jsonl`` appended line by line; ``config.yaml`` and ``summary.json`` atomically.
+
+    ``metrics.jsonl`` is only ever appended to, or cut back to ``resume_offset``: its byte length
+    at the checkpoint a run resumes from (what was written after it, steps that will be trained
+    again or a half-written line, goes). A resume from a checkpoint that knows no offset (every
+    segment so far ran with ``logger.local=false``) appends to whatever is there; nothing a
+    segment logged is ever rewritten from scratch.
+
+    A resume checks what it continues (`check_resumed_metrics`): a file shorter than the
+    checkpoint's offset (rows lost) or whose first ``resume_offset`` bytes are not those the run
+    wrote (``resume_sha256``: garbage, an edit) is a `ConfigError` naming the file, before
+    anything is written; a file moved aside is started anew with a warning. A ``config.yaml``
+    edited by hand is kept beside the run's as ``config.yaml.edited-<n>``, with a warning."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        config: Mapping[str, Any],
+        config_yaml: str,
+        resume_offset: int | None = None,
+        resume_sha256: str | None = None,
+    ) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / "metrics.jsonl"
+        if resume_offset is not None:
+            check_resumed_metrics(self.path, resume_offset, resume_sha256)
+            keep_edited_config(run_dir / "config.yaml", config)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "config.yaml", config_yaml)
+        self._metrics = open(self.path, "ab", buffering=0)  # noqa: SIM115  (open for the run; unbuffered)
+        if resume_offset is not None and resume_offset < self._metrics.tell():
+            self._metrics.truncate(resume_offset)
+            self._metrics.seek(resume_offset)
+        self._sha256 = hashlib.sha256(self.path.read_bytes()[: self._metrics.tell()])
+        self.watch = RecordsWatch(run_dir)  # before every write: still the run's folder and file
+        self.watch.add(self.path)
+
+    def digest(self) -> str:
+        """SHA-256 of ``metrics.jsonl`` as written so far (a checkpoint records it with the offset)."""
+        return self._sha256.hexdigest()
+
+    def offset(self) -> int:
+        """Bytes of ``metrics.jsonl`` written so far (every row is written through at once)."""
+        return self._metrics.tell()
+
+    def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
+        """One JSON line. A write that fails (a full disk) takes its partial line back out, so that
+        the file stays whole, and raises the ``OSError`` naming the file."""
+        row = {"step": step, "epoch": epoch}
+        row.update({k: _jsonable(v) for k, v in metrics.items() if not isinstance(v, Histogram)})
+        data = memoryview((json.dumps(row) + "\n").encode())
+        self.watch.check()
+        start = self._metrics.tell()
+        try:
+            rest = data
+            while rest:
+                rest = rest[self._metrics.write(rest) :]
+            self._sha256.update(data)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                self._metrics.truncate(start)
+                self._metrics.seek(start)
+            e.filename = e.filename or str(self.path)
+            raise
+
+    def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
+        self._metrics.close()
+        self.watch.check(self.run_dir)  # a replaced metrics.jsonl: the folder is the run's, the summary says so
+        text = json.dumps({k: _jsonable(v) for k, v in summary.items()}, indent=2, default=str)
+        atomic_write_text(self.run_dir / "summary.json", text + "\n")
+
+
+def check_resumed_metrics(path: Path, offset: int, sha256: str | None) -> None:
+    """The ``metrics.jsonl`` a resume continues holds the ``offset`` bytes the run had written at
+    its checkpoint, unchanged (``sha256``, when the checkpoint recorded it); else a `ConfigError`
+    naming the file. A file that is not there (moved aside) is started anew, with a warning."""
+    from normbench.base.errors import ConfigError
+
+    if not path.exists():
+        if offset > 0:
+            warn(
+                f"{path} is not there; the resumed run starts a new one (the rows before its checkpoint are not in it)"
+            )
+        return
+    size = path.stat().st_size
+    remedy = f"move it aside (e.g. to {path.name}.damaged) to resume with a new {path.name} from the checkpoint"
+    if size < offset:
+        raise ConfigError(
+            f"{path} holds {size} bytes but held {offset} at the checkpoint: rows were lost after it; {remedy}"
+        )
+    if sha256 is not None:
+        with open(path, "rb") as f:
+            prefix = f.read(offset)
+        if hashlib.sha256(prefix).hexdigest() != sha256:
+            raise ConfigError(
+                f"{path}: its first {offset} bytes are not the rows the run wrote up to its checkpoint (damaged or "
+                f"edited); {remedy}"
+            )
+
+
+def keep_edited_config(path: Path, config: Mapping[str, Any]) -> Path | None:
+    """A ``config.yaml`` that differs from the run's ``config`` (an edit by hand: the resumed run
+    trains with the checkpoint's config whatever the file says) is kept as
+    ``config.yaml.edited-<n>`` with a warning; returns where, or None when it was the run's."""
+    import yaml
+
+    from normbench.run.resume.checkpoint import config_difference
+
+    try:
+        saved = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, yaml.YAMLError):
+        saved = None
+    diff = config_difference(saved, config) if isinstance(saved, Mapping) else "it does not parse"
+    if diff is None:
+        return None
+    n = 1
+    while path.with_name(f"{path.name}.edited-{n}").exists():
+        n += 1
+    kept = path.with_name(f"{path.name}.edited-{n}")
+    os.replace(path, kept)
+    warn(f"{path} differs from the run's config ({diff}); the run goes on with its own; the edit is kept as {kept}")
+    return kept
+
+
+class MetricLogger:
+    """Fans each ``log(step, epoch, metrics)`` out to the sinks that are on.
+
+    A sink that fails while logging reports its error once and is dropped for the rest of the run
+    (the others, the local files above all, go on)."""
+
+    def __init__(self, sinks: list[Any]) -> None:
+        self.sinks = sinks
+        self._dropped: list[Any] = []
+
+    def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
+        for sink in list(self.sinks):
+            try:
+                sink.log(step, epoch, metrics)
+            except Exception as e:
+                if isinstance(sink, LocalSink):
+                    raise
+                self.sinks.remove(sink)
+                self._dropped.append(sink)
+                warn(
+                    f"{type(sink).__name__} failed at step {step} "
+                    f"({type(e).__name__}: {e}); it is switched off for the rest of the run"
+                )
+
+    def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
+        """Every sink's end of the run; ``exit_code``: the process's (W&B records it: 128 + signal
+        for an interrupted run)."""
+        errors = []
+        for sink in self.sinks:
+            try:
+                sink.finish(summary, exit_code=exit_code)
+            except Exception as e:  # a failing sink must not hide the others' results
+                errors.append(e)
+        for sink in self._dropped:
+            with contextlib.suppress(Exception):
+                sink.finish(summary, exit_code=exit_code)
+        if errors:
+            raise errors[0]

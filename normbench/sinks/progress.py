@@ -1,0 +1,73 @@
+"""How a run shows its progress within an epoch: a tqdm bar on a terminal, plain lines elsewhere.
+
+``logger.progress``: ``bar`` (tqdm on stderr, redrawn in place), ``lines`` (`LineProgress`: one
+plain line at the end of each epoch, and one every ``logger.progress_every_s`` seconds within a
+long epoch, on stdout and in the job's log file), or ``auto`` (the bar when stderr is a terminal,
+lines otherwise: a SLURM job, ``nohup``, CI). ``logger.progress_bar=false`` shows neither. Both
+show the same numbers: the epoch's running train metrics and the throughput (`set_postfix`).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from normbench.base.output import info
+
+PROGRESS_MODES = ("auto", "bar", "lines")
+
+
+class LineProgress:
+    """The interface of the tqdm bar the runner uses (``update``, ``set_postfix``, ``close``),
+    written as plain lines: one every ``every_s`` seconds (if the epoch lasts that long) and one
+    when the epoch ends."""
+
+    def __init__(self, epoch: int, epochs: int, steps: int, every_s: float) -> None:
+        self.desc = f"epoch {epoch + 1}/{epochs}"
+        self.total, self.n, self.every_s = steps, 0, every_s
+        self.postfix: dict[str, Any] = {}
+        self.t0 = self.last = time.monotonic()
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        now = time.monotonic()
+        if now - self.last >= self.every_s and self.n < self.total:
+            self.last = now
+            self._line(now)
+
+    def set_postfix(self, postfix: dict[str, Any], refresh: bool = False) -> None:
+        self.postfix = dict(postfix)
+
+    def close(self) -> None:
+        self._line(time.monotonic(), done=True)
+
+    def _line(self, now: float, done: bool = False) -> None:
+        elapsed = now - self.t0
+        numbers = " ".join(f"{k}={v}" for k, v in self.postfix.items())
+        where = f"{self.n}/{self.total} steps" if not done else f"done, {self.n} steps"
+        eta = ""
+        if not done and self.n:
+            eta = f", ~{fmt_seconds(elapsed / self.n * (self.total - self.n))} left"
+        info(f"[normbench] {self.desc}: {where} in {fmt_seconds(elapsed)}{eta}" + (f": {numbers}" if numbers else ""))
+
+
+def fmt_seconds(s: float) -> str:
+    """``42s``, ``3m05s``, ``2h07m``."""
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def progress_display(mode: str, epoch: int, epochs: int, steps: int, every_s: float) -> Any:
+    """The bar or the lines for one epoch of ``steps`` steps (``mode``: `PROGRESS_MODES`)."""
+    if mode == "auto":
+        mode = "bar" if sys.stderr.isatty() else "lines"
+    if mode == "lines":
+        return LineProgress(epoch, epochs, steps, every_s)
+    from tqdm import tqdm
+
+    return tqdm(total=steps, desc=f"epoch {epoch + 1}/{epochs}", leave=False, file=sys.stderr, dynamic_ncols=True)
