@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,17 +25,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "normbench"
 MAX_FILE_LINES = 400
 MAX_RUNNER_FUNCTION_LINES = 60
 RUNNER = ("run/loop/train.py", "run/loop/state.py")
-BOUNDARY = (
-    "normbench.cli.main",  # the Hydra entry point
-    "normbench.cli.help",  # the --help resolver
-    "normbench.cli.callbacks",  # Hydra callbacks (sweep summary, data roots)
-    "normbench.cli.sweep",  # the sweep's lock, plan and summary, read from Hydra's config
-    "normbench.data.roots",  # the data-root resolver and the sweep's check, on Hydra's config
-    "normbench.cli.overrides",  # the command line checked against conf/ (Hydra's compose)
-    "normbench.config",  # the schemas and `parse`: DictConfig in, RunConfig out
-    "normbench.run.loop.train",  # `run` only (see test_only_run_takes_the_composed_config)
+ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
+HYDRA_NAMES = frozenset(
+    {"DictConfig", "ListConfig", "OmegaConf", "OmegaConfBaseException", "HydraConfig", "ConfigStore"}
 )
-"""The modules that face Hydra: the only ones that may name ``DictConfig``."""
+"""Names that mean a module reads Hydra's config (``omegaconf``'s ``MISSING`` sentinel aside)."""
+
+
+def boundary_table(text: str) -> tuple[str, ...]:
+    """The modules in ARCHITECTURE.md's table "module that faces Hydra" (its first column)."""
+    lines = text.split("| module that faces Hydra |", 1)[1].splitlines()[2:]
+    rows = itertools.takewhile(lambda line: line.startswith("|"), lines)
+    return tuple(row.split("|")[1].strip().strip("`") for row in rows)
+
+
+BOUNDARY = boundary_table(ARCHITECTURE.read_text())
+"""The modules that face Hydra (ARCHITECTURE.md's one list): the only ones that may name ``DictConfig``."""
 
 
 def module_name(path: Path) -> str:
@@ -220,3 +226,22 @@ def test_no_room_takes_the_whole_config() -> None:
 def test_the_boundary_checks_see_what_they_forbid() -> None:
     assert "DictConfig" in names_in("normbench.run.loop.train")  # the reader sees an annotation and an import
     assert parameters_naming("normbench.run.loop.train", "RunConfig")  # and the runner's own phases
+
+
+def faces_hydra(module: str) -> bool:
+    return bool(HYDRA_NAMES & names_in(module))
+
+
+def test_the_boundary_table_is_read() -> None:
+    table = "| module that faces Hydra | why |\n|---|---|\n| `normbench.a` | x |\n| `normbench.b` | y |\n\nafter"
+    assert boundary_table(table) == ("normbench.a", "normbench.b")
+    assert "normbench.config" in BOUNDARY and all(m in MODULES for m in BOUNDARY), BOUNDARY
+
+
+def test_only_the_boundary_faces_hydra() -> None:
+    """ARCHITECTURE.md's boundary table and the code agree both ways: a module that names
+    ``OmegaConf``, ``DictConfig`` or ``HydraConfig`` is in the table, and each module in it does."""
+    outside = [m for m in below_the_boundary() if faces_hydra(m)]
+    assert not outside, f"modules that face Hydra but are not in ARCHITECTURE.md's boundary table: {outside}"
+    stale = [m for m in BOUNDARY if not faces_hydra(m)]
+    assert not stale, f"modules in ARCHITECTURE.md's boundary table that no longer face Hydra: {stale}"

@@ -202,6 +202,6 @@ def test_the_run_dir_callback_comes_from_the_config_not_the_command_line(tmp_pat
     )
     assert code == 0, stderr
     hydra = yaml.safe_load((out / ".hydra" / "hydra.yaml").read_text())["hydra"]
-    assert hydra["callbacks"]["normbench_run_dir"] == {"_target_": "normbench.run.records.rundir.RunDirCallback"}
+    assert hydra["callbacks"]["normbench_run_dir"] == {"_target_": "normbench.cli.callbacks.RunDirCallback"}
     assert not [o for o in hydra["overrides"]["hydra"] if "callbacks" in o]  # not a command-line override
     assert not (out / LOCK_NAME).exists()  # taken and released

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
+from normbench.base.hydra_job import HydraJob, swept_keys
 from normbench.sinks.files import Histogram
 from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.wandb_layout import is_epoch_row, layout, metric_definition
-from normbench.sinks.wandb_run import HydraJob, WandbSink, run_identity, sweep_run_name, swept_keys
+from normbench.sinks.wandb_run import WandbSink, run_identity, sweep_run_name
 from tests.conftest import TINY_RUN, run_cli
 
 SECTIONS = {"train", "val", "test", "perf", "lr", "epoch", "global_step", "ics", "landscape", "predictiveness"}

@@ -1,6 +1,11 @@
-"""Hydra callbacks of a sweep: before it starts, every job's data root and the sweep directory
-(its lock, an earlier sweep there: `normbench.cli.sweep.open_sweep`); at its end, the sweep summary
-(`normbench.cli.sweep.close_sweep`; after Ctrl-C or a crash, ``normbench.cli.main`` closes it instead)."""
+"""Hydra callbacks (``conf/config.yaml``'s ``hydra.callbacks``), which read Hydra's config and hand
+plain values to the rooms below.
+
+- `SweepCallback`: before a sweep starts, every job's data root and the sweep directory (its lock, an
+  earlier sweep there: `normbench.cli.sweep.open_sweep`); at its end, the sweep summary
+  (`normbench.cli.sweep.close_sweep`; after Ctrl-C or a crash, ``normbench.cli.main`` closes it instead).
+- `RunDirCallback`: before a single run's directory is made, its snapshot and lock
+  (`normbench.run.records.rundir.take_run_dir`); at its end, the lock's release."""
 
 from __future__ import annotations
 
@@ -8,13 +13,14 @@ import os
 import sys
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from normbench.base.errors import ConfigError
 from normbench.base.output import LOG, use_console
 from normbench.cli import sweep
 from normbench.data.roots import check_sweep_data_roots
 from normbench.run.loop.policy import one_line
+from normbench.run.records.rundir import release, take_run_dir
 
 try:
     from hydra.experimental.callback import Callback
@@ -42,3 +48,16 @@ class SweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         use_console()  # the last job's log file (jobs run in this process) is not the sweep's
         sweep.close_sweep()
+
+
+class RunDirCallback(Callback):
+    """Hydra callback of a single run: before its directory is made, the run directory's snapshot
+    and lock (`normbench.run.records.rundir.take_run_dir`); at its end, the lock's release."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        run_dir = str(OmegaConf.select(config, "hydra.run.dir"))  # as Hydra's run_job resolves it
+        resume = bool(OmegaConf.select(config, "resume", default=False))
+        take_run_dir(run_dir, resume, list(OmegaConf.select(config, "hydra.overrides.hydra")))
+
+    def on_run_end(self, config: DictConfig, **kwargs: Any) -> None:
+        release(str(OmegaConf.select(config, "hydra.run.dir")))

@@ -157,7 +157,7 @@ def cli() -> Any:
     """The ``normbench`` command: the command line's overrides are checked against ``conf/``
     first (one line and exit 2 on an unknown choice or key), then Hydra runs `main`. The run
     directory's lock and snapshot are taken by ``conf/config.yaml``'s ``hydra.callbacks``
-    (`normbench.run.records.rundir.RunDirCallback`) before Hydra makes the directory."""
+    (`normbench.cli.callbacks.RunDirCallback`) before Hydra makes the directory."""
     from normbench.cli.overrides import check_overrides
 
     try:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normbench.base.hydra_job import hydra_preset
 from normbench.base.output import atomic_write_text, warn
 from normbench.rules import rules_hash
 from normbench.run.records.segments import RecordsWatch
@@ -143,16 +144,6 @@ def commit_label(state: Mapping[str, Any] | None) -> str | None:
     if not state:
         return None
     return str(state["commit"]) + ("+dirty" if state.get("dirty_files") else "")
-
-
-def hydra_preset() -> str | None:
-    """Hydra's ``experiment`` choice of the running job (None outside Hydra, or with no preset)."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized():
-        return None
-    preset = HydraConfig.get().runtime.choices.get("experiment")
-    return str(preset) if preset else None
 
 
 def run_provenance() -> dict[str, Any]:

@@ -28,10 +28,11 @@ import os
 import secrets
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from normbench.base.hydra_job import HydraJob, current_hydra_job
 from normbench.base.output import warn
 from normbench.sinks.files import Histogram, _jsonable
 from normbench.sinks.logger_config import LoggerConfig
@@ -44,19 +45,6 @@ def new_run_id() -> str:
     """An 8-character W&B run id (lower-case letters and digits), not from the seeded RNGs."""
     alphabet = string.ascii_lowercase + string.digits
     return "".join(secrets.choice(alphabet) for _ in range(8))
-
-
-def swept_keys(task_overrides: list[str], sweeper_params: Mapping[str, Any] | None = None) -> list[str]:
-    """The keys (Hydra key elements, e.g. ``norm``, ``+x``, ``group@pkg``) that take more than one
-    value in a sweep: the preset's ``hydra.sweeper.params`` first, then the command line's
-    overrides, a later override of a key replacing an earlier one (as Hydra's BasicSweeper does)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    lines = [f"{k}={v}" for k, v in (sweeper_params or {}).items()] + list(task_overrides)
-    last: dict[str, bool] = {}
-    for override in OverridesParser.create().parse_overrides(lines):
-        last[override.get_key_element()] = override.is_sweep_override()
-    return [key for key, swept in last.items() if swept]
 
 
 def _short_key(key_element: str) -> str:
@@ -74,60 +62,6 @@ def sweep_run_name(job_overrides: list[str], swept: list[str]) -> str | None:
         if o.get_key_element() in swept
     ]
     return ",".join(parts) or None
-
-
-@dataclass
-class HydraJob:
-    """What Hydra knows about the running job (`current_hydra_job`)."""
-
-    choices: dict[str, str] = field(default_factory=dict)
-    overrides: list[str] = field(default_factory=list)
-    multirun: bool = False
-    sweep_dir: str | None = None
-    job_num: int | None = None
-    swept: list[str] = field(default_factory=list)
-
-
-def _container(node: Any) -> Any:
-    from omegaconf import OmegaConf
-
-    return OmegaConf.to_container(node, resolve=False) if node is not None else None
-
-
-def _user_group(group: str) -> bool:
-    """The config groups a user picks: not ``schema/…`` (typing), not Hydra's own but its launcher
-    and sweeper."""
-    return not group.startswith(("schema", "hydra/")) or group in ("hydra/launcher", "hydra/sweeper")
-
-
-def current_hydra_job() -> HydraJob | None:
-    """The running Hydra job, or None outside Hydra (e.g. ``train.run(cfg, run_dir)`` in a test)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-    from omegaconf import OmegaConf
-
-    if not HydraConfig.initialized():
-        return None
-    hc = HydraConfig.get()
-    job = HydraJob(
-        choices={k: v for k, v in _container(hc.runtime.choices).items() if v is not None and _user_group(k)},
-        overrides=list(hc.overrides.task),
-        multirun=hc.mode == RunMode.MULTIRUN,
-    )
-    if not job.multirun:
-        return job
-    job.sweep_dir, job.job_num = str(hc.sweep.dir), hc.job.get("num")
-    raw, params = [], _container(hc.sweeper.get("params"))
-    saved = Path(job.sweep_dir) / "multirun.yaml"  # written by the sweeper before the first job
-    if saved.is_file():
-        sweep_cfg = OmegaConf.load(saved)
-        raw = _container(OmegaConf.select(sweep_cfg, "hydra.overrides.task")) or []
-        params = _container(OmegaConf.select(sweep_cfg, "hydra.sweeper.params")) or params
-    try:
-        job.swept = swept_keys(raw, params)
-    except Exception:  # an override this Hydra cannot parse: name the run by all its overrides
-        job.swept = [o.split("=", 1)[0] for o in job.overrides]
-    return job
 
 
 def _schema_default(name: str) -> Any:

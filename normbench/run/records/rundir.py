@@ -9,10 +9,11 @@
   created (Hydra's ``.hydra/`` and log file, a run directory it made, the parents it made)
   and leaves everything that was there before, even when that is the current directory.
 
-Both start in `RunDirCallback.on_run_start`, a Hydra callback that runs before Hydra creates the
-run directory or writes anything into it (declared in ``conf/config.yaml``'s ``hydra.callbacks``);
-it also refuses ``resume=true`` when the run directory does not exist. What else a directory holds
-(Hydra's files of the accepted run, records set aside, temporary files): `normbench.run.records.segments`.
+Both start in `take_run_dir`, called by a Hydra callback (`normbench.cli.callbacks.RunDirCallback`)
+that runs before Hydra creates the run directory or writes anything into it (declared in
+``conf/config.yaml``'s ``hydra.callbacks``); it also refuses ``resume=true`` when the run directory
+does not exist. What else a directory holds (Hydra's files of the accepted run, records set aside,
+temporary files): `normbench.run.records.segments`.
 """
 
 from __future__ import annotations
@@ -26,9 +27,6 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from hydra.experimental.callback import Callback
 
 from normbench.base.errors import ConfigError
 from normbench.base.output import atomic_write_bytes, error_line
@@ -347,32 +345,22 @@ def resume_without_run_dir(run_dir: Path, hydra_overrides: list[str]) -> str:
     return f"resume=true but hydra.run.dir={run_dir} does not exist; pass the folder of the run to continue"
 
 
-class RunDirCallback(Callback):
-    """Hydra callback: before a single run's directory is made, remember what exists and take
-    the lock, so that a refused second writer leaves no trace (not even Hydra's ``.hydra/``)."""
-
-    def on_run_start(self, config: Any, **kwargs: Any) -> None:
-        from omegaconf import OmegaConf
-
-        run_dir = _key(str(OmegaConf.select(config, "hydra.run.dir")))  # as Hydra's run_job resolves it
-        snap: Snapshot | None = None
-        try:
-            snap = take_snapshot(run_dir)  # before the lock file (and maybe the folder) is made
-            if OmegaConf.select(config, "resume", default=False) and not snap.existed:
-                raise RunDirError(
-                    resume_without_run_dir(run_dir, list(OmegaConf.select(config, "hydra.overrides.hydra")))
-                )
-            hold(run_dir)  # fails before anything is made when another run holds it
-        except RunDirError as e:
-            if snap is not None:  # the parents that a failed mkdir made (a name too long fails after them)
-                snap.discard_new()
-            if os.environ.get("HYDRA_FULL_ERROR") == "1":
-                raise
-            fail(str(e))
-        if snap is not None:
-            _snapshots.setdefault(run_dir, snap)
-
-    def on_run_end(self, config: Any, **kwargs: Any) -> None:
-        from omegaconf import OmegaConf
-
-        release(str(OmegaConf.select(config, "hydra.run.dir")))
+def take_run_dir(run_dir: str | Path, resume: bool, hydra_overrides: list[str]) -> None:
+    """Before a single run's directory is made (`normbench.cli.callbacks.RunDirCallback`, with the
+    values Hydra resolved): remember what exists and take the lock, so that a refused second writer
+    leaves no trace (not even Hydra's ``.hydra/``); refuse ``resume=true`` without the directory."""
+    key = _key(run_dir)
+    snap: Snapshot | None = None
+    try:
+        snap = take_snapshot(key)  # before the lock file (and maybe the folder) is made
+        if resume and not snap.existed:
+            raise RunDirError(resume_without_run_dir(key, hydra_overrides))
+        hold(key)  # fails before anything is made when another run holds it
+    except RunDirError as e:
+        if snap is not None:  # the parents that a failed mkdir made (a name too long fails after them)
+            snap.discard_new()
+        if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            raise
+        fail(str(e))
+    if snap is not None:
+        _snapshots.setdefault(key, snap)

@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 
 from normbench.base.errors import RecordsVanished
+from normbench.base.hydra_job import hydra_output_subdir
 from normbench.base.output import atomic_write_bytes
 
 TRAINED_DIR = "trained"
@@ -37,11 +38,8 @@ _TMP = re.compile(r"^\..+\.tmp$")
 def hydra_dir(run_dir: Path) -> Path | None:
     """``<run_dir>/<hydra.output_subdir>`` (``.hydra``) of the running Hydra job; None outside
     Hydra or when Hydra writes no such folder."""
-    from hydra.core.hydra_config import HydraConfig
-
-    if not HydraConfig.initialized() or HydraConfig.get().output_subdir is None:
-        return None
-    return run_dir / str(HydraConfig.get().output_subdir)
+    subdir = hydra_output_subdir()
+    return None if subdir is None else run_dir / subdir
 
 
 def keep_trained_records(run_dir: Path) -> None:
