@@ -51,6 +51,7 @@ from normbench.analysis.stats import (
     equivalence_verdict,
     holm,
     summarize_arm,
+    two_sided_verdict,
 )
 from normbench.base.errors import ConfigError
 from normbench.rules import variant
@@ -127,15 +128,15 @@ def judge_rows(preset: str, rows: Sequence[Row], pilot: bool = False) -> list[Cl
     pairs = [(_measure_claim(rule, rows, rules, preset), rule) for rule in rules.claims]
     family = [(claim, rule) for claim, rule in pairs if claim.comparison is not None]
     _holm_verdicts(family, rules.alpha)
-    failed = [c.id for c, rule in zip(checks, rules.checks, strict=True)
+    failed = [(c.id, rule.cell) for c, rule in zip(checks, rules.checks, strict=True)
               if judged_here(rule.variants, preset) and c.verdict != PASSED]  # fmt: skip
-    if failed:
-        for claim, rule in pairs:
-            if _judged_at_this_scale(rule, preset):
-                claim.verdict = NOT_JUDGED
-                claim.note = f"not judged: setup check failed ({', '.join(failed)})" + (
-                    f"; {claim.note}" if claim.note else ""
-                )
+    for claim, rule in pairs:
+        gating = [cid for cid, cell in failed if cell in ("", rule.cell)]  # a check of one cell gates that cell
+        if gating and _judged_at_this_scale(rule, preset):
+            claim.verdict = NOT_JUDGED
+            claim.note = f"not judged: setup check failed ({', '.join(gating)})" + (
+                f"; {claim.note}" if claim.note else ""
+            )
     return [claim for claim, _ in pairs] + checks
 
 
@@ -212,23 +213,30 @@ def _measure_claim(rule: ClaimRule, rows: Sequence[Row], rules: Rules, preset: s
 
 
 def _holm_verdicts(family: Sequence[tuple[Claim, ClaimRule]], alpha: float) -> None:
-    """Holm's step-down over the family's p-values (an equivalence claim: the smaller of TOST's
-    and the difference's), then each claim's verdict from its adjusted p."""
-    ps = []
-    for claim, rule in family:
-        c = claim.comparison
-        assert c is not None
-        ps.append(c.p if rule.margin is None else min(c.p_eq, c.p_diff))
-    for (claim, rule), p_adj in zip(family, holm(ps)):
-        claim.p_holm = p_adj
-        c = claim.comparison
-        assert c is not None
-        if rule.relation == "equivalent":
-            eq_first = c.p_eq <= c.p_diff
-            claim.verdict = equivalence_verdict(p_adj if eq_first else 1.0, 1.0 if eq_first else p_adj, alpha)
-        else:
-            claim.verdict = directional_verdict(c.estimate, 1.0 if c.ratio else 0.0, rule.relation == "greater",
-                                                p_adj, alpha)  # fmt: skip
+    """Holm's step-down over each family's p-values (an equivalence claim: the smaller of TOST's
+    and the difference's; a family: the claims of one ``cell``, or all when the rules name none),
+    then each claim's verdict from its adjusted p."""
+    for cell in dict.fromkeys(rule.cell for _, rule in family):
+        members = [(claim, rule) for claim, rule in family if rule.cell == cell]
+        ps = []
+        for claim, rule in members:
+            c = claim.comparison
+            assert c is not None
+            ps.append(c.p if rule.margin is None else min(c.p_eq, c.p_diff))
+        for (claim, rule), p_adj in zip(members, holm(ps), strict=True):
+            claim.p_holm = p_adj
+            claim.verdict = _verdict(claim, rule, p_adj, alpha)
+
+
+def _verdict(claim: Claim, rule: ClaimRule, p_adj: float, alpha: float) -> str:
+    c = claim.comparison
+    assert c is not None
+    if rule.relation == "equivalent":
+        eq_first = c.p_eq <= c.p_diff
+        return equivalence_verdict(p_adj if eq_first else 1.0, 1.0 if eq_first else p_adj, alpha)
+    if rule.relation == "differs":
+        return two_sided_verdict(p_adj, alpha)
+    return directional_verdict(c.estimate, 1.0 if c.ratio else 0.0, rule.relation == "greater", p_adj, alpha)
 
 
 def row_label(row: Row, rules: Rules, preset: str) -> str:

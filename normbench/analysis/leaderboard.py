@@ -21,8 +21,12 @@ What each row says, over the seeds of that norm (``n`` = finished runs with a fi
   values logged in the last ``tail`` fraction of its steps (its last value when none falls there),
   then the mean over runs.
 
-No ranking by noise: the norm with the highest mean is ``best``; every norm whose interval overlaps
-the best one's is ``tied``; the others are ``below``.
+No ranking by overlapping intervals: a row's verdict is its claim's in the leaderboard's rules
+(``normbench/rules/leaderboard.yaml``: each norm against its cell's reference, two-sided, Holm
+within the cell; `normbench.analysis.leaderboard_verdicts`): ``different`` or ``inconclusive``,
+``reference`` for the reference, ``not judged: …`` where the rules judge nothing (a sweep of no
+preset with rules, a norm the rules do not name, too few seeds, a failed setup check). Rows are
+listed by mean score.
 
 A norm that cannot run in a cell is ``n/a`` with the reason, never dropped. The reason is a
 config-level rule (`refusal`: a decoder norm that mixes time steps; batch statistics at one sample
@@ -71,9 +75,9 @@ THROUGHPUT = {IMAGES: "perf/samples_per_s", TRANSLATION: "perf/tokens_per_s"}
 REFERENCE = {IMAGES: "bn", TRANSLATION: "ln"}
 TRAIN_LOSS = "train/loss"
 
-BEST, TIED, BELOW, NA, NOT_RUN, NO_RESULT = "best", "tied", "below", "n/a", "not run", "no result"
-ONE_SEED = "one seed: no verdict"
-"""The verdict of a row with one finished seed: no interval, so neither best, tied nor below."""
+NA, NOT_RUN, NO_RESULT = "n/a", "not run", "no result"
+NO_RULES = "not judged: no rules"
+"""A scored row's verdict until the leaderboard's rules judge it (`normbench.analysis.leaderboard_verdicts`)."""
 
 
 @dataclass(frozen=True)
@@ -314,24 +318,9 @@ def _missing_row(model: str, dataset: str, norm: str, task: str, metric: str, li
     return row
 
 
-def rank(rows: list[Row]) -> None:
-    """``best`` (highest mean), ``tied`` (interval overlaps the best one's), ``below``, among the
-    rows with an interval (two finished seeds or more); a row of one seed is `ONE_SEED`."""
-    scored = [r for r in rows if r.verdict not in (NA, NOT_RUN) and r.score.n > 0 and math.isfinite(r.score.mean)]
-    for r in [r for r in scored if r.score.n < 2]:
-        r.verdict = ONE_SEED
-    scored = [r for r in scored if r.score.n >= 2]
-    if not scored:
-        return
-    best = max(scored, key=lambda r: r.score.mean)
-    for r in scored:
-        overlaps = r.score.lo <= best.score.hi and best.score.lo <= r.score.hi
-        r.verdict = BEST if r is best else (TIED if overlaps else BELOW)
-
-
 def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
     """One `Row` per (model, data set, norm), cells in order of appearance, rows by mean score
-    (n/a and not-run rows last)."""
+    (n/a and not-run rows last); the scored rows' verdict `NO_RULES` until the rules judge them."""
     if not runs:
         raise ConfigError("no runs to build a leaderboard from")
     all_norms = list(dict.fromkeys([*(swept_norm(r) for r in runs), *registered_norms()]))
@@ -351,12 +340,14 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
         # a norm whose only runs here are refused (a time-mixing decoder) also gets the row it can run as
         ran = {swept_norm(g[0]) for g in by_norm.values() if task == IMAGES or refusal(g[0].config) is None}
         rows += [_missing_row(model, dataset, n, task, metric, members[0]) for n in all_norms if n not in ran]
-        rank(rows)
+        for r in rows:
+            if r.verdict not in (NA, NOT_RUN) and r.score.n > 0:
+                r.verdict = NO_RULES
         ref = next((r for r in rows if r.norm == REFERENCE[task] and math.isfinite(r.throughput)), None)
         for r in rows:
             if ref is not None:
                 r.relative_throughput = r.throughput / ref.throughput
-        order = {BEST: 0, TIED: 1, BELOW: 2, ONE_SEED: 3, NO_RESULT: 4, NA: 5, NOT_RUN: 6}
-        rows.sort(key=lambda r: (order[r.verdict], -r.score.mean if math.isfinite(r.score.mean) else 0.0))
+        order = {NO_RESULT: 1, NA: 2, NOT_RUN: 3}  # scored rows first, by mean score
+        rows.sort(key=lambda r: (order.get(r.verdict, 0), -r.score.mean if math.isfinite(r.score.mean) else 0.0))
         out += rows
     return out

@@ -34,6 +34,7 @@ from normbench.analysis.leaderboard import (
 )
 from normbench.analysis.leaderboard_figure import figure
 from normbench.analysis.leaderboard_setup import what_ran
+from normbench.analysis.leaderboard_verdicts import apply_rules, preset_of, write_judged
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
 from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
@@ -129,9 +130,12 @@ def markdown(rows: Sequence[Row], sources: Sequence[str], runs: Sequence[Run], t
         f"{', '.join(f'`{c}`' for c in commits) or 'unknown'}; sum of the runs' wall times: {wall / 60:.1f} min.",
         "",
         f"Score: mean over the finished seeds and its {CONFIDENCE:.0%} Student-t interval (mean ± t·s/√n, "
-        "n = finished seeds with a value). **best**: highest mean; **tied**: its interval overlaps the best "
-        "one's (no ranking inside the noise); **below**: it does not; **one seed: no verdict**: one finished "
-        "seed has no interval, so it is ranked against nothing. Diverged runs are counted, not averaged. "
+        "n = finished seeds with a value); rows by mean score. Verdict: the row's claim in the leaderboard's "
+        "rules (`normbench/rules/leaderboard.yaml`: each norm against its cell's reference, two-sided Welch "
+        "interval for the difference, Holm within the cell; `claims.md` beside this file): **different** (the "
+        "interval excludes 0, either side), **inconclusive**, **reference**, or **not judged** (too few seeds, "
+        "a failed setup check, no rule for the row, or a sweep of no preset with rules). "
+        "Diverged runs are counted, not averaged. "
         "Throughput: each run's median over epochs, mean over runs, and relative to the reference norm "
         f"(images: {REFERENCE['images']}, translation: {REFERENCE['translation']}). Diagnostics: each run's mean "
         f"over the last {tail:.0%} of its steps, mean over runs. **n/a**: the norm cannot run in this cell "
@@ -240,6 +244,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="with --wandb: every run of this job type (the preset, e.g. leaderboard_cpu: both of its sweeps)",
     )
     p.add_argument("--out", help="output folder (default: <first runs folder>/leaderboard, or ./leaderboard-<group>)")
+    p.add_argument(
+        "--preset",
+        help="the preset whose rules judge the rows (default: the one the runs recorded, e.g. leaderboard_cpu)",
+    )
     p.add_argument("--tail", type=float, default=TAIL, help="end of training: this last fraction of the steps")
     p.add_argument("--log-to-wandb", action="store_true", help="also log the table and figure to W&B")
     return p.parse_args(argv)
@@ -271,7 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_out_dir(out, "the leaderboard")
         check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
+        preset = args.preset or preset_of(runs)
+        claims, table = apply_rules(rows, runs, preset)
         paths, problems = write(rows, out, sources, runs, args.tail)
+        if claims and preset:
+            paths += write_judged(preset, claims, table, out)
         if args.log_to_wandb:
             # reading from W&B: log online beside the runs; local runs: as their sinks do (offline)
             if args.wandb:

@@ -28,7 +28,7 @@ import numpy as np
 
 from normbench.analysis import power as pw
 
-RELATIONS = ("greater", "less", "equivalent")
+RELATIONS = ("greater", "less", "equivalent", "differs")
 CORES = 2
 BUDGET_MIN = 45.0
 
@@ -45,6 +45,8 @@ class ClaimPlanInput:
     effect: float | None = None
     margin: float | None = None
     ratio: bool = False
+    cell: str = ""
+    """The claim's Holm family (`normbench.analysis.rules_schema.ClaimRule.cell`)."""
 
 
 @dataclass(frozen=True)
@@ -174,15 +176,16 @@ def plan_claims(
     n_max: int = pw.N_MAX,
 ) -> list[PlanRow]:
     """Plan every claim of ``rules_like`` from its pilot values ``values_by_claim[id] = (a, b)``,
-    at α/k (k: the number of claims, the family Holm controls). ``seconds_per_run``: one number,
-    or one per claim id."""
+    at α/k (k: the number of claims in its family, the cell Holm controls; all the claims when
+    they name no cell). ``seconds_per_run``: one number, or one per claim id."""
     claims = rules_like.claims
     missing = [c.id for c in claims if c.id not in values_by_claim]
     if missing:
         raise ValueError(f"no pilot values for claim(s) {', '.join(missing)}; valid: {', '.join(values_by_claim)}")
-    alpha = pw.alpha_for_family(rules_like.alpha, max(1, len(claims)))
+    family = {c.cell: sum(1 for d in claims if d.cell == c.cell) for c in claims}
     rows = []
     for claim in claims:
+        alpha = pw.alpha_for_family(rules_like.alpha, family[claim.cell])
         seconds = seconds_per_run[claim.id] if isinstance(seconds_per_run, Mapping) else seconds_per_run
         a, b = values_by_claim[claim.id]
         rows.append(plan_claim(claim, a, b, alpha, rules_like.min_seeds, variant, seconds, budget_min, n_max))

@@ -38,7 +38,7 @@ def plan_input(rules: Rules, ids: Sequence[str]) -> PlanInput:
     by_id = {c.id: c for c in rules.claims}
     claims = tuple(
         ClaimPlanInput(i, by_id[i].relation, by_id[i].test, by_id[i].effect.value if by_id[i].effect else None,
-                       by_id[i].margin, by_id[i].test == "welch_log")
+                       by_id[i].margin, by_id[i].test == "welch_log", by_id[i].cell)
         for i in ids
     )  # fmt: skip
     return PlanInput(claims, rules.alpha, rules.min_seeds)

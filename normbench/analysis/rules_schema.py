@@ -19,7 +19,8 @@ from normbench.analysis.stats import ALPHA, TESTS
 from normbench.base.errors import ConfigError
 from normbench.rules import load_rules_data, rules_hash
 
-RELATIONS = ("greater", "less", "equivalent")
+RELATIONS = ("greater", "less", "equivalent", "differs")
+"""``differs``: two-sided, no side claimed (a leaderboard's norm against its cell's reference)."""
 SCALE_KINDS = ("paper", "reduced", "hardware")
 VARIANTS = ("full", "cpu")
 SHORT_MAX = 40
@@ -27,8 +28,8 @@ SHORT_MAX = 40
 
 TOP_KEYS = ("preset", "min_seeds", "scale", "claims"), ("alpha", "family", "params", "checks", "paper_title", "pilot")
 CLAIM_KEYS = (("id", "figure", "claim", "measure", "a", "b", "relation", "better", "test"),
-              ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only"))  # fmt: skip
-CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "variants")
+              ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only", "cell"))  # fmt: skip
+CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "variants", "cell")
 ARM_KEYS = ("label", "select"), ("measure",)
 SCALE_KEYS = ("kind",), ("note",)
 EFFECT_KEYS = ("value",), ("source", "smallest")
@@ -102,12 +103,16 @@ class ClaimRule:
     planned_n: dict[str, int] = field(default_factory=dict)
     """Seeds per arm the plan asks for, per variant (``normbench-plan``)."""
     full_scale_only: FullScaleOnly | None = None
+    cell: str = ""
+    """The claim's Holm family within the preset (a leaderboard's model and data set); claims
+    without one form one family."""
 
 
 @dataclass(frozen=True)
 class CheckRule:
     """A setup check: passes when every selected run's measure is below ``below`` (or above
-    ``above``: exactly one is set); a failed check leaves every claim of its variants unjudged."""
+    ``above``: exactly one is set); a failed check leaves every claim of its variants unjudged (of
+    its ``cell`` only, when it names one)."""
 
     id: str
     claim: str
@@ -118,6 +123,7 @@ class CheckRule:
     below: float | None = None
     above: float | None = None
     variants: tuple[str, ...] = VARIANTS
+    cell: str = ""
 
 
 @dataclass(frozen=True)
@@ -246,6 +252,7 @@ def _claim(c: Any, where: str) -> ClaimRule:
         planned_n=_planned_n(c["n"], f"{where} n") if "n" in c else {},
         full_scale_only=_full_scale_only(c["full_scale_only"], f"{where} full_scale_only") if "full_scale_only" in c
         else None,
+        cell=_text(c["cell"], where, "cell") if "cell" in c else "",
     )  # fmt: skip
     if rule.relation not in RELATIONS or rule.test not in TESTS or rule.better not in ("higher", "lower"):
         raise ConfigError(f"{where}: relation/test/better {rule.relation!r}/{rule.test!r}/"
@@ -268,7 +275,8 @@ def _check(c: Any, where: str) -> CheckRule:
     bound = {k: _number(c[k], where, k) for k in ("below", "above") if k in c}
     return CheckRule(c["id"], c["claim"], c["figure"], *_measure_spec(c["measure"], f"{where} measure"),
                      _select(c["select"], where), **bound,
-                     variants=_variants(c.get("variants", VARIANTS), where))  # fmt: skip
+                     variants=_variants(c.get("variants", VARIANTS), where),
+                     cell=_text(c["cell"], where, "cell") if "cell" in c else "")  # fmt: skip
 
 
 def _pilot(node: Any, where: str) -> tuple[tuple[int, ...], str]:

@@ -330,6 +330,12 @@ def directional_verdict(estimate: float, null: float, claimed_greater: bool, p_a
     return SUPPORTED if (estimate > null) == claimed_greater else OPPOSITE
 
 
+def two_sided_verdict(p_adjusted: float, alpha: float) -> str:
+    """A claim with no side (relation ``differs``): `DIFFERENT` when the (adjusted) two-sided
+    p-value is below α, whichever side the estimate lies on; `INCONCLUSIVE` otherwise."""
+    return INCONCLUSIVE if math.isnan(p_adjusted) or p_adjusted >= alpha else DIFFERENT
+
+
 def equivalence_verdict(p_eq_adjusted: float, p_diff_adjusted: float, alpha: float) -> str:
     if p_eq_adjusted < alpha:
         return EQUIVALENT

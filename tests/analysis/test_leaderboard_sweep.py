@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.leaderboard import ONE_SEED
+from normbench.analysis.leaderboard import NO_RULES
 from normbench.norms import list_norms
 from normbench.norms.registry import NORMS
 from tests.conftest import REPO, cli_env, run_cli
@@ -83,7 +83,7 @@ def test_sweep_then_leaderboard(tmp_path: Path) -> None:
         last_logged(by_norm["bn"], "bn_stats/first_layer/var_dist")
     )
     assert rows["gn"]["bn_var_dist"] == ""  # GN keeps no running statistics
-    assert {rows[n]["verdict"] for n in by_norm} == {ONE_SEED}  # one seed: no interval, no verdict
+    assert {rows[n]["verdict"] for n in by_norm} == {NO_RULES}  # quickstart has no leaderboard rules
     text = (out / "leaderboard.md").read_text()
     assert "| resnet20 on synthetic_images | batch 32 |" in text and "| 6 steps |" in text
     assert "| pn: warmup_iters 1 |" in text

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from normbench.analysis import figures_cli
-from normbench.analysis.leaderboard import ONE_SEED
+from normbench.analysis.leaderboard import NO_RULES
 from normbench.analysis.leaderboard_report import load_runs
 from normbench.analysis.leaderboard_report import main as leaderboard_main
 from normbench.analysis.runs import load_local_runs
@@ -211,7 +211,7 @@ def test_leaderboard_on_a_read_only_folder_is_one_line(tmp_path) -> None:
 
 @fault(
     "normbench-leaderboard with one seed per norm",
-    "no verdict (no interval to rank by): 'one seed: no verdict', never best / tied / below",
+    "no verdict (no rules judge a sweep of quickstart, and one seed gives no interval): 'not judged', never tied",
     "result",
 )
 def test_one_seed_per_norm_gets_no_verdict(tmp_path, capsys) -> None:
@@ -219,5 +219,5 @@ def test_one_seed_per_norm_gets_no_verdict(tmp_path, capsys) -> None:
     assert leaderboard_main([str(root), "--out", str(tmp_path / "out")]) == 0
     with open(tmp_path / "out" / "leaderboard.csv") as f:
         rows = {r["norm"]: r for r in csv.DictReader(f) if r["n"] not in ("", "0")}
-    assert {n: r["verdict"] for n, r in rows.items()} == {"bn": ONE_SEED, "gn": ONE_SEED}
+    assert {n: r["verdict"] for n, r in rows.items()} == {"bn": NO_RULES, "gn": NO_RULES}
     assert os.path.isfile(tmp_path / "out" / "leaderboard.md")

@@ -1,0 +1,147 @@
+"""The leaderboard under rules (issue 43, item 7): each norm against its cell's reference, two-sided
+(relation ``differs``), Holm within each cell, verdicts in the shared vocabulary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+import normbench.analysis.claims as claims_module
+from normbench.analysis.claims import judge_rows
+from normbench.analysis.rules_schema import load_rules, parse_rules
+from normbench.analysis.stats import DIFFERENT, INCONCLUSIVE, holm
+from normbench.base.errors import ConfigError
+
+SEEDS = (0, 1, 2, 3, 4)
+
+
+def rules_data(claims: list[dict]) -> dict:
+    return {"preset": "toy", "min_seeds": 5, "scale": {"full": {"kind": "paper"}, "cpu": {"kind": "reduced"}},
+            "claims": claims}  # fmt: skip
+
+
+def differs(cid: str, cell: str, norm: str, reference: str) -> dict:
+    return {"id": cid, "figure": "leaderboard", "claim": f"{norm} differs from {reference}", "measure": "final",
+            "a": {"label": norm, "select": {"norm.name": norm, "cell": cell}},
+            "b": {"label": reference, "select": {"norm.name": reference, "cell": cell}},
+            "relation": "differs", "better": "higher", "test": "welch", "cell": cell,
+            "effect": {"value": 0.01, "smallest": "one point of accuracy"}}  # fmt: skip
+
+
+def rows_of(values: dict[tuple[str, str], list[float]], claim_of: dict[tuple[str, str], list[str]]) -> list[dict]:
+    """One per-run row per (cell, norm) and seed: the value in the column of every claim it is an arm of."""
+    rows = []
+    for (cell, norm), vs in values.items():
+        for seed, v in zip(SEEDS, vs, strict=True):
+            row = {"source": f"{cell}/{norm}/{seed}", "seed": seed, "status": "finished", "commit": "c",
+                   "rules_hash": "h", "norm.name": norm, "cell": cell}  # fmt: skip
+            row.update({f"claim:{cid}": v for cid in claim_of[(cell, norm)]})
+            rows.append(row)
+    return rows
+
+
+@pytest.fixture
+def toy(monkeypatch: pytest.MonkeyPatch):
+    """Two cells, images (gn, ln against bn) and text (rms against ln)."""
+    claims = [differs("gn_vs_bn", "images", "gn", "bn"), differs("ln_vs_bn", "images", "ln", "bn"),
+              differs("rms_vs_ln", "text", "rms", "ln")]  # fmt: skip
+    rules = parse_rules(rules_data(claims), "toy_cpu", "h")
+    monkeypatch.setattr(claims_module, "load_rules", lambda preset: rules)
+    claim_of = {("images", "gn"): ["gn_vs_bn"], ("images", "ln"): ["ln_vs_bn"],
+                ("images", "bn"): ["gn_vs_bn", "ln_vs_bn"], ("text", "rms"): ["rms_vs_ln"],
+                ("text", "ln"): ["rms_vs_ln"]}  # fmt: skip
+    return rules, claim_of
+
+
+def test_a_difference_either_way_is_different_and_none_is_inconclusive(toy) -> None:
+    _, claim_of = toy
+    spread = [-0.002, -0.001, 0.0, 0.001, 0.002]
+    values = {("images", "bn"): [0.50 + e for e in spread], ("images", "gn"): [0.45 + e for e in spread],
+              ("images", "ln"): [0.50 + e for e in spread[::-1]], ("text", "ln"): [20 + e for e in spread],
+              ("text", "rms"): [21 + e for e in spread]}  # fmt: skip
+    verdicts = {c.id: c.verdict for c in judge_rows("toy_cpu", rows_of(values, claim_of))}
+    assert verdicts == {"gn_vs_bn": DIFFERENT, "ln_vs_bn": INCONCLUSIVE, "rms_vs_ln": DIFFERENT}
+
+
+def test_holm_runs_within_each_cell(toy) -> None:
+    """rms vs ln alone in its cell keeps its raw p; the images cell's two p-values are adjusted
+    together — not the three of the preset as one family."""
+    _, claim_of = toy
+    rng = np.random.default_rng(0)
+    values = {key: list(base + rng.normal(0, 0.01, 5))
+              for key, base in {("images", "bn"): 0.5, ("images", "gn"): 0.49, ("images", "ln"): 0.5,
+                                ("text", "ln"): 0.5, ("text", "rms"): 0.485}.items()}  # fmt: skip
+    judged = {c.id: c for c in judge_rows("toy_cpu", rows_of(values, claim_of))}
+    p = {cid: sps.ttest_ind(values[(cell, a)], values[(cell, b)], equal_var=False).pvalue
+         for cid, cell, a, b in (("gn_vs_bn", "images", "gn", "bn"), ("ln_vs_bn", "images", "ln", "bn"),
+                                 ("rms_vs_ln", "text", "rms", "ln"))}  # fmt: skip
+    assert judged["rms_vs_ln"].p_holm == pytest.approx(p["rms_vs_ln"])
+    images = holm([p["gn_vs_bn"], p["ln_vs_bn"]])
+    assert [judged["gn_vs_bn"].p_holm, judged["ln_vs_bn"].p_holm] == pytest.approx(images)
+    assert judged["rms_vs_ln"].p_holm != pytest.approx(holm(list(p.values()))[2])
+
+
+def test_a_bad_cell_is_one_line() -> None:
+    bad = differs("x", "images", "gn", "bn") | {"cell": ""}
+    with pytest.raises(ConfigError, match="cell must be a non-empty text"):
+        parse_rules(rules_data([bad]), "toy_cpu", "h")
+
+
+@pytest.mark.parametrize("preset", ["leaderboard", "leaderboard_cpu"])
+def test_the_leaderboard_rules_set_every_norm_against_its_cells_reference(preset: str) -> None:
+    rules = load_rules(preset)
+    assert rules is not None and rules.claims and rules.checks and rules.pilot_seeds
+    for rule in rules.claims:
+        assert rule.relation == "differs" and rule.cell and rule.effect is not None
+        assert rule.b.select["norm.name"] == ("bn" if rule.cell.startswith("images") else "ln"), rule.id
+
+
+def leaderboard_cpu_sweep(root: Path) -> Path:
+    """leaderboard_cpu's images cell as its runs record it (ResNet8: resnet20 at depth 8, the preset in
+    each summary), seeds 0-4: bn 0.50 ± 0.004, gn 0.45 (far below), ln 0.50 (the same), rms 0.52 and
+    one seed only (too few to judge); in no translation run."""
+    import json
+
+    import yaml
+
+    from tests.analysis.test_leaderboard import write_job
+
+    spread = (-0.004, -0.002, 0.0, 0.002, 0.004)
+    job = 0
+    for norm, base, seeds in (("bn", 0.50, SEEDS), ("gn", 0.45, SEEDS), ("ln", 0.50, SEEDS), ("rms", 0.52, (0,))):
+        for seed in seeds:
+            score = base + spread[(seed + (norm == "ln")) % 5]
+            d = write_job(root, str(job), norm=norm, seed=seed, score=score)
+            config = yaml.safe_load((d / "config.yaml").read_text())
+            config["model"]["depth"] = 8
+            (d / "config.yaml").write_text(yaml.safe_dump(config))
+            summary = json.loads((d / "summary.json").read_text())
+            (d / "summary.json").write_text(json.dumps({**summary, "rules": {"preset": "leaderboard_cpu"}}))
+            job += 1
+    return root
+
+
+def test_the_leaderboard_table_takes_its_rules_verdicts(tmp_path: Path) -> None:
+    import csv
+
+    from normbench.analysis.leaderboard_report import main
+
+    out = tmp_path / "out"
+    assert main([str(leaderboard_cpu_sweep(tmp_path / "sweep")), "--out", str(out)]) == 0
+    with open(out / "leaderboard.csv") as f:
+        rows = {r["norm"]: r for r in csv.DictReader(f) if r["n"] not in ("", "0")}
+    verdict = {n: r["verdict"] for n, r in rows.items()}
+    assert verdict == {"bn": "reference", "gn": DIFFERENT, "ln": INCONCLUSIVE, "rms": "not judged"}
+    assert "5 seeds per arm" in rows["rms"]["reason"]
+    with open(out / "claims.csv") as f:
+        claims = {r["id"]: r for r in csv.DictReader(f)}
+    gn = claims["resnet8_gn"]
+    assert gn["verdict"] == DIFFERENT and float(gn["estimate"]) == pytest.approx(-0.05)
+    assert claims["resnet8_bn_trains"]["verdict"] == "passed"  # every bn run above 40 %
+    assert claims["tiny_ln_trains"]["verdict"] == "failed"  # no translation run: the check selects none …
+    assert claims["tiny_rms"]["verdict"] == "not judged"  # … and gates its own cell only
+    assert "setup check failed (tiny_ln_trains)" in claims["tiny_rms"]["measured"]
+    assert (out / "forest.png").is_file() and (out / "per_run.csv").is_file()
