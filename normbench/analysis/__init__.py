@@ -49,10 +49,10 @@ for _name, _fn in {
 }.items():  # the figures with real logic (a rules' figures.draw names them by ``code``)
     register_code(_name, _fn)
 
-FIGURES: dict[str, FigureFn] = {
-    p: partial(draw_preset, p) for p in list_rule_presets() if (r := load_rules(p)) is not None and r.figures
-}
-"""Each preset with figures → its figures (`draw_preset` of its rules; its ``_cpu`` variant draws the same)."""
+FIGURES: dict[str, FigureFn] = {p: partial(draw_preset, p) for p in list_rule_presets()}
+"""Each preset with rules → its figures (`draw_preset`: its rules' ``figures:`` block, parsed when
+drawn, so a bad block is a one-line error of ``normbench-figures``, not of the import; its ``_cpu``
+variant draws the same)."""
 
 
 def figure_keys(preset: str) -> Callable[[Iterable[str]], list[str]]:
@@ -60,7 +60,8 @@ def figure_keys(preset: str) -> Callable[[Iterable[str]], list[str]]:
     rules' ``figures.fetch`` (what `normbench-figures` fetches from W&B)."""
     figure_fn(preset)
     rules = load_rules(preset)
-    assert rules is not None and rules.figures is not None
+    if rules is None or rules.figures is None:
+        raise ConfigError(f"preset {preset!r} has no figures block in its rules")
     pattern = rules.figures.fetch
     return lambda keys: [k for k in keys if pattern.match(k)]
 

@@ -152,11 +152,10 @@ class CodeFigure:
 
 @dataclass(frozen=True)
 class Figures:
+    """A preset's ``figures:`` block: the pattern of the keys to fetch, the figures in their order."""
+
     fetch: re.Pattern[str]
     draw: tuple[FigureSpec | CodeFigure, ...]
-
-    def names(self) -> list[str]:
-        return [d.name if isinstance(d, FigureSpec) else d.code for d in self.draw]
 
 
 def _node(node: Any, where: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Mapping[str, Any]:

@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from normbench.analysis import FIGURES, figure_keys
+from normbench.analysis import figure_keys, figures_cli
 from normbench.analysis.dashboard import build_dashboard
 from normbench.analysis.figure_schema import SERIES, CodeFigure, FigureSpec, parse_figures
 from normbench.analysis.figure_spec import CODE_FIGURES, render
@@ -21,6 +21,7 @@ from normbench.analysis.rules_schema import load_rules, parse_rules
 from normbench.analysis.runs import load_local_runs
 from normbench.base.errors import ConfigError
 from normbench.rules import canonical_hash, list_rule_presets, load_rules_data, rules_hash
+from tests.analysis.figure_runs import bn_lr_range
 from tests.test_figures import write_run
 
 SPEC = {
@@ -41,8 +42,7 @@ SPEC = {
 
 
 def test_every_preset_has_figures_and_names_only_registered_parts() -> None:
-    assert sorted(FIGURES) == list_rule_presets()
-    for preset in list_rule_presets():
+    for preset in list_rule_presets():  # every preset with rules draws its figures from them
         figures = load_rules(preset).figures
         assert figures is not None and figures.draw, preset
         for item in figures.draw:
@@ -131,3 +131,21 @@ def test_the_dashboard_takes_the_figures_own_panels_from_the_same_spec() -> None
     assert ("val/acc", "train_eval/acc") in [p.y for p in section.panels]
     eval_stats = next(s for s in build_dashboard("bn_eval_stats").sections if s.figure == "bn_eval_stats")
     assert any(p.y == ("eval_stats/first_layer/var_dist",) and p.x == "epoch" for p in eval_stats.panels)
+
+
+def test_normbench_figures_reports_a_bad_figures_block_in_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bn_lr_range(tmp_path / "runs")
+    data = load_rules_data("bn_lr_range")
+    panel = {**data["figures"]["draw"][0]["panels"][0], "kind": "scatter"}
+    bad = {**data, "figures": {**data["figures"], "draw": [{**data["figures"]["draw"][0], "panels": [panel]}]}}
+    monkeypatch.setattr("normbench.analysis.rules_schema.load_rules_data", lambda preset: bad)
+    out = tmp_path / "out"
+    assert figures_cli.main(["bn_lr_range_cpu", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the warnings
+    assert errors == [
+        "normbench-figures: error: rules of bn_lr_range_cpu, figures, figure 'bn_lr_range', panel 'final_val_acc': "
+        "kind 'scatter'; valid choices: curve, bar, sweep"
+    ]
+    assert not out.exists()
