@@ -1,38 +1,30 @@
 """Figures from runs: read local or W&B runs, aggregate over seeds, draw the papers' figures,
-and judge their claims. ``scripts/figures.py`` is the command-line front end.
+and judge their claims. ``normbench-figures`` (`normbench.analysis.figures_cli`) is the command-line
+front end.
 
-One figure function per experiment preset (`FIGURES`); a ``<preset>_cpu`` variant uses its
-preset's function. The claims are judged by `normbench.analysis.claims.judge` on the rules of the
-preset (``normbench/rules/<preset>.yaml``), with the measures the analysis modules register.
+What a preset draws is data: the ``figures:`` block of its rules (``normbench/rules/<preset>.yaml``),
+drawn by `normbench.analysis.figure_spec.draw_preset` (figures that follow the common pattern as
+specs, those with real logic through the functions registered here); a ``<preset>_cpu`` variant
+draws its preset's. The claims are judged by `normbench.analysis.claims.judge` on the same rules,
+with the measures of `normbench.analysis.measures` and the code figures' modules.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 
-from normbench.analysis import (
-    batch_size,
-    eval_stats,
-    groups,
-    lp_batch,
-    lr_range,
-    measures,
-    powernorm,
-    regularization,
-    santurkar,
-    saturation,
-    transformer,
-)
+from normbench.analysis import groups, lp_batch, measures, santurkar, transformer
 from normbench.analysis.claims import Claim, judge
+from normbench.analysis.figure_spec import FigureFn, draw_preset, register_code
 from normbench.analysis.plot import FigureResult, write_outputs
+from normbench.analysis.rules_schema import load_rules
 from normbench.analysis.runs import Run, load_local_runs, load_wandb_runs
 from normbench.analysis.santurkar_landscape import ICS_KEY, figure3, figure4
 from normbench.base.errors import ConfigError
-from normbench.rules import SCALE_SUFFIXES, base_preset
+from normbench.rules import SCALE_SUFFIXES, base_preset, list_rule_presets
 
-FigureFn = Callable[[Sequence[Run]], list[FigureResult]]
-assert measures  # registers the shared measures
+assert measures  # registers the shared measures and series
 
 
 def santurkar_vgg(runs: Sequence[Run]) -> list[FigureResult]:
@@ -43,56 +35,34 @@ def santurkar_vgg(runs: Sequence[Run]) -> list[FigureResult]:
     return out
 
 
-FIGURES: dict[str, FigureFn] = {
+for _name, _fn in {
     "santurkar_vgg": santurkar_vgg,
-    "powernorm_stats": powernorm.powernorm_stats,
-    "powernorm_grads": powernorm.powernorm_grads,
+    "bn_lp": lp_batch.bn_lp,
+    "gn_groups": groups.gn_groups,
     "powernorm_mt": transformer.powernorm_mt,
     "powernorm_chain": transformer.powernorm_chain,
     "rmsnorm_speed": transformer.rmsnorm_speed,
     "rmsnorm_time": transformer.rmsnorm_time,
     "prms_width": transformer.prms_width,
-    "gn_batch_size": batch_size.gn_batch_size,
-    "gn_groups": groups.gn_groups,
-    "bn_eval_stats": eval_stats.bn_eval_stats,
-    "bn_dropout": regularization.bn_dropout,
-    "bn_saturation": saturation.bn_saturation,
-    "bn_lr_range": lr_range.bn_lr_range,
     "bn_padding": transformer.bn_padding,
-    "bn_lp": lp_batch.bn_lp,
     "ln_axes": transformer.ln_axes,
-}
-"""Each preset's figure function (its ``_cpu`` variant uses the same one)."""
-FIGURE_KEYS: dict[str, re.Pattern[str]] = {
-    "santurkar_vgg": re.compile(
-        r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*|ics/.*"
-        r"|activations/.*/post_q\d\d)$"
-    ),
-    "powernorm_stats": re.compile(r"^bn_stats/first_layer/.*$"),
-    "powernorm_grads": re.compile(r"^bn_stats/first_layer/.*$"),
-    "powernorm_mt": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|train/batch_loss)$"),
-    "powernorm_chain": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|train/batch_loss)$"),
-    "rmsnorm_speed": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|perf/train_s|train/batch_loss)$"),
-    "rmsnorm_time": re.compile(r"^(val/loss|perf/train_s|train/batch_loss)$"),
-    "prms_width": re.compile(r"^(val/loss|val/bleu|test/bleu|train/batch_loss)$"),
-    "gn_batch_size": re.compile(r"^(val/acc|train/loss)$"),  # train/loss: its plateau check and loss panel
-    "gn_groups": re.compile(r"^(val/acc|train/loss)$"),
-    "bn_eval_stats": re.compile(r"^(val/acc|val/acc_population|eval_stats/first_layer/.*)$"),
-    "bn_dropout": re.compile(r"^(val/acc|train_eval/acc)$"),
-    "bn_saturation": re.compile(r"^saturation/.*$"),
-    "bn_lr_range": re.compile(r"^val/acc$"),
-    "bn_padding": re.compile(
-        r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|bn_stats/first_layer/.*|token_scale/(first_layer/.*|padding_share))$"
-    ),
-    "bn_lp": re.compile(r"^(train/batch_(acc|loss)|val/acc|landscape/.*|predictiveness/.*|beta_smoothness/.*)$"),
-    "ln_axes": re.compile(r"^(val/loss|val/bleu|test/bleu|perf/tokens_per_s|train/batch_loss)$"),
-}
-"""The history keys each preset's figures plot: what `normbench-figures` fetches from W&B."""
+}.items():  # the figures with real logic (a rules' figures.draw names them by ``code``)
+    register_code(_name, _fn)
+
+FIGURES: dict[str, FigureFn] = {p: partial(draw_preset, p) for p in list_rule_presets()}
+"""Each preset with rules → its figures (`draw_preset`: its rules' ``figures:`` block, parsed when
+drawn, so a bad block is a one-line error of ``normbench-figures``, not of the import; its ``_cpu``
+variant draws the same)."""
 
 
 def figure_keys(preset: str) -> Callable[[Iterable[str]], list[str]]:
-    """The keys of a run (its W&B summary's keys) that ``preset``'s figures plot."""
-    pattern = FIGURE_KEYS[base_preset(preset)]
+    """The keys of a run (its W&B summary's keys) that ``preset``'s figures and claims read: its
+    rules' ``figures.fetch`` (what `normbench-figures` fetches from W&B)."""
+    figure_fn(preset)
+    rules = load_rules(preset)
+    if rules is None or rules.figures is None:
+        raise ConfigError(f"preset {preset!r} has no figures block in its rules")
+    pattern = rules.figures.fetch
     return lambda keys: [k for k in keys if pattern.match(k)]
 
 
@@ -130,6 +100,7 @@ def make_figures(preset: str, runs: Sequence[Run], claims: Sequence[Claim] | Non
 __all__ = [
     "FIGURES",
     "Claim",
+    "FigureFn",
     "FigureResult",
     "Run",
     "figure_fn",

@@ -13,6 +13,8 @@ What a dashboard holds is read, not written by hand:
   (``hydra.sweeper.params`` of ``conf/experiment/<preset>.yaml``; ``norm`` → ``norm.name``, the
   seed left out) the grouping, so that each line is one arm: the median over its seeds, shaded
   from the lowest to the highest seed, as the figures draw them;
+- the figure's own panels where it is data (its spec in the rules' ``figures:`` block, the one
+  `normbench.analysis.figure_spec` draws for ``normbench-figures``: `figure_panels`), then
 - the panels of each claim's measure (`MEASURE_PANELS`): the W&B keys the measure reads, laid
   out as `normbench.sinks.wandb_layout` sections them (per-layer diagnostics as ``<name>/first_layer/…``
   and ``<name>/layer_mean/…``; the per-layer values are in the table ``<name>/layers``), against
@@ -26,15 +28,17 @@ What a dashboard holds is read, not written by hand:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from normbench.analysis.figure_schema import FigureSpec
+from normbench.analysis.rules_schema import CheckRule, ClaimRule, load_rules
 from normbench.base.errors import ConfigError
-from normbench.rules import base_preset, list_rule_presets, load_rules_data, variant
+from normbench.rules import base_preset, list_rule_presets, variant
 from normbench.sinks.wandb_layout import EPOCH, FIRST_LAYER, LAYER_MEAN, STEP, TABLE
 
 LEADERBOARD = "leaderboard"
@@ -269,49 +273,85 @@ def _merge_select(selectors: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]
     return out
 
 
-def _figure_title(figure: str, claims: list[Mapping[str, Any]]) -> str:
-    papers = "; ".join(dict.fromkeys(str(c.get("paper", "")) for c in claims if c.get("paper")))
+def _figure_title(figure: str, rules: Sequence[ClaimRule | CheckRule]) -> str:
+    papers = "; ".join(dict.fromkeys(r.paper for r in rules if isinstance(r, ClaimRule) and r.paper))
     return f"{figure}: {papers}" if papers else figure
 
 
+def _arm_selects(rule: ClaimRule | CheckRule) -> list[dict[str, Any]]:
+    """The config selectors of a rule's arms (a check's: its one selector)."""
+    return [rule.a.select, rule.b.select] if isinstance(rule, ClaimRule) else [rule.select]
+
+
+def _measures(rule: ClaimRule | CheckRule) -> list[tuple[str, dict[str, Any]]]:
+    """The rule's measure, and an arm's own (a paired claim's second evaluation)."""
+    out = [(rule.measure, rule.params)]
+    if isinstance(rule, ClaimRule):
+        out += [(arm.measure, arm.params) for arm in (rule.a, rule.b) if arm.measure is not None]
+    return out
+
+
+def _add(panels: list[Panel], new: Iterable[Panel]) -> None:
+    for panel in new:
+        if all((p.kind, p.x, p.y) != (panel.kind, panel.x, panel.y) for p in panels):
+            panels.append(panel)
+
+
+def figure_panels(spec: FigureSpec) -> list[Panel]:
+    """The panels of a figure written as data (`normbench.analysis.figure_schema`): each curve
+    panel's logged keys against its x (the percent of training, which W&B cannot draw, as the step;
+    a registered series has no one W&B key and is left to the measures' panels)."""
+    out = []
+    for p in spec.panels:
+        keys = tuple(line.key for line in p.lines if line.key is not None)
+        if p.kind == "curve" and keys:
+            out.append(Panel(" ".join((p.title or p.ylabel).split()), keys, x=EPOCH if p.x == "epoch" else STEP))
+    return out
+
+
+def _section(
+    figure: str, mine: Sequence[ClaimRule | CheckRule], swept: Mapping[str, str], spec: FigureSpec | None
+) -> Section:
+    """The section of ``figure``: its rules' arms as the run filter and grouping; the figure's own
+    panels (when it is data) and its measures' panels."""
+    chosen = _merge_select(s for rule in mine for s in _arm_selects(rule))
+    group_by = list(dict.fromkeys([*swept_config_keys(swept), *chosen]))
+    select = {k: v for k, v in chosen.items() if k not in SHOW_EVERY_VALUE.get(figure, ())}
+    panels: list[Panel] = []
+    _add(panels, figure_panels(spec) if spec is not None else [])
+    for rule in mine:
+        for name, params in _measures(rule):
+            _add(panels, measure_panels(name, params))
+    finals = tuple(dict.fromkeys(k for p in panels for k in p.y))
+    panels.append(Panel("runs: the final values per arm", finals, kind="table"))
+    described = [{"id": r.id, "claim": r.claim, "paper": r.paper if isinstance(r, ClaimRule) else ""} for r in mine]
+    return Section(figure, _figure_title(figure, mine), described, select, group_by, panels)
+
+
 def build_dashboard(preset: str) -> Dashboard:
-    """The dashboard of a paper preset (or its ``_cpu`` variant) from its rules and its config."""
+    """The dashboard of a paper preset (or its ``_cpu`` variant) from its rules (parsed by
+    `normbench.analysis.rules_schema.load_rules`, as the claims are) and its config."""
     if base_preset(preset) == LEADERBOARD:
         return build_leaderboard(preset)
-    rules = load_rules_data(preset)
+    rules = load_rules(preset)
     if rules is None:
         valid = [*list_rule_presets(), *(f"{p}_cpu" for p in list_rule_presets()), LEADERBOARD, f"{LEADERBOARD}_cpu"]
         raise ConfigError(f"preset {preset!r} has no rules (normbench/rules/); valid: {', '.join(valid)}")
     swept = swept_params(preset)
     scale = variant(preset)
-    claims = [c for c in rules.get("claims", []) if scale in c.get("variants", ("full", "cpu"))]
-    claims += [{**c, "a": {"select": c["select"]}} for c in rules.get("checks", [])]
-    figures = list(dict.fromkeys(c["figure"] for c in claims))
+    judged: list[ClaimRule | CheckRule] = [c for c in rules.claims if scale in c.variants]
+    judged += rules.checks  # every check: the runs it reads are drawn at both scales
     dash = Dashboard(
         preset=preset,
         title=f"normbench: {preset}",
-        description=str((rules.get("scale") or {}).get(scale, {}).get("note", "")),
+        description=rules.scale[scale].note if scale in rules.scale else "",
         job_type=preset,
         swept=swept,
         forest_run=f"figures-{preset}",  # normbench.analysis.figures_cli.log_to_wandb names it so
     )
-    for figure in figures:
-        mine = [c for c in claims if c["figure"] == figure]
-        arms = [c[side]["select"] for c in mine for side in ("a", "b") if side in c]
-        chosen = _merge_select(arms)
-        group_by = list(dict.fromkeys([*swept_config_keys(swept), *chosen]))
-        select = {k: v for k, v in chosen.items() if k not in SHOW_EVERY_VALUE.get(figure, ())}
-        panels: list[Panel] = []
-        for c in mine:  # the rule's measure, and an arm's own (a paired claim's second evaluation)
-            for node in [c["measure"], *(c[side]["measure"] for side in ("a", "b") if "measure" in c.get(side, {}))]:
-                spec = node if isinstance(node, Mapping) else {"name": node}
-                for panel in measure_panels(spec["name"], {k: v for k, v in spec.items() if k != "name"}):
-                    if all((p.kind, p.x, p.y) != (panel.kind, panel.x, panel.y) for p in panels):
-                        panels.append(panel)
-        finals = tuple(dict.fromkeys(k for p in panels for k in p.y))
-        panels.append(Panel("runs: the final values per arm", finals, kind="table"))
-        described = [{"id": c["id"], "claim": c["claim"], "paper": str(c.get("paper", ""))} for c in mine]
-        dash.sections.append(Section(figure, _figure_title(figure, mine), described, select, group_by, panels))
+    specs = {d.name: d for d in (rules.figures.draw if rules.figures else ()) if isinstance(d, FigureSpec)}
+    for figure in dict.fromkeys(r.figure for r in judged):
+        dash.sections.append(_section(figure, [r for r in judged if r.figure == figure], swept, specs.get(figure)))
     return dash
 
 

@@ -9,7 +9,7 @@ Points are medians over seeds with min–max error bars, and every seed's error 
 (its own CSV row, ``n`` = 1), as are the training-loss curves per arm (is the run long enough?).
 Error = 100 · (1 − final ``val/acc``); a diverged run counts with 100 %. The claims and the check
 are in ``normbench/rules/gn_groups.yaml``; the measures (``error``, ``remaining_loss``) are
-`normbench.analysis.batch_size`'s.
+`normbench.analysis.measures`'.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.axes import Axes
 
-from normbench.analysis.batch_size import TRAIN_LOSS, error
+from normbench.analysis.measures import TRAIN_LOSS, error
 from normbench.analysis.plot import NORM_COLORS, FigureResult, add_point_rows, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run, select
 

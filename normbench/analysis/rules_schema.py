@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from normbench.analysis.figure_schema import Figures, parse_figures
 from normbench.analysis.stats import ALPHA, TESTS
 from normbench.base.errors import ConfigError
 from normbench.rules import load_rules_data, rules_hash
@@ -26,7 +27,8 @@ VARIANTS = ("full", "cpu")
 SHORT_MAX = 40
 """The most characters of a claim's ``short`` name (forest plots, the findings page)."""
 
-TOP_KEYS = ("preset", "min_seeds", "scale", "claims"), ("alpha", "family", "params", "checks", "paper_title", "pilot")
+TOP_KEYS = (("preset", "min_seeds", "scale", "claims"),
+            ("alpha", "family", "params", "checks", "paper_title", "pilot", "figures"))  # fmt: skip
 CLAIM_KEYS = (("id", "figure", "claim", "measure", "a", "b", "relation", "better", "test"),
               ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only", "cell"))  # fmt: skip
 CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "variants", "cell")
@@ -140,6 +142,8 @@ class Rules:
     pilot_seeds: tuple[int, ...] = ()
     """The pilot runs' seeds: disjoint from the confirmatory ones, never judged."""
     pilot_note: str = ""
+    figures: Figures | None = None
+    """What ``normbench-figures`` draws (`normbench.analysis.figure_schema`); not in the rules hash."""
 
 
 def _node(node: Any, where: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Mapping[str, Any]:
@@ -313,6 +317,7 @@ def parse_rules(data: Any, preset: str, digest: str) -> Rules:
         paper_title=_text(data["paper_title"], where, "paper_title") if "paper_title" in data else None,
         pilot_seeds=pilot_seeds,
         pilot_note=pilot_note,
+        figures=parse_figures(data["figures"], where) if "figures" in data else None,
     )
 
 

@@ -4,7 +4,8 @@ A rules file names, for every claim the preset judges, the measure (a function o
 in the preset's analysis module, with its parameters here), the two arms (config selectors), the
 relation (``less`` / ``greater`` / ``equivalent`` within a margin), the test, the smallest number
 of seeds per arm and the scale of each variant (the full preset and its ``_cpu`` variant share
-one file). `rules_hash` is the SHA-256 of the file's parsed content (canonical JSON): a run
+one file). `rules_hash` is the SHA-256 of the file's parsed content (canonical JSON) but its
+``figures:`` block (what is drawn judges nothing, so redrawing needs no rerun): a run
 records the hash it was made under (``summary.json``: ``rules``), ``normbench-figures`` writes it
 into ``claims.csv``, and ``scripts/results_index.py --check`` fails when a results folder was
 judged under a hash that is no longer its preset's — changing a rule after looking means
@@ -24,6 +25,8 @@ import yaml
 
 RULES_DIR = Path(__file__).resolve().parent
 SCALE_SUFFIXES = ("_cpu",)
+UNHASHED = ("figures",)
+"""Top-level keys of a rules file that judge nothing and stay out of `rules_hash`."""
 
 
 def base_preset(preset: str) -> str:
@@ -63,4 +66,4 @@ def rules_hash(preset: str | None) -> str | None:
     if not preset:
         return None
     data = load_rules_data(preset)
-    return None if data is None else canonical_hash(data)
+    return None if data is None else canonical_hash({k: v for k, v in data.items() if k not in UNHASHED})

@@ -134,7 +134,7 @@ def test_bn_lr_range_claims_read_each_seeds_lr_grid(tmp_path: Path) -> None:
 def test_lr_grid_takes_one_seeds_runs_that_differ_in_lr_alone(tmp_path: Path) -> None:
     """The grid of a run: same seed and setting, every lr; another seed, norm or any other key is out;
     a run that trained at no lr gets one decade below the grid's lowest."""
-    from normbench.analysis.lr_range import best_over_lr, largest_trained_lr, lr_grid
+    from normbench.analysis.measures import best_over_lr, largest_trained_lr, lr_grid
     from normbench.analysis.runs import load_local_runs
 
     grid = [("bn", 0.1, 0, 0.0, 0.3), ("bn", 1.0, 0, 0.0, 0.5), ("bn", 3.0, 1, 0.0, 0.9),

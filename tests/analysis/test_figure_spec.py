@@ -1,0 +1,151 @@
+"""Figures as data: a preset's ``figures:`` block is typed (an unknown key is one line), stays out
+of the rules hash, names only registered measures, series and code figures; the one renderer
+draws each panel kind with the numbers a hand computation gives; the dashboard takes the same
+spec's panels."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+from normbench.analysis import figure_keys, figures_cli
+from normbench.analysis.dashboard import build_dashboard
+from normbench.analysis.figure_schema import SERIES, CodeFigure, FigureSpec, parse_figures
+from normbench.analysis.figure_spec import CODE_FIGURES, render
+from normbench.analysis.per_run import MEASURES
+from normbench.analysis.rules_schema import load_rules, parse_rules
+from normbench.analysis.runs import load_local_runs
+from normbench.base.errors import ConfigError
+from normbench.rules import canonical_hash, list_rule_presets, load_rules_data, rules_hash
+from tests.analysis.figure_runs import bn_lr_range
+from tests.test_figures import write_run
+
+SPEC = {
+    "fetch": "^val/acc$",
+    "draw": [
+        {
+            "name": "toy",
+            "title": "toy",
+            "arms": [{"label": "BN", "select": {"norm.name": "bn"}}, {"label": "rest", "rest": True}],
+            "panels": [
+                {"panel": "acc", "kind": "curve", "y": {"key": "val/acc"}, "xlabel": "step", "ylabel": "acc"},
+                {"panel": "final", "kind": "bar", "value": {"name": "final", "key": "val/acc"}, "xlabel": "arm",
+                 "ylabel": "acc"},  # fmt: skip
+            ],
+        }
+    ],
+}
+
+
+def test_every_preset_has_figures_and_names_only_registered_parts() -> None:
+    for preset in list_rule_presets():  # every preset with rules draws its figures from them
+        figures = load_rules(preset).figures
+        assert figures is not None and figures.draw, preset
+        for item in figures.draw:
+            if isinstance(item, CodeFigure):
+                assert item.code in CODE_FIGURES, (preset, item.code)
+                continue
+            for panel in item.panels:
+                assert panel.value is None or panel.value[0] in MEASURES, (preset, panel.panel)
+                assert all(line.series is None or line.series in SERIES for line in panel.lines), preset
+
+
+@pytest.mark.parametrize(
+    "where, edit, message",
+    [
+        ("draw", lambda f: f["draw"][0].update(colour="red"), "figure 'toy': unknown key 'colour'; valid keys: name"),
+        ("panel", lambda f: f["draw"][0]["panels"][0].update(kind="pie"), "panel 'acc': kind 'pie'; valid choices"),
+        ("line", lambda f: f["draw"][0]["panels"][0]["y"].update(keys="x"), "y: unknown key 'keys'"),
+        ("arm", lambda f: f["draw"][0]["arms"][0].update(sel={}), "arm 0: unknown key 'sel'"),
+        ("fetch", lambda f: f.update(fetch="^(val"), "fetch '^(val' is not a regular expression"),
+        ("bar", lambda f: f["draw"][0]["panels"][1].pop("value"), "a bar panel needs 'value'"),
+    ],
+)
+def test_a_bad_figures_block_is_one_line_naming_the_key(where: str, edit, message: str) -> None:
+    spec = copy.deepcopy(SPEC)
+    edit(spec)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace("^", r"\^")) as err:
+        parse_figures(spec, "rules of toy")
+    assert "\n" not in str(err.value)
+
+
+def test_the_rules_loader_parses_the_block_and_the_hash_leaves_it_out() -> None:
+    data = load_rules_data("bn_dropout")
+    assert rules_hash("bn_dropout") == canonical_hash({k: v for k, v in data.items() if k != "figures"})
+    redrawn = {**data, "figures": SPEC}
+    rules = parse_rules(redrawn, "bn_dropout", "h")
+    assert [d.name for d in rules.figures.draw] == ["toy"]
+    with pytest.raises(ConfigError, match="unknown key 'figure'"):
+        parse_rules({**data, "figure": SPEC}, "bn_dropout", "h")  # a typo at the top level
+    assert figure_keys("bn_dropout_cpu")(["val/acc", "train_eval/acc", "lr"]) == ["val/acc", "train_eval/acc"]
+
+
+def test_render_draws_the_median_and_range_over_seeds_per_arm(tmp_path: Path) -> None:
+    acc = {("bn", s): [0.1 * s, 0.5 + 0.1 * s] for s in range(3)} | {("none", s): [0.2, 0.3 * s] for s in range(3)}
+    for job, ((norm, seed), values) in enumerate(acc.items()):
+        rows = [{"step": 10, "val/acc": values[0]}, {"step": 20, "val/acc": values[1]}]
+        write_run(tmp_path, job, {"norm": {"name": norm}, "seed": seed}, rows, {})
+    spec = parse_figures(SPEC, "rules of toy").draw[0]
+    assert isinstance(spec, FigureSpec)
+    res = render(spec, load_local_runs([tmp_path]))
+    plt.close(res.fig)
+    got = {(r["panel"], r["series"], float(r["x"])): (r["median"], r["lo"], r["hi"], r["n"]) for r in res.rows}
+    for label, norm in (("BN", "bn"), ("rest", "none")):
+        for i, step in enumerate((10.0, 20.0)):
+            v = np.asarray([acc[(norm, s)][i] for s in range(3)])
+            assert got[("acc", label, step)] == pytest.approx((np.median(v), v.min(), v.max(), 3))
+        final = np.asarray([acc[(norm, s)][1] for s in range(3)])
+        x = 0.0 if label == "BN" else 1.0  # one bar per arm, in the spec's order
+        assert got[("final", label, x)] == pytest.approx((np.median(final), final.min(), final.max(), 3))
+    assert len(res.rows) == 6
+
+
+def test_arms_by_config_values_in_the_given_order_with_labels(tmp_path: Path) -> None:
+    job = 0
+    for norm in ("gn", "bn", "ln"):
+        for bs in (2, 32):
+            for seed in range(2):
+                rows = [{"step": 5, "val/acc": 0.5 + 0.01 * seed - 0.1 * (bs == 2)}]
+                write_run(tmp_path, job, {"norm": {"name": norm}, "batch_size": bs, "seed": seed}, rows, {})
+                job += 1
+    spec = parse_figures({"fetch": ".", "draw": [{"name": "s", "title": "s",
+                          "arms": {"by": "norm.name", "order": ["gn"], "labels": {"gn": "Group Norm"}},
+                          "panels": [{"panel": "err", "kind": "sweep", "x": "batch_size", "value": "error",
+                                      "xlabel": "b", "ylabel": "e", "xticks": True, "xscale": "log2"}]}]},
+                         "t").draw[0]  # fmt: skip
+    res = render(spec, load_local_runs([tmp_path]))
+    assert [t.get_text() for t in res.fig.axes[0].get_xticklabels()] == ["2", "32"]
+    plt.close(res.fig)
+    assert list(dict.fromkeys(r["series"] for r in res.rows)) == ["Group Norm", "bn", "ln"]  # listed first, rest sorted
+    err = {(r["series"], r["x"]): r["median"] for r in res.rows}
+    assert err[("bn", 2.0)] == pytest.approx(100 * (1 - np.median([0.4, 0.41])))
+    assert err[("ln", 32.0)] == pytest.approx(100 * (1 - 0.505))
+
+
+def test_the_dashboard_takes_the_figures_own_panels_from_the_same_spec() -> None:
+    section = next(s for s in build_dashboard("bn_dropout_cpu").sections if s.figure == "bn_dropout")
+    assert ("val/acc", "train_eval/acc") in [p.y for p in section.panels]
+    eval_stats = next(s for s in build_dashboard("bn_eval_stats").sections if s.figure == "bn_eval_stats")
+    assert any(p.y == ("eval_stats/first_layer/var_dist",) and p.x == "epoch" for p in eval_stats.panels)
+
+
+def test_normbench_figures_reports_a_bad_figures_block_in_one_line_and_writes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bn_lr_range(tmp_path / "runs")
+    data = load_rules_data("bn_lr_range")
+    panel = {**data["figures"]["draw"][0]["panels"][0], "kind": "scatter"}
+    bad = {**data, "figures": {**data["figures"], "draw": [{**data["figures"]["draw"][0], "panels": [panel]}]}}
+    monkeypatch.setattr("normbench.analysis.rules_schema.load_rules_data", lambda preset: bad)
+    out = tmp_path / "out"
+    assert figures_cli.main(["bn_lr_range_cpu", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the warnings
+    assert errors == [
+        "normbench-figures: error: rules of bn_lr_range_cpu, figures, figure 'bn_lr_range', panel 'final_val_acc': "
+        "kind 'scatter'; valid choices: curve, bar, sweep"
+    ]
+    assert not out.exists()
