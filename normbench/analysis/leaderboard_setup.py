@@ -7,6 +7,7 @@ length (`normbench.norms.schedule`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,57 +27,57 @@ def _values(runs: Sequence[Run], describe: Callable[[Run], str]) -> str:
 
 def steps_of_run(run: Run) -> int:
     """The run's planned training steps: ``max_steps`` when set, else the steps it reached."""
-    return int(run.get("max_steps") or 0) or run.final_step
+    return run.record.max_steps or run.final_step
 
 
 def optimizer_text(run: Run) -> str:
-    opt = run.get("optimizer") or {}
-    name = str(opt.get("name", ""))
-    if not name:
-        return ""
-    text = f"{name.upper() if name == 'sgd' else name.capitalize()} lr {_g(run.get('lr'))}"
-    if name == "sgd":
-        text += f", momentum {_g(opt.get('momentum', 0))}" + (" (Nesterov)" if opt.get("nesterov") else "")
+    """The optimizer as it ran (`normbench.optim.OptimizerConfig`; a key the record lacks has its
+    schema's default: SGD's momentum 0.9)."""
+    record = run.record
+    opt = record.optimizer
+    text = f"{opt.name.upper() if opt.name == 'sgd' else opt.name.capitalize()} lr {_g(record.lr)}"
+    if opt.name == "sgd":
+        text += f", momentum {_g(opt.momentum)}" + (" (Nesterov)" if opt.nesterov else "")
     else:
-        text += f", betas ({', '.join(_g(b) for b in opt.get('betas', ()))})"
-    return text + f", weight decay {_g(run.get('weight_decay'))}"
+        text += f", betas ({', '.join(_g(b) for b in opt.betas)})"
+    return text + f", weight decay {_g(record.weight_decay)}"
 
 
 def schedule_text(run: Run) -> str:
     """The lr schedule as `normbench.optim.lr_factor` runs it, with the steps of a step schedule's
     drops (the first 0-based step at or past each milestone fraction)."""
-    sched, total = run.get("schedule") or {}, steps_of_run(run)
-    name, warmup = str(sched.get("name", "")), int(sched.get("warmup_steps", 0) or 0)
-    if name == "step":
-        milestones = [float(m) for m in sched.get("milestones", ())]
-        where = ", ".join(f"{m * 100:g} %" for m in milestones)
-        at = ", ".join(str(math.ceil(m * total)) for m in milestones)
-        text = f"step: lr × {_g(sched.get('gamma'))} at {where} of the steps (steps {at})"
-    elif name == "cosine":
-        text = f"cosine to {_g(sched.get('min_lr_ratio', 0.0))} × lr"
-    elif name == "inverse_sqrt":
+    sched, total = run.record.schedule, steps_of_run(run)
+    if sched.name == "step":
+        where = ", ".join(f"{m * 100:g} %" for m in sched.milestones)
+        at = ", ".join(str(math.ceil(m * total)) for m in sched.milestones)
+        text = f"step: lr × {_g(sched.gamma)} at {where} of the steps (steps {at})"
+    elif sched.name == "cosine":
+        text = f"cosine to {_g(sched.min_lr_ratio)} × lr"
+    elif sched.name == "inverse_sqrt":
         text = "inverse square root"
     else:
-        text = name
-    return text + (f", {warmup} warm-up steps" if warmup else "")
+        text = sched.name
+    return text + (f", {sched.warmup_steps} warm-up steps" if sched.warmup_steps else "")
 
 
 def length_text(run: Run) -> str:
-    total, epochs = steps_of_run(run), run.get("epochs")
-    if run.get("max_steps") or not epochs:
+    total, record = steps_of_run(run), run.record
+    if record.max_steps:
         return f"{total} steps"
-    return f"{epochs} epoch{'s' if epochs != 1 else ''} = {total} steps"
+    return f"{record.epochs} epoch{'s' if record.epochs != 1 else ''} = {total} steps"
 
 
 def data_text(run: Run) -> str:
     """The batch and what limits the data (the model and data set name the cell)."""
+    record = run.record
+    keys = dataclasses.asdict(record.dataset)  # each data set's dataclass has its own keys
     if task_of(run) == TRANSLATION:
-        parts = [f"{run.get('dataset.max_tokens')} tokens a batch"] if run.get("dataset.max_tokens") else []
+        parts = [f"{keys['max_tokens']} tokens a batch"] if keys.get("max_tokens") else []
     else:
-        parts = [f"batch {run.get('batch_size')}"]
-    if run.get("dataset.train_limit"):
-        parts.append(f"the first {run.get('dataset.train_limit')} training images")
-    if run.get("dataset.augment") is False:
+        parts = [f"batch {record.batch_size}"]
+    if keys.get("train_limit"):
+        parts.append(f"the first {keys['train_limit']} training images")
+    if keys.get("augment") is False:
         parts.append("no augmentation")
     return ", ".join(parts)
 
