@@ -5,6 +5,7 @@ used, is `normbench.analysis.runs`'s."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -48,6 +49,13 @@ class Run:
         from normbench.config import load_record
 
         return load_record(self.config)
+
+    def stack_norm(self, stack: str) -> Any:
+        """The typed norm config of the model's ``<stack>_norm`` (``encoder`` / ``decoder``: a
+        Transformer's own norm per stack) when the model has one and it is set, else the run's ``norm``."""
+        model = self.record.model
+        own = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}.get(f"{stack}_norm")
+        return own if own is not None else self.record.norm
 
     @property
     def resolved(self) -> dict[str, Any]:
