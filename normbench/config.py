@@ -199,6 +199,7 @@ def _load_record(record: Mapping[str, Any]) -> RunConfig:
 
     if not isinstance(record, Mapping):
         raise ConfigError(f"a run's record is a mapping of its config keys, not {type(record).__name__}")
+    record = _literal(record)
     if missing := [g for g in RECORDED_GROUPS if not record.get(g)]:
         raise ConfigError(f"it has no {', '.join(missing)} (is it a normbench run's config.yaml?)")
     sections = {"hardware": HardwareConfig, "logger": LoggerConfig}
@@ -207,12 +208,24 @@ def _load_record(record: Mapping[str, Any]) -> RunConfig:
         given = {k: v for k, v in (record.get(key) or {}).items() if k not in RECORD_ONLY.get(key, ())}
         typed[key] = _structured(schema, given, key)
     rest = {k: v for k, v in record.items() if k not in (*typed, "diagnostics")}
-    config = OmegaConf.to_object(_merged(OmegaConf.structured(RunConfig(**typed, diagnostics={})), rest))
+    # the run-level keys over a skeleton of defaults (the record's own texts are typed already, and
+    # OmegaConf would read a ``${`` in them as an interpolation a second time)
+    skeleton = {key: type(value)(**_required(value)) for key, value in typed.items()}
+    config = OmegaConf.to_object(_merged(OmegaConf.structured(RunConfig(**skeleton, diagnostics={})), rest))
     assert isinstance(config, RunConfig)
     for key, value in typed.items():  # as their registries typed them
         setattr(config, key, value)
     config.diagnostics = choose_probe_directions(diagnostics_config(record.get("diagnostics")), config.optimizer)
     return config
+
+
+def _required(config: Any) -> dict[str, Any]:
+    """The values of ``config``'s fields that have no default (a registered config's ``name``)."""
+    import dataclasses
+
+    none = (dataclasses.MISSING, MISSING)
+    fields = dataclasses.fields(config)
+    return {f.name: getattr(config, f.name) for f in fields if f.default in none and f.default_factory in none}
 
 
 def _registered(group: str, spec: Any) -> Any:
@@ -258,3 +271,15 @@ def _merged(base: DictConfig, given: Mapping[str, Any], prefix: str = "") -> Dic
         key = f"{prefix}{getattr(e, 'full_key', '') or '?'}"
         reason = " ".join(str(getattr(e, "msg", e)).splitlines()[0].split())
         raise ConfigError(f"{key}: {reason}") from None
+
+
+def _literal(value: Any) -> Any:
+    """``value`` with every ``${`` escaped: a record is data, and a text that looks like an
+    interpolation (Hydra's ``.hydra/config.yaml`` of a run that never started) stays that text."""
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, Mapping):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return value

@@ -90,3 +90,10 @@ def test_the_loaded_record_is_plain_dataclasses() -> None:
     """What `dataclasses.asdict` turns into the mapping that checkpoints compare."""
     plain = dataclasses.asdict(load_record(OLD_RECORD))
     assert plain["optimizer"]["momentum"] == 0.9 and plain["norm"]["name"] == "bn"
+
+
+def test_a_text_that_looks_like_an_interpolation_stays_that_text() -> None:
+    """Hydra's ``.hydra/config.yaml`` of a run that never started holds its interpolations unresolved."""
+    root = "${normbench.checkout:../shared/data}/cifar10-subset"
+    record = load_record({**OLD_RECORD, "dataset": {"name": "cifar10", "root": root}, "logger": {"group": "a${b}"}})
+    assert (record.dataset.root, record.logger.group) == (root, "a${b}")
