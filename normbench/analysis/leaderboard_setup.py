@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from normbench.analysis.leaderboard import TRANSLATION, cell_of, norm_of, task_of
@@ -82,26 +82,18 @@ def data_text(run: Run) -> str:
     return ", ".join(parts)
 
 
-def _swept_config(run: Run) -> Any:
-    encoder = run.get("model.encoder_norm")
-    return encoder if isinstance(encoder, Mapping) else run.get("norm")
-
-
-def planned_norm_schedule(config: Any, total_steps: int) -> dict[str, int | None]:
+def planned_norm_schedule(norm: Any, total_steps: int) -> dict[str, int | None]:
     """The step schedule a norm with `plan_schedule` runs for ``total_steps`` steps (a fresh
-    instance of the norm, planned as the runner plans it); {} for a norm without one."""
+    instance of the typed norm config ``norm``, planned as the runner plans it); {} for a norm
+    without one."""
     from normbench.norms import norm_factory
     from normbench.norms.registry import NORMS
 
-    node = dict(config) if isinstance(config, Mapping) else {"name": config}
-    try:
-        if not hasattr(NORMS.get(str(node.get("name"))), "plan_schedule"):
-            return {}
-        norm = norm_factory(node)(64, "NCHW")
-    except Exception:  # a norm or key this checkout does not know: nothing to report
+    if not hasattr(NORMS.get(norm.name), "plan_schedule"):
         return {}
-    norm.plan_schedule(total_steps)
-    return dict(norm.planned_steps())
+    layer = norm_factory(norm)(64, "NCHW")
+    layer.plan_schedule(total_steps)
+    return dict(layer.planned_steps())
 
 
 def norms_text(runs: Sequence[Run]) -> str:
@@ -119,7 +111,7 @@ def norm_schedules_text(runs: Sequence[Run]) -> str:
     """The planned schedules of the norms that have one, e.g. ``pn: warmup_iters 23``."""
     out = {}
     for r in runs:
-        planned = planned_norm_schedule(_swept_config(r), steps_of_run(r))
+        planned = planned_norm_schedule(r.stack_norm("encoder"), steps_of_run(r))
         if planned:
             out[norm_of(r)] = ", ".join(f"{k} {v}" for k, v in planned.items())
     return "; ".join(f"{n}: {t}" for n, t in out.items()) or "none"
