@@ -283,3 +283,12 @@ def _literal(value: Any) -> Any:
     if isinstance(value, list):
         return [_literal(v) for v in value]
     return value
+
+
+def comparable_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` as `load_record` reads it, in plain python: the form in which a checkpoint's
+    record and the run's are compared (`normbench.run.resume.checkpoint.record_difference`), so
+    that a key an older version did not write compares at its schema's default."""
+    import dataclasses
+
+    return dataclasses.asdict(load_record(record))
