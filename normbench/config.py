@@ -263,14 +263,17 @@ def _structured(schema: type, given: Mapping[str, Any], where: str) -> Any:
 def _merged(base: DictConfig, given: Mapping[str, Any], prefix: str = "") -> DictConfig:
     """``given`` merged over ``base``: a key the schema lacks or a value of the wrong type is a
     one-line `ConfigError` naming the key."""
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
     try:
         return OmegaConf.merge(base, dict(given))  # type: ignore[return-value]
     except OmegaConfBaseException as e:
-        key = f"{prefix}{getattr(e, 'full_key', '') or '?'}"
+        full_key = str(getattr(e, "full_key", "") or "?")
         reason = " ".join(str(getattr(e, "msg", e)).splitlines()[0].split())
-        raise ConfigError(f"{key}: {reason}") from None
+        owner = OmegaConf.select(base, full_key.rpartition(".")[0]) if "." in full_key else base
+        if isinstance(e, ConfigKeyError) and isinstance(owner, DictConfig):
+            reason += f"; valid keys: {', '.join(str(k) for k in owner)}"
+        raise ConfigError(f"{prefix}{full_key}: {reason}") from None
 
 
 def _literal(value: Any) -> Any:

@@ -97,3 +97,8 @@ def test_a_text_that_looks_like_an_interpolation_stays_that_text() -> None:
     root = "${normbench.checkout:../shared/data}/cifar10-subset"
     record = load_record({**OLD_RECORD, "dataset": {"name": "cifar10", "root": root}, "logger": {"group": "a${b}"}})
     assert (record.dataset.root, record.logger.group) == (root, "a${b}")
+
+
+def test_an_unknown_key_names_the_valid_ones() -> None:
+    with pytest.raises(ConfigError, match=r"optimizer\.momentun: .*; valid keys: name, momentum, nesterov"):
+        load_record({**OLD_RECORD, "optimizer": {"momentun": 0.9}})
