@@ -167,9 +167,10 @@ def objective(metric: str | None, model: str, result: Mapping[str, Any]) -> floa
 
 RECORDED_GROUPS = ("norm", "model", "dataset")
 """The groups whose dataclass a record's ``name`` picks from its registry (they have no default)."""
-RECORD_ONLY = {"hardware": ("resolved",)}
-"""Keys a record holds beside the config: what the run found (``hardware.resolved``: the device,
-world size, threads), written by the runner into the logged config; `recorded_facts` reads them."""
+RECORD_ONLY = {"": ("hydra",), "hardware": ("resolved",)}
+"""Keys a record holds beside the config (by section; ``""``: the top level): what the run found
+(``hardware.resolved``: device, world size, threads), written by the runner into the logged config,
+and Hydra's choices and overrides that the W&B sink adds (``hydra``)."""
 
 
 def load_record(record: Mapping[str, Any]) -> RunConfig:
@@ -207,7 +208,7 @@ def _load_record(record: Mapping[str, Any]) -> RunConfig:
     for key, schema in sections.items():
         given = {k: v for k, v in (record.get(key) or {}).items() if k not in RECORD_ONLY.get(key, ())}
         typed[key] = _structured(schema, given, key)
-    rest = {k: v for k, v in record.items() if k not in (*typed, "diagnostics")}
+    rest = {k: v for k, v in record.items() if k not in (*typed, "diagnostics", *RECORD_ONLY[""])}
     # the run-level keys over a skeleton of defaults (the record's own texts are typed already, and
     # OmegaConf would read a ``${`` in them as an interpolation a second time)
     skeleton = {key: type(value)(**_required(value)) for key, value in typed.items()}

@@ -50,6 +50,12 @@ def test_an_old_record_gets_its_schemas_defaults() -> None:
     assert type(record.norm).__name__ == "BatchNormConfig" and record.norm.momentum == 0.1  # BN's default
 
 
+def test_what_the_sinks_add_beside_the_config_is_left_out() -> None:
+    """W&B's logged config: the record, ``hardware.resolved`` and Hydra's choices (``hydra``)."""
+    logged = {**OLD_RECORD, "hydra": {"choices": {"norm": "bn"}, "overrides": ["seed=3"]}}
+    assert load_record(logged) == load_record(OLD_RECORD)
+
+
 def test_a_recorded_probe_direction_is_kept() -> None:
     cfg = compose_cfg(["experiment=quickstart"])
     recorded = as_recorded(cfg, parse(cfg))
