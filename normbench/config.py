@@ -163,3 +163,136 @@ def objective(metric: str | None, model: str, result: Mapping[str, Any]) -> floa
         warn(f"optimized_metric={name} is not among the run's final metrics ({reported}); the job returns None")
         return None
     return float(value)
+
+
+RECORDED_GROUPS = ("norm", "model", "dataset")
+"""The groups whose dataclass a record's ``name`` picks from its registry (they have no default)."""
+RECORD_ONLY = {"": ("hydra",), "hardware": ("resolved",)}
+"""Keys a record holds beside the config (by section; ``""``: the top level): what the run found
+(``hardware.resolved``: device, world size, threads), written by the runner into the logged config,
+and Hydra's choices and overrides that the W&B sink adds (``hydra``)."""
+
+
+def load_record(record: Mapping[str, Any]) -> RunConfig:
+    """A recorded run's config as the typed `RunConfig` it was made from: a run directory's
+    ``config.yaml`` or the config logged to W&B (what `as_recorded` wrote), possibly by an older
+    version with keys missing, which get their schema's defaults (``optimizer.momentum`` 0.9).
+
+    Each of ``norm`` / ``model`` / ``dataset`` through its registry's dataclass (a model's own
+    ``*_norm`` too), ``hardware`` and ``logger`` through theirs, the diagnostics typed with their
+    recorded probe direction; `RECORD_ONLY` keys are left out. A record it cannot read (not a
+    mapping, no ``norm``, an unknown name or key, a wrong type, a value out of range) is a
+    one-line `ConfigError` saying so."""
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return _load_record(record)
+    except ConfigError as e:
+        raise ConfigError(f"a recorded run's config cannot be read: {str(e).splitlines()[0]}") from None
+    except (OmegaConfBaseException, TypeError, ValueError) as e:
+        reason = " ".join(str(e).splitlines()[0].split())
+        raise ConfigError(f"a recorded run's config cannot be read ({type(e).__name__}: {reason})") from None
+
+
+def _load_record(record: Mapping[str, Any]) -> RunConfig:
+    from normbench.run.placement.hardware import HardwareConfig
+    from normbench.sinks.logger_config import LoggerConfig
+
+    if not isinstance(record, Mapping):
+        raise ConfigError(f"a run's record is a mapping of its config keys, not {type(record).__name__}")
+    record = _literal(record)
+    if missing := [g for g in RECORDED_GROUPS if not record.get(g)]:
+        raise ConfigError(f"it has no {', '.join(missing)} (is it a normbench run's config.yaml?)")
+    sections = {"hardware": HardwareConfig, "logger": LoggerConfig}
+    typed: dict[str, Any] = {g: _registered(g, record[g]) for g in RECORDED_GROUPS}
+    for key, schema in sections.items():
+        given = {k: v for k, v in (record.get(key) or {}).items() if k not in RECORD_ONLY.get(key, ())}
+        typed[key] = _structured(schema, given, key)
+    rest = {k: v for k, v in record.items() if k not in (*typed, "diagnostics", *RECORD_ONLY[""])}
+    # the run-level keys over a skeleton of defaults (the record's own texts are typed already, and
+    # OmegaConf would read a ``${`` in them as an interpolation a second time)
+    skeleton = {key: type(value)(**_required(value)) for key, value in typed.items()}
+    config = OmegaConf.to_object(_merged(OmegaConf.structured(RunConfig(**skeleton, diagnostics={})), rest))
+    assert isinstance(config, RunConfig)
+    for key, value in typed.items():  # as their registries typed them
+        setattr(config, key, value)
+    config.diagnostics = choose_probe_directions(diagnostics_config(record.get("diagnostics")), config.optimizer)
+    return config
+
+
+def _required(config: Any) -> dict[str, Any]:
+    """The values of ``config``'s fields that have no default (a registered config's ``name``)."""
+    import dataclasses
+
+    none = (dataclasses.MISSING, MISSING)
+    fields = dataclasses.fields(config)
+    return {f.name: getattr(config, f.name) for f in fields if f.default in none and f.default_factory in none}
+
+
+def _registered(group: str, spec: Any) -> Any:
+    """``spec`` (a mapping with ``name``, or a bare name) as its registry's dataclass; a model's
+    own norm configs (``model.encoder_norm``) as the norms' dataclasses."""
+    import dataclasses
+
+    from normbench.models import MODELS
+    from normbench.norms import NORMS
+    from normbench.norms.registry import keys_under
+    from normbench.tasks import DATASETS
+
+    typed = {"norm": NORMS, "model": MODELS, "dataset": DATASETS}[group].typed(spec)
+    if group != "model":
+        return typed
+    own = {}
+    for f in dataclasses.fields(typed):
+        spec = getattr(typed, f.name)
+        if f.name.endswith("_norm") and spec is not None:
+            with keys_under(f"model.{f.name}"):
+                own[f.name] = NORMS.typed(spec)
+    return dataclasses.replace(typed, **own) if own else typed
+
+
+def _structured(schema: type, given: Mapping[str, Any], where: str) -> Any:
+    """``given`` over ``schema``'s defaults, as the dataclass; a key it lacks names the valid ones."""
+    import dataclasses
+
+    valid = [f.name for f in dataclasses.fields(schema)]
+    if unknown := [k for k in given if k not in valid]:
+        raise ConfigError(f"{where}.{unknown[0]} is not a key of {where}; valid keys: {', '.join(valid)}")
+    return OmegaConf.to_object(_merged(OmegaConf.structured(schema), given, f"{where}."))
+
+
+def _merged(base: DictConfig, given: Mapping[str, Any], prefix: str = "") -> DictConfig:
+    """``given`` merged over ``base``: a key the schema lacks or a value of the wrong type is a
+    one-line `ConfigError` naming the key."""
+    from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+    try:
+        return OmegaConf.merge(base, dict(given))  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        full_key = str(getattr(e, "full_key", "") or "?")
+        reason = " ".join(str(getattr(e, "msg", e)).splitlines()[0].split())
+        owner = OmegaConf.select(base, full_key.rpartition(".")[0]) if "." in full_key else base
+        if isinstance(e, ConfigKeyError) and isinstance(owner, DictConfig):
+            reason += f"; valid keys: {', '.join(str(k) for k in owner)}"
+        raise ConfigError(f"{prefix}{full_key}: {reason}") from None
+
+
+def _literal(value: Any) -> Any:
+    """``value`` with every ``${`` escaped: a record is data, and a text that looks like an
+    interpolation (Hydra's ``.hydra/config.yaml`` of a run that never started) stays that text."""
+    if isinstance(value, str):
+        return value.replace("${", "\\${")
+    if isinstance(value, Mapping):
+        return {k: _literal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    return value
+
+
+def comparable_record(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` as `load_record` reads it, in plain python: the form in which a checkpoint's
+    record and the run's are compared (`normbench.run.resume.checkpoint.record_difference`), so
+    that a key an older version did not write compares at its schema's default."""
+    import dataclasses
+
+    return dataclasses.asdict(load_record(record))

@@ -23,6 +23,7 @@ from normbench.run.resume.checkpoint import (
     checksum_path,
     config_difference,
     list_checkpoints,
+    record_difference,
     restore_rng,
 )
 from tests.conftest import TINY_RUN
@@ -111,6 +112,57 @@ def test_config_difference_names_the_first_differing_key() -> None:
     assert config_difference(CONFIG, CONFIG) is None
     assert config_difference(CONFIG, {**CONFIG, "lr": 0.2}) == "lr=0.1 there, 0.2 here"
     assert config_difference(CONFIG, {**CONFIG, "seed": 1}) == "seed is new here (=1)"
+
+
+def _records() -> tuple[dict, dict]:
+    """The quickstart's record as the run writes it, and as an older version wrote it (without
+    ``optimizer.momentum``, whose default is 0.9, and without ``hardware.resolved``)."""
+    import copy
+
+    from normbench.config import as_recorded, parse
+    from tests.conftest import compose_cfg
+
+    cfg = compose_cfg(["experiment=quickstart"])
+    record = as_recorded(cfg, parse(cfg))
+    record["optimizer"]["momentum"] = 0.9
+    old = copy.deepcopy(record)
+    del old["optimizer"]["momentum"]
+    record["hardware"]["resolved"] = {"device": "cpu", "world_size": 1}
+    return old, record
+
+
+def test_records_are_compared_as_the_typed_loader_reads_them() -> None:
+    from normbench.config import comparable_record
+
+    old, record = _records()
+    assert config_difference(old, record) == "optimizer.momentum is new here (=0.9)"  # as written
+    assert record_difference(old, record, comparable_record) is None  # it ran with 0.9 too
+    changed = {**record, "optimizer": {**record["optimizer"], "momentum": 0.5}}
+    assert record_difference(old, changed, comparable_record) == "optimizer.momentum=0.9 there, 0.5 here"
+    unreadable = record_difference({**old, "epoks": 3}, record, comparable_record)
+    assert unreadable is not None and "cannot be read" in unreadable and "epoks" in unreadable
+
+
+def test_resume_checks_a_checkpoint_of_an_older_version_as_loaded(tmp_path) -> None:
+    from normbench.config import comparable_record
+
+    old, record = _records()
+    ckpt = Checkpointer(tmp_path, CheckpointConfig())
+    ckpt.save(_state(4, old))
+    assert ckpt.resume_state(record, load=comparable_record)["step"] == 4
+    with pytest.raises(ConfigError, match=r"optimizer\.momentum=0\.9 there, 0\.5 here"):
+        ckpt.resume_state({**record, "optimizer": {**record["optimizer"], "momentum": 0.5}}, load=comparable_record)
+
+
+def test_a_config_yaml_of_an_older_version_is_no_hand_edit(tmp_path) -> None:
+    from normbench.config import comparable_record
+    from normbench.sinks.files import keep_edited_config
+
+    old, record = _records()
+    (tmp_path / "config.yaml").write_text(json.dumps(old))  # JSON is YAML
+    assert keep_edited_config(tmp_path / "config.yaml", record, comparable_record) is None
+    assert (tmp_path / "config.yaml").is_file()
+    assert keep_edited_config(tmp_path / "config.yaml", record) == tmp_path / "config.yaml.edited-1"  # as written
 
 
 def _flip_weights(path: Path, step: int) -> None:

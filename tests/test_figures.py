@@ -45,16 +45,28 @@ SEEDS = (0, 1, 2, 3, 4)
 def write_run(
     root: Path, job: int, config: dict[str, Any], rows: list[dict[str, Any]], summary: dict[str, Any]
 ) -> Path:
-    """A job directory as the runner and Hydra leave it."""
+    """A job directory as the runner and Hydra leave it: a config that names no model or data set
+    gets them as every run records them (resnet20; a data set of the model's kind), so that its
+    record loads (`normbench.config.load_record`)."""
     d = root / str(job)
     (d / ".hydra").mkdir(parents=True)
-    (d / "config.yaml").write_text(yaml.safe_dump(config))
+    (d / "config.yaml").write_text(yaml.safe_dump(complete_record(config)))
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={config['seed']}"]))
     with open(d / "metrics.jsonl", "w") as f:
         for row in rows:
             f.write(json.dumps(row) + "\n")
     (d / "summary.json").write_text(json.dumps({"status": "finished", **summary}))
     return d
+
+
+def complete_record(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with the groups every recorded run names: ``model`` (resnet20 unless named) and
+    ``dataset`` (cifar10 for an image model, synthetic_translation for a Transformer)."""
+    from normbench.models import model_input_kind
+
+    model = {"name": "resnet20", **config.get("model", {})}
+    dataset = {"image": "cifar10", "sequence": "synthetic_translation"}[model_input_kind(model["name"])]
+    return {**config, "model": model, "dataset": {"name": dataset, **config.get("dataset", {})}}
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:

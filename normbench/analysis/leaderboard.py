@@ -39,10 +39,11 @@ as the encoder-only row it can run as).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -56,7 +57,6 @@ from normbench.analysis.leaderboard_labels import (
     dataset_label,
     label,
     model_label,
-    norm_name,
     norm_of,
     over_of,
     registered_norms,
@@ -127,16 +127,20 @@ def headline_key(keys: Collection[str], headline: Headline) -> str | None:
 
 
 def task_of(run: Run) -> str:
-    """``translation`` when the data set has a source language, else ``images``."""
-    return TRANSLATION if run.get("dataset.src_lang") is not None else IMAGES
+    """``translation`` when the data set gives sentences (`dataset_input_kind`), else ``images``."""
+    from normbench.data.registry import dataset_input_kind
+
+    return TRANSLATION if dataset_input_kind(run.record.dataset.name) == "sequence" else IMAGES
 
 
 def cell_of(run: Run) -> tuple[str, str]:
     """(model, data set) as they ran: `model_label` (``ResNet8`` for resnet20 at depth 8) and
     `dataset_label` (``Multi30k de-en (subset)`` for the iwslt14 loader on ``de-en-subset``)."""
-    name, root, depth = str(run.get("dataset.name")), run.get("dataset.root"), run.get("model.depth")
+    model, dataset = run.record.model, run.record.dataset
+    root = dataclasses.asdict(dataset).get("root")  # the keys of each one's own dataclass
+    depth = dataclasses.asdict(model).get("depth")
     folder = PurePath(str(root)).name if root else ""
-    return model_label(str(run.get("model.name")), depth), dataset_label(name, folder)
+    return model_label(model.name, depth), dataset_label(dataset.name, folder)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,35 +163,34 @@ def _batch_statistics(norm_json: str) -> bool:
     return bool(uses_batch_statistics(norm_factory(json.loads(norm_json)), 8, "NCHW"))
 
 
-def _norm_json(node: Any) -> str:
-    return json.dumps(dict(node) if isinstance(node, Mapping) else {"name": node}, sort_keys=True)
+def _norm_json(norm: Any) -> str:
+    """A typed norm config as a key for the caches above."""
+    return json.dumps(dataclasses.asdict(norm), sort_keys=True)
 
 
-def refusal(config: Mapping[str, Any]) -> str | None:
-    """Why the norm of ``config`` cannot run its cell, or None. Two rules:
+def refusal(run: Run) -> str | None:
+    """Why the norm of ``run`` cannot run its cell, or None. Two rules:
 
     - translation: the decoder's norm (``model.decoder_norm``, else ``norm``) mixes time steps in
       training (the behavioural probe ``mixes_positions``): the decoder would see future target
       tokens, so its numbers are not a causal model's;
     - images: the norm uses batch statistics and the batch holds one sample per device
       (`normbench.run.loop.validate.check_norm_in_model` refuses such a job)."""
-    probe = Run("rule", dict(config), [])
-    norm = probe.get("norm")
     try:
-        if task_of(probe) == TRANSLATION:
-            decoder = probe.get("model.decoder_norm") or norm
+        norm = run.record.norm
+        if task_of(run) == TRANSLATION:
+            decoder = run.stack_norm("decoder")
             if _mixes_positions(_norm_json(decoder)):
                 return (
-                    f"decoder norm {norm_name(decoder)} mixes time steps in training: the decoder would see "
+                    f"decoder norm {decoder.name} mixes time steps in training: the decoder would see "
                     f"future target tokens (it runs in the encoder with model.decoder_norm=ln: the row "
-                    f"{label(str(norm_name(decoder)), ENCODER_ONLY_DECODER)})"
+                    f"{label(decoder.name, ENCODER_ONLY_DECODER)})"
                 )
             return None
-        world = int(probe.get("hardware.resolved.world_size", 1) or 1)
-        batch = int(probe.get("batch_size", 2) or 2) // max(world, 1)
-        if batch == 1 and _batch_statistics(_norm_json(norm)):
-            return f"norm={norm_name(norm)} normalizes with batch statistics but the batch holds one sample per device"
-    except (KeyError, ValueError, TypeError):  # a norm this checkout does not register: no rule applies
+        world = int(run.resolved.get("world_size") or 1)  # what ran: one process unless the record says more
+        if run.record.batch_size // world == 1 and _batch_statistics(_norm_json(norm)):
+            return f"norm={norm.name} normalizes with batch statistics but the batch holds one sample per device"
+    except (KeyError, ValueError, TypeError):  # a norm this checkout does not register (ConfigError): no rule
         return None
     return None
 
@@ -279,7 +282,7 @@ def _row(model: str, dataset: str, norm: str, task: str, metric: str, runs: list
     row.diverged = sum(r.status == "diverged" for r in runs)
     finished = [r for r in runs if r.status == "finished"]
     row.failed = len(runs) - len(finished) - row.diverged
-    rule = refusal(runs[0].config)
+    rule = refusal(runs[0])
     if rule is not None:
         row.verdict, row.reason = NA, rule
         return row
@@ -309,10 +312,10 @@ def _missing_row(model: str, dataset: str, norm: str, task: str, metric: str, li
     translation a norm the decoder rule refuses is the row it can run as: encoder only, LN decoder."""
     config, decoder = {**like.config, "norm": {"name": norm}}, norm
     if task == TRANSLATION:
-        config["model"] = {**(like.get("model") or {}), "encoder_norm": None, "decoder_norm": None}
-        if refusal(config) is not None:
+        config["model"] = {**like.config["model"], "encoder_norm": None, "decoder_norm": None}
+        if refusal(Run("rule", config, [])) is not None:
             decoder = config["model"]["decoder_norm"] = ENCODER_ONLY_DECODER
-    reason = refusal(config)
+    reason = refusal(Run("rule", config, []))
     row = Row(model, dataset, label(norm, decoder), task, metric, verdict=NA if reason else NOT_RUN, swept=norm)
     row.reason, row.over = reason or "", over_of(task, norm, decoder)
     return row
@@ -338,7 +341,7 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
             check_seeds_only(group, f"norm {n} on {model} / {dataset}")
         rows = [_row(model, dataset, n, task, metric, group, tail) for n, group in by_norm.items()]
         # a norm whose only runs here are refused (a time-mixing decoder) also gets the row it can run as
-        ran = {swept_norm(g[0]) for g in by_norm.values() if task == IMAGES or refusal(g[0].config) is None}
+        ran = {swept_norm(g[0]) for g in by_norm.values() if task == IMAGES or refusal(g[0]) is None}
         rows += [_missing_row(model, dataset, n, task, metric, members[0]) for n in all_norms if n not in ran]
         for r in rows:
             if r.verdict not in (NA, NOT_RUN) and r.score.n > 0:

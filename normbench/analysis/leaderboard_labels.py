@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
 from typing import Any
 
 from normbench.analysis.runs import Run
@@ -79,18 +78,10 @@ def cell_title(model: str, dataset: str) -> str:
     return f"{model_title(model)} on {dataset_title(dataset)}"
 
 
-def norm_name(node: Any) -> str | None:
-    """The norm's name in a config node: a norm config (``{"name": ...}``) or a bare name."""
-    if isinstance(node, Mapping):
-        return node.get("name")
-    return node if isinstance(node, str) and node else None
-
-
 def stack_norms(run: Run) -> tuple[str, str]:
     """(encoder's norm, decoder's norm): ``model.encoder_norm`` / ``model.decoder_norm``, each
     defaulting to the run's ``norm`` (both are the run's norm on images)."""
-    norm = str(norm_name(run.get("norm")))
-    return norm_name(run.get("model.encoder_norm")) or norm, norm_name(run.get("model.decoder_norm")) or norm
+    return str(run.stack_norm("encoder").name), str(run.stack_norm("decoder").name)
 
 
 def label(encoder: str, decoder: str) -> str:

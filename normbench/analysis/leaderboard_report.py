@@ -226,7 +226,7 @@ def log_to_wandb(
 
 def _local_group(runs: Sequence[Run], sources: Sequence[str]) -> str:
     """The runs' ``logger.group`` when they share one, else the sweep's own group name."""
-    groups = {r.get("logger.group") for r in runs}
+    groups = {r.record.logger.group for r in runs}
     if len(groups) == 1 and None not in groups:
         return str(groups.pop())
     return f"sweep-{Path(sources[0]).name}"
@@ -289,7 +289,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.wandb:
                 (entity, project), default_mode = args.wandb.split("/"), "online"
             else:
-                entity, project, default_mode = runs[0].get("logger.entity"), runs[0].get("logger.project"), "offline"
+                logger, default_mode = runs[0].record.logger, "offline"
+                entity, project = logger.entity, logger.project
             group = args.group or _local_group(runs, sources)
             mode = os.environ.get("WANDB_MODE") or default_mode
             run_id = log_to_wandb(rows, paths[2], project, entity, group, out, mode)

@@ -7,8 +7,9 @@ length (`normbench.norms.schedule`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from normbench.analysis.leaderboard import TRANSLATION, cell_of, norm_of, task_of
@@ -26,81 +27,73 @@ def _values(runs: Sequence[Run], describe: Callable[[Run], str]) -> str:
 
 def steps_of_run(run: Run) -> int:
     """The run's planned training steps: ``max_steps`` when set, else the steps it reached."""
-    return int(run.get("max_steps") or 0) or run.final_step
+    return run.record.max_steps or run.final_step
 
 
 def optimizer_text(run: Run) -> str:
-    opt = run.get("optimizer") or {}
-    name = str(opt.get("name", ""))
-    if not name:
-        return ""
-    text = f"{name.upper() if name == 'sgd' else name.capitalize()} lr {_g(run.get('lr'))}"
-    if name == "sgd":
-        text += f", momentum {_g(opt.get('momentum', 0))}" + (" (Nesterov)" if opt.get("nesterov") else "")
+    """The optimizer as it ran (`normbench.optim.OptimizerConfig`; a key the record lacks has its
+    schema's default: SGD's momentum 0.9)."""
+    record = run.record
+    opt = record.optimizer
+    text = f"{opt.name.upper() if opt.name == 'sgd' else opt.name.capitalize()} lr {_g(record.lr)}"
+    if opt.name == "sgd":
+        text += f", momentum {_g(opt.momentum)}" + (" (Nesterov)" if opt.nesterov else "")
     else:
-        text += f", betas ({', '.join(_g(b) for b in opt.get('betas', ()))})"
-    return text + f", weight decay {_g(run.get('weight_decay'))}"
+        text += f", betas ({', '.join(_g(b) for b in opt.betas)})"
+    return text + f", weight decay {_g(record.weight_decay)}"
 
 
 def schedule_text(run: Run) -> str:
     """The lr schedule as `normbench.optim.lr_factor` runs it, with the steps of a step schedule's
     drops (the first 0-based step at or past each milestone fraction)."""
-    sched, total = run.get("schedule") or {}, steps_of_run(run)
-    name, warmup = str(sched.get("name", "")), int(sched.get("warmup_steps", 0) or 0)
-    if name == "step":
-        milestones = [float(m) for m in sched.get("milestones", ())]
-        where = ", ".join(f"{m * 100:g} %" for m in milestones)
-        at = ", ".join(str(math.ceil(m * total)) for m in milestones)
-        text = f"step: lr × {_g(sched.get('gamma'))} at {where} of the steps (steps {at})"
-    elif name == "cosine":
-        text = f"cosine to {_g(sched.get('min_lr_ratio', 0.0))} × lr"
-    elif name == "inverse_sqrt":
+    sched, total = run.record.schedule, steps_of_run(run)
+    if sched.name == "step":
+        where = ", ".join(f"{m * 100:g} %" for m in sched.milestones)
+        at = ", ".join(str(math.ceil(m * total)) for m in sched.milestones)
+        text = f"step: lr × {_g(sched.gamma)} at {where} of the steps (steps {at})"
+    elif sched.name == "cosine":
+        text = f"cosine to {_g(sched.min_lr_ratio)} × lr"
+    elif sched.name == "inverse_sqrt":
         text = "inverse square root"
     else:
-        text = name
-    return text + (f", {warmup} warm-up steps" if warmup else "")
+        text = sched.name
+    return text + (f", {sched.warmup_steps} warm-up steps" if sched.warmup_steps else "")
 
 
 def length_text(run: Run) -> str:
-    total, epochs = steps_of_run(run), run.get("epochs")
-    if run.get("max_steps") or not epochs:
+    total, record = steps_of_run(run), run.record
+    if record.max_steps:
         return f"{total} steps"
-    return f"{epochs} epoch{'s' if epochs != 1 else ''} = {total} steps"
+    return f"{record.epochs} epoch{'s' if record.epochs != 1 else ''} = {total} steps"
 
 
 def data_text(run: Run) -> str:
     """The batch and what limits the data (the model and data set name the cell)."""
+    record = run.record
+    keys = dataclasses.asdict(record.dataset)  # each data set's dataclass has its own keys
     if task_of(run) == TRANSLATION:
-        parts = [f"{run.get('dataset.max_tokens')} tokens a batch"] if run.get("dataset.max_tokens") else []
+        parts = [f"{keys['max_tokens']} tokens a batch"] if keys.get("max_tokens") else []
     else:
-        parts = [f"batch {run.get('batch_size')}"]
-    if run.get("dataset.train_limit"):
-        parts.append(f"the first {run.get('dataset.train_limit')} training images")
-    if run.get("dataset.augment") is False:
+        parts = [f"batch {record.batch_size}"]
+    if keys.get("train_limit"):
+        parts.append(f"the first {keys['train_limit']} training images")
+    if keys.get("augment") is False:
         parts.append("no augmentation")
     return ", ".join(parts)
 
 
-def _swept_config(run: Run) -> Any:
-    encoder = run.get("model.encoder_norm")
-    return encoder if isinstance(encoder, Mapping) else run.get("norm")
-
-
-def planned_norm_schedule(config: Any, total_steps: int) -> dict[str, int | None]:
+def planned_norm_schedule(norm: Any, total_steps: int) -> dict[str, int | None]:
     """The step schedule a norm with `plan_schedule` runs for ``total_steps`` steps (a fresh
-    instance of the norm, planned as the runner plans it); {} for a norm without one."""
+    instance of the typed norm config ``norm``, planned as the runner plans it); {} for a norm
+    without one."""
     from normbench.norms import norm_factory
     from normbench.norms.registry import NORMS
 
-    node = dict(config) if isinstance(config, Mapping) else {"name": config}
-    try:
-        if not hasattr(NORMS.get(str(node.get("name"))), "plan_schedule"):
-            return {}
-        norm = norm_factory(node)(64, "NCHW")
-    except Exception:  # a norm or key this checkout does not know: nothing to report
+    if not hasattr(NORMS.get(norm.name), "plan_schedule"):
         return {}
-    norm.plan_schedule(total_steps)
-    return dict(norm.planned_steps())
+    layer = norm_factory(norm)(64, "NCHW")
+    layer.plan_schedule(total_steps)
+    return dict(layer.planned_steps())
 
 
 def norms_text(runs: Sequence[Run]) -> str:
@@ -118,7 +111,7 @@ def norm_schedules_text(runs: Sequence[Run]) -> str:
     """The planned schedules of the norms that have one, e.g. ``pn: warmup_iters 23``."""
     out = {}
     for r in runs:
-        planned = planned_norm_schedule(_swept_config(r), steps_of_run(r))
+        planned = planned_norm_schedule(r.stack_norm("encoder"), steps_of_run(r))
         if planned:
             out[norm_of(r)] = ", ".join(f"{k} {v}" for k, v in planned.items())
     return "; ".join(f"{n}: {t}" for n, t in out.items()) or "none"

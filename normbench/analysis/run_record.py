@@ -5,16 +5,21 @@ used, is `normbench.analysis.runs`'s."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from normbench.base.errors import ConfigError
+
+if TYPE_CHECKING:
+    from normbench.config import RunConfig
 
 
 def _number(v: Any) -> Any:
@@ -36,8 +41,32 @@ class Run:
     overrides: list[str] = field(default_factory=list)
     source: str = ""
 
+    @functools.cached_property
+    def record(self) -> RunConfig:
+        """The run's config typed (`normbench.config.load_record`: keys an older version did not
+        record at their schemas' defaults); a `ConfigError` line when it cannot be read. Code
+        reads settings here (``run.record.optimizer.momentum``), never by dotted key."""
+        from normbench.config import load_record
+
+        return load_record(self.config)
+
+    def stack_norm(self, stack: str) -> Any:
+        """The typed norm config of the model's ``<stack>_norm`` (``encoder`` / ``decoder``: a
+        Transformer's own norm per stack) when the model has one and it is set, else the run's ``norm``."""
+        model = self.record.model
+        own = {f.name: getattr(model, f.name) for f in dataclasses.fields(model)}.get(f"{stack}_norm")
+        return own if own is not None else self.record.norm
+
+    @property
+    def resolved(self) -> dict[str, Any]:
+        """What the run found where it ran, recorded beside its config (``hardware.resolved``:
+        device, world size, threads); {} when the record has none."""
+        hardware = self.config.get("hardware")
+        return dict(hardware.get("resolved") or {}) if isinstance(hardware, Mapping) else {}
+
     def get(self, dotted: str, default: Any = None) -> Any:
-        """A config value by dotted key (``norm.name``), or ``default`` when absent."""
+        """A config value by a dotted key that comes as data (a rule's ``select``, a grouping key),
+        or ``default`` when absent. Code reads settings through `record` instead."""
         node: Any = self.config
         for part in dotted.split("."):
             if not isinstance(node, Mapping) or part not in node:

@@ -66,7 +66,7 @@ def label(norm: str, lr: float | None = None) -> str:
 
 
 def learning_rates(runs: Sequence[Run]) -> list[float]:
-    return sorted({float(r.get("lr")) for r in runs})
+    return sorted({r.record.lr for r in runs})
 
 
 def series_of(runs: Sequence[Run], key: str) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -47,7 +47,7 @@ def claim_window() -> tuple[float, float]:
 
 def in_window(run: Run, steps: np.ndarray, window: Sequence[float]) -> np.ndarray:
     """A mask of the ``steps`` inside ``window`` (fractions) of the run's planned training length."""
-    total = run.get("max_steps") or run.final_step or 1
+    total = run.record.max_steps or run.final_step or 1
     lo, hi = window
     return (steps >= lo * float(total)) & (steps <= hi * float(total))
 
@@ -140,7 +140,7 @@ def figure4(
             seed_curve(axes[0, 2], res.rows, "beta_smoothness", label(norm), series_of(group, BETA),
                        color=NORM_COLORS.get(norm))  # fmt: skip
     finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness", legend=False)
-    start = claim_window()[0] * max((r.get("max_steps") or r.final_step) for r in runs)
+    start = claim_window()[0] * max((r.record.max_steps or r.final_step) for r in runs)
     for ax in axes[0, :3]:
         ax.axvspan(0.0, start, color="0.9", zorder=0)  # left out of the claims
     legend_panel(axes[0, 3], *axes[0, 0].get_legend_handles_labels(), title="shaded steps: not judged")

@@ -83,7 +83,7 @@ def loss_at_equal_time(run: Run, all_runs: Sequence[Run], time_fraction: float, 
 @measure("loss_at_equal_steps")
 def loss_at_equal_steps(run: Run, step_fraction: float, smoothing: int) -> float:
     """The run's smoothed training loss at step ``step_fraction`` × its planned training steps."""
-    total = run.get("max_steps") or run.final_step or 0
+    total = run.record.max_steps or run.final_step or 0
     return at(*smoothed_loss(run, smoothing, False), step_fraction * float(total))
 
 

@@ -24,7 +24,7 @@ claims are in ``normbench/rules/<preset>.yaml``.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from normbench.analysis.claims import measure
@@ -51,19 +51,13 @@ BLEU_KEYS = ("test/bleu", "val/bleu")
 TOKENS_PER_S = "perf/tokens_per_s"
 
 
-def _name(node: Any) -> str | None:
-    if isinstance(node, Mapping):
-        return node.get("name")
-    return node if isinstance(node, str) and node else None
-
-
 def encoder_norm(run: Run) -> str:
-    """The encoder's norm: ``model.encoder_norm`` (a name or a norm config) or the run's ``norm``."""
-    return _name(run.get("model.encoder_norm")) or str(_name(run.get("norm")))
+    """The encoder's norm: ``model.encoder_norm`` when set, else the run's ``norm``."""
+    return str(run.stack_norm("encoder").name)
 
 
 def run_norm(run: Run) -> str:
-    return str(_name(run.get("norm")))
+    return str(run.record.norm.name)
 
 
 def bleu_key(runs: Sequence[Run]) -> str:
@@ -176,8 +170,8 @@ def _norm_figure(
 
 def chain_norm(run: Run) -> str:
     """The encoder norm, with PowerNorm's chain step: ``pn_v`` for PN with ``forward_stats=batch``."""
-    name = encoder_norm(run)
-    return "pn_v" if name == "pn" and run.get("model.encoder_norm.forward_stats") == "batch" else name
+    norm = run.stack_norm("encoder")
+    return "pn_v" if norm.name == "pn" and norm.forward_stats == "batch" else str(norm.name)
 
 
 def powernorm_chain(runs: Sequence[Run]) -> list[FigureResult]:
@@ -188,10 +182,10 @@ def powernorm_chain(runs: Sequence[Run]) -> list[FigureResult]:
 
 def padding_arm(run: Run) -> str:
     """``bn masked`` / ``bn padded`` / ``ln``, then ``(bucketed)`` or ``(mixed)`` (the bn_padding arms)."""
-    name = encoder_norm(run)
-    counted = " padded" if name == "bn" and run.get("model.encoder_norm.count_padding") else ""
-    masked = " masked" if name == "bn" and not counted else ""
-    return f"{name}{counted}{masked} ({'bucketed' if run.get('dataset.bucket_by_length', True) else 'mixed'})"
+    norm = run.stack_norm("encoder")
+    counted = " padded" if norm.name == "bn" and norm.count_padding else ""
+    masked = " masked" if norm.name == "bn" and not counted else ""
+    return f"{norm.name}{counted}{masked} ({'bucketed' if run.record.dataset.bucket_by_length else 'mixed'})"
 
 
 VAR_DIST = "bn_stats/first_layer/var_dist"
@@ -290,7 +284,7 @@ def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:
 
 
 def compiled(run: Run) -> bool:
-    return bool(run.get("hardware.compile", False))
+    return run.record.hardware.compile
 
 
 MODE_STYLES = {"eager": ("-", "o"), "compiled": ("--", "s")}

@@ -19,12 +19,15 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from normbench.base.hydra_job import hydra_preset
 from normbench.base.output import atomic_write_text, warn
 from normbench.rules import rules_hash
 from normbench.run.records.segments import RecordsWatch
+
+if TYPE_CHECKING:
+    from normbench.run.resume.checkpoint import Load
 
 
 @dataclass
@@ -168,7 +171,8 @@ class LocalSink:
     checkpoint's offset (rows lost) or whose first ``resume_offset`` bytes are not those the run
     wrote (``resume_sha256``: garbage, an edit) is a `ConfigError` naming the file, before
     anything is written; a file moved aside is started anew with a warning. A ``config.yaml``
-    edited by hand is kept beside the run's as ``config.yaml.edited-<n>``, with a warning."""
+    edited by hand is kept beside the run's as ``config.yaml.edited-<n>``, with a warning (the two
+    compared as ``load`` reads them: `keep_edited_config`)."""
 
     def __init__(
         self,
@@ -177,12 +181,13 @@ class LocalSink:
         config_yaml: str,
         resume_offset: int | None = None,
         resume_sha256: str | None = None,
+        load: Load | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.path = run_dir / "metrics.jsonl"
         if resume_offset is not None:
             check_resumed_metrics(self.path, resume_offset, resume_sha256)
-            keep_edited_config(run_dir / "config.yaml", config)
+            keep_edited_config(run_dir / "config.yaml", config, load)
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(run_dir / "config.yaml", config_yaml)
         self._metrics = open(self.path, "ab", buffering=0)  # noqa: SIM115  (open for the run; unbuffered)
@@ -256,13 +261,14 @@ def check_resumed_metrics(path: Path, offset: int, sha256: str | None) -> None:
             )
 
 
-def keep_edited_config(path: Path, config: Mapping[str, Any]) -> Path | None:
+def keep_edited_config(path: Path, config: Mapping[str, Any], load: Load | None = None) -> Path | None:
     """A ``config.yaml`` that differs from the run's ``config`` (an edit by hand: the resumed run
     trains with the checkpoint's config whatever the file says) is kept as
-    ``config.yaml.edited-<n>`` with a warning; returns where, or None when it was the run's."""
+    ``config.yaml.edited-<n>`` with a warning; returns where, or None when it was the run's. The
+    two are compared as ``load`` reads them (`record_difference`; None: as they are)."""
     import yaml
 
-    from normbench.run.resume.checkpoint import config_difference
+    from normbench.run.resume.checkpoint import config_difference, record_difference
 
     try:
         saved = yaml.safe_load(path.read_text())
@@ -270,7 +276,10 @@ def keep_edited_config(path: Path, config: Mapping[str, Any]) -> Path | None:
         return None
     except (OSError, ValueError, yaml.YAMLError):
         saved = None
-    diff = config_difference(saved, config) if isinstance(saved, Mapping) else "it does not parse"
+    if not isinstance(saved, Mapping):
+        diff: str | None = "it does not parse"
+    else:
+        diff = config_difference(saved, config) if load is None else record_difference(saved, config, load)
     if diff is None:
         return None
     n = 1

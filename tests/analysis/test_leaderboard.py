@@ -172,32 +172,35 @@ def test_cells_scores_ties_and_counts(sweep: Path) -> None:
 
 
 def test_rules_keys_and_cell_names() -> None:
-    config = {"model": {"name": "resnet20"}, "dataset": {"name": "cifar10"}, "batch_size": 1}
-    assert "batch statistics" in lb.refusal({**config, "norm": {"name": "bn"}})
-    assert lb.refusal({**config, "norm": {"name": "gn"}}) is None
-    assert lb.refusal({**config, "batch_size": 2, "norm": {"name": "bn"}}) is None
+    def run(**config: Any) -> Run:
+        base = {"norm": {"name": "bn"}, "model": {"name": "resnet20"}, "dataset": {"name": "cifar10"}}
+        return Run("r", {**base, **config}, [])
+
+    one = {"batch_size": 1}
+    assert "batch statistics" in lb.refusal(run(**one))
+    assert lb.refusal(run(**one, norm={"name": "gn"})) is None
+    assert lb.refusal(run(batch_size=2)) is None
+    two = {"hardware": {"resolved": {"world_size": 2}}}  # 2 a batch over 2 processes: one sample each
+    assert "batch statistics" in lb.refusal(run(batch_size=2, **two))
+    assert lb.refusal(run(norm={"name": "not_a_norm"}, **one)) is None  # a norm this checkout lacks: no rule
     assert lb.diag_key({"diag/beta_smoothness/beta"}, "beta_smoothness", "beta") == "diag/beta_smoothness/beta"
     both = {"diag/bn_stats/first_layer/var_dist", "bn_stats/first_layer/var_dist"}
     assert lb.diag_key(both, "bn_stats", "first_layer/var_dist") == "bn_stats/first_layer/var_dist"
     assert lb.diag_key({"x"}, "landscape", "loss_range") is None
-    subset = {"model": {"name": "m"}, "dataset": {"name": "iwslt14", "root": "${oc.env:D,x}/de-en-subset"}}
-    assert lb.cell_of(Run("a", subset, [])) == ("m", "Multi30k de-en (subset)")  # what the folder holds
-    powernorm = {"norm": {"name": "ln"}, "model": {"encoder_norm": "pn", "decoder_norm": {"name": "ln"}}}
-    assert lb.norm_of(Run("p", powernorm, [])) == "pn (enc) / ln (dec)"
-    assert lb.swept_norm(Run("p", powernorm, [])) == "pn"
-    swept = {"norm": {"name": "gn"}, "model": {"encoder_norm": None, "decoder_norm": "ln"}}
-    assert lb.norm_of(Run("g", swept, [])) == "gn (enc) / ln (dec)"
-    resnet8 = {"model": {"name": "resnet20", "depth": 8}, "dataset": {"name": "cifar10"}}
-    assert lb.cell_of(Run("r", resnet8, []))[0] == "ResNet8"  # the depth that ran, not the config's name
-    assert lb.cell_of(Run("r", {**resnet8, "model": {"name": "resnet20", "depth": 20}}, []))[0] == "resnet20"
-    assert lb.cell_of(Run("r", {**resnet8, "model": {"name": "vgg16", "depth": 11}}, []))[0] == "vgg16 (depth 11)"
-    other = {"model": {"name": "m"}, "dataset": {"name": "cifar10", "root": "/d/my-copy"}}
-    assert lb.cell_of(Run("c", other, []))[1] == "cifar10 (my-copy)"
-    assert lb.refusal({**powernorm, "dataset": {"name": "iwslt14", "src_lang": "de"}}) is None  # LN decoder
-    assert lb.cell_of(Run("b", {"model": {"name": "m"}, "dataset": {"name": "cifar10", "root": "/d/cifar10"}}, [])) == (
-        "m",
-        "cifar10",
-    )
+    mt = {"model": {"name": "transformer_tiny"}, "dataset": {"name": "iwslt14", "root": "${oc.env:D,x}/de-en-subset"}}
+    assert lb.cell_of(run(**mt)) == ("transformer_tiny", "Multi30k de-en (subset)")  # what the folder holds
+    stacks = {"encoder_norm": "pn", "decoder_norm": {"name": "ln"}}
+    powernorm = {**mt, "norm": {"name": "ln"}, "model": {"name": "transformer_tiny", **stacks}}
+    assert lb.norm_of(run(**powernorm)) == "pn (enc) / ln (dec)"
+    assert lb.swept_norm(run(**powernorm)) == "pn"
+    assert lb.refusal(run(**powernorm)) is None  # LN decoder
+    assert "decoder norm bn mixes time steps" in lb.refusal(run(**{**mt, "norm": {"name": "bn"}}))
+    swept = {**mt, "norm": {"name": "gn"}, "model": {"name": "transformer_tiny", "decoder_norm": "ln"}}
+    assert lb.norm_of(run(**swept)) == "gn (enc) / ln (dec)"
+    assert lb.cell_of(run(model={"name": "resnet20", "depth": 8}))[0] == "ResNet8"  # the depth that ran
+    assert lb.cell_of(run(model={"name": "resnet20", "depth": 20}))[0] == "resnet20"
+    assert lb.cell_of(run(dataset={"name": "cifar10", "root": "/d/my-copy"}))[1] == "cifar10 (my-copy)"
+    assert lb.cell_of(run(dataset={"name": "cifar10", "root": "/d/cifar10"})) == ("resnet20", "cifar10")
 
 
 def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from normbench.base.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
 from normbench.base.output import info, warn
+from normbench.config import comparable_record
 from normbench.run.divergence import diverged_reason
 from normbench.run.records import rundir
 from normbench.run.records import segments as run_records
@@ -42,7 +43,7 @@ def resume_state(resume: bool, checkpointer: Checkpointer, record: dict[str, Any
     if not rundir.secondary_rank():  # where the run writes, before anything takes time
         info(f"[normbench] run directory: {run_dir}")
     if resume:
-        return checkpointer.resume_state(record)
+        return checkpointer.resume_state(record, load=comparable_record)  # compared as typed records
     status = summary_status(run_dir / "summary.json")
     if checkpointer.has_checkpoints() or status in (*RESULT_STATUSES, "unreadable"):
         raise ConfigError(

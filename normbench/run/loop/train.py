@@ -31,7 +31,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from normbench.config import RunConfig, as_recorded, parse
+from normbench.config import RunConfig, as_recorded, comparable_record, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.models import build_model
 from normbench.norms import norm_factory
@@ -240,7 +240,7 @@ def open_sinks(
     local = wandb = None
     if logger.local and dist.is_main:
         offset, digest = (resumed.get("metrics_offset"), resumed.get("metrics_sha256")) if resumed else (None, None)
-        local = LocalSink(run_dir, logged, OmegaConf.to_yaml(OmegaConf.create(logged)), offset, digest)
+        local = LocalSink(run_dir, logged, OmegaConf.to_yaml(logged), offset, digest, comparable_record)
     if logger.wandb and dist.is_main:
         wandb_id = resumed["wandb_run_id"] if resumed else None
         wandb = WandbSink(logger, run_dir, logged, None, wandb_id)  # None: the sweep's group

@@ -30,7 +30,7 @@ that the run stops at a step boundary with a checkpoint of that very step.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ __all__ = [
     "capture_rng",
     "checksum_path",
     "config_difference",
+    "record_difference",
     "find_latest",
     "list_checkpoints",
     "restore",
@@ -200,6 +201,21 @@ def config_difference(saved: Mapping[str, Any], current: Mapping[str, Any], pref
     return None
 
 
+Load = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+"""A typed loader of records into plain python (`normbench.config.comparable_record`), passed in
+by the runner: this module sits below the config and does not import it."""
+
+
+def record_difference(saved: Any, current: Mapping[str, Any], load: Load) -> str | None:
+    """`config_difference` of two records as ``load`` reads them (a key that an older version did
+    not write compares at its default); why, when ``load`` cannot read the saved one."""
+    try:
+        before = load(saved)
+    except ConfigError as e:
+        return str(e)
+    return config_difference(before, load(current))
+
+
 class Checkpointer:
     """Writes and finds a run's checkpoints; ``due(step)`` says when one is due mid-epoch."""
 
@@ -231,9 +247,10 @@ class Checkpointer:
         `save` raises `RunInterrupted` once that checkpoint is complete."""
         self.stop_signal = signum
 
-    def resume_state(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """The newest verified checkpoint's state, checked against ``config``. Newer ones that fail
-        are named in a warning and moved aside; a ConfigError when none verifies or there is none."""
+    def resume_state(self, config: Mapping[str, Any], load: Load | None = None) -> dict[str, Any]:
+        """The newest verified checkpoint's state, checked against ``config`` (both as ``load``
+        reads them, `record_difference`; None: as they are). Newer ones that fail are named in a
+        warning and moved aside; a ConfigError when none verifies or there is none."""
         remove_stale_tmp(self.folder)
         state, path, rejected = find_latest(self.run_dir)
         if state is None or path is None:
@@ -247,7 +264,8 @@ class Checkpointer:
                 f"resume=true but no checkpoint in {self.folder} verifies ({reasons}); not starting over from "
                 "step 0: restore a checkpoint and its .sha256 file, or start a new run in a new hydra.run.dir"
             )
-        diff = config_difference(state["config"], config)
+        saved = state["config"]
+        diff = config_difference(saved, config) if load is None else record_difference(saved, config, load)
         if diff:
             raise ConfigError(
                 f"resume=true but checkpoint {path} comes from another configuration ({diff}); "
