@@ -30,7 +30,7 @@ def test_tiny_run_writes_metrics_summary_and_wandb(tmp_path) -> None:
 
 def test_multirun_gives_distinct_wandb_runs_and_a_sweep_summary(tmp_path) -> None:
     sweep = tmp_path / "sweep"
-    r = run_cli("-m", *TINY_RUN, "norm=bn,gn", f"hydra.sweep.dir={sweep}")
+    r = run_cli("-m", *TINY_RUN, "max_steps=2", "norm=bn,gn", f"hydra.sweep.dir={sweep}")  # its jobs: the tiny run's
     assert r.returncode == 0, r.stderr[-3000:]
     ids = {json.loads((sweep / str(i) / "summary.json").read_text())["wandb_run_id"] for i in range(2)}
     assert len(ids) == 2

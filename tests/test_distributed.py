@@ -17,7 +17,7 @@ from normbench.base.errors import ConfigError
 from normbench.norms.batch import BatchNormConfig
 from normbench.run.placement import distributed
 from normbench.run.placement.hardware import HardwareConfig
-from tests.conftest import REPO, cli_env, needs_slurm_extra
+from tests.conftest import REPO, cli_env, needs_slurm_extra, run_cli_inprocess
 
 HAS_SYNC = "sync" in BatchNormConfig.__dataclass_fields__
 needs_sync = pytest.mark.skipif(not HAS_SYNC, reason="norm.sync (BatchNorm over all ranks) not in this checkout yet")
@@ -58,6 +58,19 @@ def _launch(cwd: Path, *args: str, processes: int = 1) -> subprocess.CompletedPr
     return r
 
 
+InProcess = tuple[pytest.MonkeyPatch, pytest.CaptureFixture[str]]
+
+
+def _run_here(cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str) -> None:
+    """``normbench *args`` in this process from ``cwd``, in the environment `_launch` gives a process."""
+    with monkeypatch.context() as m:
+        m.chdir(cwd)
+        for key in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SUBMITIT_EXECUTOR"):
+            m.delenv(key, raising=False)
+        code, _, stderr = run_cli_inprocess(m, capsys, *args)
+    assert code == 0, stderr[-4000:]
+
+
 def _run_dirs(cwd: Path) -> list[Path]:
     return sorted(p.parent for p in (cwd / "outputs").rglob("summary.json"))
 
@@ -76,11 +89,16 @@ def _assert_same_trajectory(got: list[float], expected: list[float]) -> None:
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=0)
 
 
-def _single_and_ddp(tmp_path: Path, *overrides: str) -> tuple[Path, Path]:
-    """The same run as one process (hardware=cpu) and as 2 gloo processes (hardware=ddp)."""
+def _single_and_ddp(tmp_path: Path, *overrides: str, inprocess: InProcess | None = None) -> tuple[Path, Path]:
+    """The same run as one process (hardware=cpu) and as 2 gloo processes (hardware=ddp); the one
+    process is this one when ``inprocess`` (pytest's monkeypatch and capsys) is given: the same code
+    on one thread (the quickstart's), without a new interpreter's imports."""
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
-    _launch(tmp_path / "one", *TINY, *overrides, "hardware=cpu")
+    if inprocess is None:
+        _launch(tmp_path / "one", *TINY, *overrides, "hardware=cpu")
+    else:
+        _run_here(tmp_path / "one", *inprocess, *TINY, *overrides, "hardware=cpu")
     _launch(tmp_path / "two", *TINY, *overrides, "hardware=ddp", processes=2)
     one, two = _run_dirs(tmp_path / "one"), _run_dirs(tmp_path / "two")
     assert len(one) == 1 and len(two) == 1, "each launch leaves exactly one run directory"
@@ -146,8 +164,11 @@ def test_ddp_batchnorm_without_sync_differs_from_the_global_batch(tmp_path: Path
 
 
 @needs_sync
-def test_ddp_synchronized_batchnorm_follows_the_single_process_trajectory(tmp_path: Path) -> None:
-    one, two = _single_and_ddp(tmp_path, "norm=bn", "norm.sync=true")
+def test_ddp_synchronized_batchnorm_follows_the_single_process_trajectory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The torchrun the default suite keeps; its one-process reference runs in this process."""
+    one, two = _single_and_ddp(tmp_path, "norm=bn", "norm.sync=true", inprocess=(monkeypatch, capsys))
     _assert_same_trajectory(_batch_losses(two), _batch_losses(one))
     summary = json.loads((two / "summary.json").read_text())
     assert summary["norm_sync"] is True and summary["batch_stats_samples"] == 32

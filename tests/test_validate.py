@@ -76,8 +76,42 @@ CASES = [
 ]
 
 
+PARSED = {
+    "norm.name=foo",
+    "optimizer.name=lamb",
+    "schedule.name=linear",
+    "hardware.device=tpu",
+    "hardware.precision=fp8",
+    "lr=-0.1",
+    "epochs=0",
+    "batch_size=-4",
+    "max_steps=0",
+    "divergence.loss_factor=0.5",
+    "lr=inf",
+    "lr=nan",
+    "weight_decay=inf",
+}
+"""Values that `normbench.config.parse` refuses: the default suite checks their message where the
+config is parsed (`test_a_bad_value_is_refused_where_the_config_is_parsed`, ~1 ms each) and
+through the command for a representative (``lr=0``: the same ConfigError, the same one line);
+the rest go through the command in the slow suite (~1 s each: three composes)."""
+
+
+def _cli_case(args: list[str], message: str) -> object:
+    return pytest.param(args, message, id=" ".join(args), marks=pytest.mark.slow if " ".join(args) in PARSED else ())
+
+
+@fault("a bad value", "one line naming it, when the config is parsed", "one-line")
+@pytest.mark.parametrize(("args", "message"), [(a, m) for a, m in CASES if " ".join(a) in PARSED],
+                         ids=[" ".join(a) for a, _ in CASES if " ".join(a) in PARSED])  # fmt: skip
+def test_a_bad_value_is_refused_where_the_config_is_parsed(args: list[str], message: str) -> None:
+    from tests.test_bad_values import refused
+
+    assert message in refused(*TINY_RUN, *args)
+
+
 @fault("a bad config value, key or choice", "one line naming it; nothing written", "one-line")
-@pytest.mark.parametrize(("args", "message"), CASES, ids=[" ".join(a) for a, _ in CASES])
+@pytest.mark.parametrize(("args", "message"), [_cli_case(a, m) for a, m in CASES])
 def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, monkeypatch, capsys, args, message) -> None:
     out = tmp_path / "run"
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, *args, f"hydra.run.dir={out}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,12 @@ OPTIONS = [(g, f.stem) for g in GROUPS for f in sorted((CONF / g).glob("*.yaml")
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
 def test_every_group_option_composes(group: str, option: str) -> None:
+    """... and parses: the checks of `normbench.config.parse` refuse no default (each option on the
+    defaults; `tests/test_bad_values.py` refuses the values no run can use)."""
+    from normbench.config import parse
+
     cfg = compose_cfg([f"{group}={option}"])
+    parse(copy.deepcopy(cfg))
     if group in ("experiment", "hparams_search"):  # @package _global_: no node of their own
         return
     node = cfg[group]

@@ -46,15 +46,18 @@ def test_counts_match_the_usual_cifar_vgg_with_bn() -> None:
 @pytest.mark.parametrize("model_name", ["vgg11", "vgg16"])
 @pytest.mark.parametrize("norm", list_norms())
 def test_parameter_count(model_name: str, norm: str) -> None:
-    model = build_model({"name": model_name}, factory(norm))
+    with torch.device("meta"):  # shapes only: no 9-15M floats to draw, 30 times
+        model = build_model({"name": model_name}, factory(norm))
     assert sum(p.numel() for p in model.parameters()) == expected_params(model_name, norm)
 
 
 @pytest.mark.parametrize("model_name", ["vgg11", "vgg16"])
 @pytest.mark.parametrize("norm", list_norms())
 def test_every_norm_trains_a_step_and_no_batchnorm_is_left(model_name: str, norm: str) -> None:
+    """At a quarter of the width (the same modules and names, `test_width_scales_every_conv_and_the_classifier`):
+    the step's point is every norm in every block, not the channel count."""
     torch.manual_seed(0)
-    model = build_model({"name": model_name}, factory(norm))
+    model = build_model({"name": model_name, "width": 0.25}, factory(norm))
     has_bn = any(isinstance(m, (nn.modules.batchnorm._BatchNorm, BatchNorm)) for m in model.modules())
     assert has_bn == isinstance(build_norm(norm, 16, **NORM_KW.get(norm, {})), BatchNorm)  # only bn and its family
     assert not any("bn" in name.split(".")[-1] for name, _ in model.named_modules())
