@@ -335,7 +335,7 @@ def build_dashboard(preset: str) -> Dashboard:
         return build_leaderboard(preset)
     rules = load_rules(preset)
     if rules is None:
-        valid = [*list_rule_presets(), *(f"{p}_cpu" for p in list_rule_presets()), LEADERBOARD, f"{LEADERBOARD}_cpu"]
+        valid = [*all_presets(), *all_presets(cpu=True)]
         raise ConfigError(f"preset {preset!r} has no rules (normbench/rules/); valid: {', '.join(valid)}")
     swept = swept_params(preset)
     scale = variant(preset)
@@ -387,5 +387,5 @@ def dashboards(presets: Iterable[str]) -> list[Dashboard]:
 
 def all_presets(cpu: bool = False) -> list[str]:
     """Every preset with a dashboard: the paper presets and the leaderboard (``_cpu`` variants)."""
-    names = [*list_rule_presets(), LEADERBOARD]
+    names = list(dict.fromkeys([*list_rule_presets(), LEADERBOARD]))  # the leaderboard has rules too
     return [f"{n}_cpu" for n in names] if cpu else names

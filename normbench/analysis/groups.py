@@ -32,8 +32,8 @@ GN_LABEL, IN_LABEL = "Group Norm (G groups in every layer)", "Instance Norm (G =
 def arms(runs: Sequence[Run]) -> list[tuple[str, float, list[Run]]]:
     """(label, x, runs) per arm: GN per group count, ascending, then IN."""
     out = []
-    gn = [r for r in runs if r.get("norm.name") == "gn"]
-    for g in sorted({int(r.get("norm.groups")) for r in gn}):
+    gn = [r for r in runs if r.record.norm.name == "gn"]
+    for g in sorted({int(r.record.norm.groups) for r in gn}):
         out.append((f"G={g}", float(g), select(gn, norm__groups=g)))
     inst = select(runs, norm__name="in")
     if inst:

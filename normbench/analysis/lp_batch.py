@@ -22,7 +22,7 @@ NORMS = ("none", "bn", "bn_l1", "bn_l2", "bn_linf")
 
 
 def bn_lp(runs: Sequence[Run]) -> list[FigureResult]:
-    norms = [n for n in NORMS if any(r.get("norm.name") == n for r in runs)]
+    norms = [n for n in NORMS if any(r.record.norm.name == n for r in runs)]
     lr = MAIN_LR if MAIN_LR in learning_rates(runs) else learning_rates(runs)[0]
     title = f"Santurkar et al. 2018, §3.3: ℓp BatchNorm (VGG, lr {lr:g})"
     training = accuracy_figure(runs, norms, [lr], "bn_lp_training", title)

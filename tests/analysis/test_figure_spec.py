@@ -42,7 +42,9 @@ SPEC = {
 
 
 def test_every_preset_has_figures_and_names_only_registered_parts() -> None:
-    for preset in list_rule_presets():  # every preset with rules draws its figures from them
+    for preset in list_rule_presets():  # every paper preset with rules draws its figures from them
+        if preset == "leaderboard":  # its table and figure are normbench-leaderboard's (leaderboard_report)
+            continue
         figures = load_rules(preset).figures
         assert figures is not None and figures.draw, preset
         for item in figures.draw:
