@@ -23,6 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_MODE=${WANDB_MODE:-offline} WANDB_SILENT=true PYTHONUNBUFFERED=1
 pilot=""
+pilot_note=" (pilot: the rules' pilot seeds)"  # a quote inside \${pilot:+...} in double quotes would open a quote
 if [ "${1:-}" = --pilot ]; then pilot=1; shift; fi
 presets=("$@")
 ((${#presets[@]})) || presets=(powernorm_stats_cpu powernorm_grads_cpu ln_axes_cpu powernorm_mt_cpu powernorm_chain_cpu gn_batch_size_cpu gn_groups_cpu bn_eval_stats_cpu bn_dropout_cpu bn_saturation_cpu bn_lr_range_cpu bn_padding_cpu bn_lp_cpu rmsnorm_speed_cpu rmsnorm_time_cpu prms_width_cpu santurkar_vgg_cpu)
@@ -84,7 +85,7 @@ for preset in "${presets[@]}"; do
   analyse "$preset" "$out" > "$out/figures.log" 2>&1
   fig_status=$?
   {
-    echo "preset: $preset${pilot:+ (pilot: the rules' pilot seeds)}"
+    echo "preset: $preset${pilot:+$pilot_note}"
     echo "commit: $commit"
     echo "rules hash: $(python -c "from normbench.rules import rules_hash; print(rules_hash('$preset'))")"
     echo "start (UTC): $start; wall clock: $((wall / 60)) min $((wall % 60)) s ($(wc -l < "$out/jobs.txt") runs, $jobs at a time)"

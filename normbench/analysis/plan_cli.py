@@ -44,6 +44,14 @@ def plan_input(rules: Rules, ids: Sequence[str]) -> PlanInput:
     return PlanInput(claims, rules.alpha, rules.min_seeds)
 
 
+def full_scale_only_here(rules: Rules, preset: str) -> dict[str, int]:
+    """The claims ``preset``'s variant does not judge because the rules mark them full-scale only
+    (``full_scale_only``, on the CPU variant), with the n they would need."""
+    if variant(preset) != "cpu":
+        return {}
+    return {c.id: c.full_scale_only.needs_n for c in rules.claims if c.full_scale_only is not None}
+
+
 def seconds_per_run(rows: Sequence[Row]) -> float:
     """The median wall time of the pilot's runs (``summary.json``'s ``wall_time_s``)."""
     times = [float(r[WALL_TIME]) for r in rows if r.get(WALL_TIME) is not None]
@@ -92,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         if not rows:
             raise ConfigError(f"the pilot's per_run.csv ({', '.join(args.pilot)}) holds no runs")
         values = claim_values(args.preset, rows)
+        full_scale = full_scale_only_here(rules, args.preset)
+        values = {i: v for i, v in values.items() if i not in full_scale}  # they leave the Holm family here
         seconds = args.seconds_per_run or seconds_per_run(rows)
         plan = plan_claims(plan_input(rules, list(values)), values, variant(args.preset), seconds)
     except (ConfigError, ValueError) as e:
@@ -101,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[plan] {args.preset}: {len(rows)} pilot runs, seeds {sorted({r['seed'] for r in rows})}, "
           f"measured under rules {', '.join(hashes)} (now {rules.hash})")  # fmt: skip
     print(plan_table(plan))
+    for claim_id, needs in full_scale.items():
+        print(f"{claim_id}: full-scale only (needs n ≈ {needs}): not planned at this scale, outside its Holm family")
     print(summary_line(args.preset, rows, plan, seconds, args.budget_min))
     return 0
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from normbench.analysis import rules_schema
-from normbench.analysis.per_run import write_per_run
+from normbench.analysis.per_run import read_per_run, write_per_run
 from normbench.analysis.plan_cli import main, sweep_minutes
 
 RULES: dict[str, Any] = {
@@ -63,3 +63,20 @@ def test_plan_without_an_effect_is_one_line(toy_rules: dict, tmp_path: Path, cap
 def test_sweep_minutes_counts_settings_over_seeds() -> None:
     rows = [{"seed": s} for s in (100, 101, 102) for _ in range(4)]  # 4 settings, 3 seeds
     assert sweep_minutes(rows, 10, 120.0) == (40, 40.0)
+
+
+def test_a_full_scale_only_claim_leaves_the_cpu_plan_and_its_family(
+    toy_rules: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A second claim marked full-scale only is not planned on the CPU variant and does not halve
+    the first one's α: its n stays the textbook 17 (α 0.05, not 0.025)."""
+    second = {**RULES["claims"][0], "id": "bn_higher_early", "full_scale_only": {"needs_n": 211, "why": "too noisy"}}
+    toy_rules["claims"] = [RULES["claims"][0], second]
+    rows = read_per_run(pilot_csv(tmp_path / "one.csv"))
+    pilot = write_per_run([{**r, "claim:bn_higher_early": r["claim:bn_higher"]} for r in rows], tmp_path / "two.csv")
+    assert main(["toy_cpu", "--pilot", str(pilot)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("| bn_higher |"))
+    assert "17" in [c.strip() for c in row.strip("|").split("|")]
+    assert not any(line.startswith("| bn_higher_early") for line in out.splitlines())
+    assert "bn_higher_early: full-scale only (needs n ≈ 211)" in out
