@@ -70,8 +70,7 @@ def check_norm_compiles(model: ModelConfig, norm: NormConfig, compile: bool) -> 
 
     if not compile:
         return
-    specs = [getattr(model, f.name) for f in dataclasses.fields(model) if f.name.endswith("_norm")]
-    for name in [norm.name, *(norm_config(s).name for s in specs if s is not None)]:
+    for name in [norm.name, *(norm_config(spec).name for spec in model.stack_norms())]:
         issue = getattr(NORMS.get(name), "COMPILE_ISSUE", "")
         if issue:
             raise ConfigError(f"hardware.compile=true with norm={name}: {issue}; use hardware.compile=false")
@@ -112,7 +111,7 @@ def check_dataset_root(dataset: DatasetConfig) -> None:
 def check_positions(model: ModelConfig, dataset: DatasetConfig) -> None:
     """A sequence model with fewer positions than the data set's sentences take (source + EOS, BOS
     + target: up to ``dataset.max_positions`` each) would fail at the first long batch."""
-    positions, longest = getattr(model, "max_positions", None), getattr(dataset, "max_positions", None)
+    positions, longest = model.positions(), dataset.longest_sequence()
     if positions is not None and longest is not None and positions < longest:
         raise ConfigError(
             f"model.max_positions={positions} is not allowed; model.max_positions must be >= dataset.max_positions="
