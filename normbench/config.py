@@ -1,8 +1,12 @@
 """Typed config schemas, stored in Hydra's ConfigStore, and the boundary where a composed config
 becomes them.
 
-The top-level `RunConfig` types the run-level keys; each group's entries carry their own
-schema through their registry (``conf/<group>/<name>.yaml`` lists
+The top-level `RunConfig` types the run-level keys down to the leaves: each group as its registry's
+base config (a group entry is a subclass of it: `BatchNormConfig` of `NormConfig`), the hardware and
+logger as their dataclasses, the diagnostics as their typed configs. Hydra composes `RunSchema`
+(``schema/run``): the same, with the diagnostics still loose, since each diagnostic's keys are its
+own dataclass's and ``conf/diagnostics/*.yaml`` cannot name them; `parse` types them. Each group's
+entries carry their own schema through their registry (``conf/<group>/<name>.yaml`` lists
 ``/schema/<group>@_here_: <name>`` in its defaults). Unknown keys and wrong types fail when Hydra
 composes the config; a value the type allows but the run cannot use fails in the dataclass that
 owns it (``__post_init__``).
@@ -30,21 +34,30 @@ from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
 from normbench.base.errors import ConfigError, require, require_seed
 from normbench.base.output import warn
+from normbench.data.registry import DatasetConfig
 from normbench.diagnostics import diagnostics_config
 from normbench.diagnostics.probe import choose_probe_directions
+from normbench.diagnostics.registry import CadenceConfig
+from normbench.models.registry import ModelConfig
+from normbench.norms.registry import NormConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
 from normbench.run.divergence import DivergenceConfig
+from normbench.run.placement.hardware import HardwareConfig
 from normbench.run.resume.checkpoint import CheckpointConfig
+from normbench.sinks.logger_config import LoggerConfig
 
 
 @dataclass
 class RunConfig:
-    model: Any = MISSING
-    dataset: Any = MISSING
-    norm: Any = MISSING
-    hardware: Any = MISSING
-    logger: Any = MISSING
-    diagnostics: Any = MISSING
+    model: ModelConfig = MISSING
+    """The model group's entry: its registered config, a subclass of `ModelConfig`."""
+    dataset: DatasetConfig = MISSING
+    norm: NormConfig = MISSING
+    hardware: HardwareConfig = MISSING
+    logger: LoggerConfig = MISSING
+    diagnostics: dict[str, CadenceConfig] = field(default_factory=dict)
+    """Each named diagnostic's typed settings (`normbench.diagnostics.diagnostics_config`), its
+    probe direction chosen (`choose_probe_directions`)."""
     seed: int = 0
     epochs: int = 10
     max_steps: int | None = None
@@ -82,6 +95,15 @@ class RunConfig:
         require_seed("seed", self.seed)
 
 
+@dataclass
+class RunSchema(RunConfig):
+    """`RunConfig` as Hydra composes it (``schema/run``, stored by `normbench.cli.store`), the Hydra
+    boundary's: the same keys and types, but ``diagnostics`` loose (name -> its settings), since
+    each diagnostic's keys are its own dataclass's; `parse` types them into a `RunConfig`."""
+
+    diagnostics: dict[str, Any] = field(default_factory=dict)  # type: ignore[assignment]
+
+
 def parse(cfg: DictConfig) -> RunConfig:
     """The composed config as typed objects: `RunConfig` with each group's registered dataclass,
     the diagnostics typed (`diagnostics_config`) and their probe direction chosen
@@ -89,7 +111,7 @@ def parse(cfg: DictConfig) -> RunConfig:
     cannot be resolved (``seed=${oc.env:NOPE}``, ``lr=${lr}``: `unresolved`)."""
     from normbench.base.registry import check_keys
     from normbench.models import MODELS
-    from normbench.norms import NORMS, NormConfig
+    from normbench.norms import NORMS
     from normbench.norms.registry import keys_under
     from normbench.tasks import DATASETS
 
@@ -104,13 +126,13 @@ def parse(cfg: DictConfig) -> RunConfig:
             if isinstance(node, DictConfig) and issubclass(OmegaConf.get_type(node) or object, NormConfig):
                 with keys_under(f"model.{key}"):
                     OmegaConf.to_object(node)
-        config = OmegaConf.to_object(cfg)
+        composed = OmegaConf.to_object(cfg)
     except (InterpolationResolutionError, MissingMandatoryValue) as e:
         raise unresolved(cfg, e) from None
-    if not isinstance(config, RunConfig):
-        raise TypeError(f"parse takes the composed normbench config (typed by RunConfig), not {type(config).__name__}")
-    config.diagnostics = choose_probe_directions(diagnostics_config(config.diagnostics), config.optimizer)
-    return config
+    if not isinstance(composed, RunSchema):
+        raise TypeError(f"parse takes the composed normbench config (RunSchema), not {type(composed).__name__}")
+    diagnostics = choose_probe_directions(diagnostics_config(composed.diagnostics), composed.optimizer)
+    return RunConfig(**{**vars(composed), "diagnostics": diagnostics})
 
 
 def unresolved(cfg: DictConfig, e: InterpolationResolutionError | MissingMandatoryValue) -> ConfigError:

@@ -10,14 +10,18 @@
 - One config, parsed once: Hydra's ``DictConfig`` appears only in the modules that face Hydra
   (`BOUNDARY`), and in the runner only `normbench.run.loop.train.run` takes it; no function outside the
   runner takes the whole config (`RunConfig`): each room takes its own dataclass.
+- The config typed to the leaves: no field of `RunConfig` is (or holds) ``Any``; the loop's `Run`
+  holds no `RunConfig` (it reads a `LoopPlan`); no ``getattr`` reads a config section by name.
 """
 
 from __future__ import annotations
 
 import ast
 import itertools
+import typing
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -245,3 +249,79 @@ def test_only_the_boundary_faces_hydra() -> None:
     assert not outside, f"modules that face Hydra but are not in ARCHITECTURE.md's boundary table: {outside}"
     stale = [m for m in BOUNDARY if not faces_hydra(m)]
     assert not stale, f"modules in ARCHITECTURE.md's boundary table that no longer face Hydra: {stale}"
+
+
+def holds_any(hint: Any) -> bool:
+    """Whether a type hint is ``Any`` or holds it (``dict[str, Any]``, ``Any | None``)."""
+    return hint is Any or any(holds_any(arg) for arg in typing.get_args(hint))
+
+
+def test_no_field_of_the_run_config_is_any() -> None:
+    from normbench.config import RunConfig
+
+    hints = typing.get_type_hints(RunConfig)
+    assert not [name for name, hint in hints.items() if holds_any(hint)], "RunConfig fields typed Any"
+    from normbench.config import RunSchema
+
+    loose = [name for name, hint in typing.get_type_hints(RunSchema).items() if hint != hints[name]]
+    assert loose == ["diagnostics"], "Hydra's schema differs from RunConfig in the diagnostics only"
+    assert holds_any(dict[str, Any]) and holds_any(Any | None) and not holds_any(dict[str, int])
+
+
+def test_the_loop_holds_no_run_config() -> None:
+    from normbench.run.loop import state
+
+    hints = {**typing.get_type_hints(state.Run), **typing.get_type_hints(getattr(state, "LoopPlan", object))}
+    assert {"model", "progress"} <= set(hints)  # the reader sees the fields
+    found = [name for name, hint in hints.items() if "RunConfig" in str(hint)]
+    assert not found, f"Run holds the whole config: {found}"
+
+
+CONFIG_ROOTS = ("config", "cfg")
+
+
+def config_getattrs(source: str, where: str = "") -> list[str]:
+    """``getattr(<config section>, ...)`` calls: on an attribute of ``config`` / ``cfg``
+    (``config.norm``), or on a parameter annotated with a config dataclass (``norm: NormConfig``).
+    A config's own fields read by its methods (``self``) are its business."""
+    tree = ast.parse(source)
+    found = []
+    for function in [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+        args = (*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs)
+        typed = {a.arg for a in args if a.annotation is not None and ast.unparse(a.annotation).endswith("Config")}
+        for call in ast.walk(function):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "getattr"):
+                continue
+            target = call.args[0] if call.args else None
+            root = target
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            on_section = isinstance(target, ast.Attribute) and isinstance(root, ast.Name) and root.id in CONFIG_ROOTS
+            if on_section or (isinstance(target, ast.Name) and target.id in typed):
+                found.append(f"{where}:{call.lineno} {ast.unparse(call)}")
+    return sorted(set(found))
+
+
+def test_no_getattr_on_a_config_section() -> None:
+    """A key that some sections lack is a typed method of the base (`NormConfig.syncs_statistics`),
+    never ``getattr(config.norm, "sync", False)``."""
+    found = [
+        hit
+        for module, path in MODULES.items()
+        if not module.startswith("normbench.analysis")  # the recorded runs' reader: issue 45's item 4
+        for hit in config_getattrs(path.read_text(), module)
+    ]
+    assert not found, f"getattr on config sections (give the base class a typed method): {found}"
+
+
+def test_the_getattr_reader_sees_what_it_forbids() -> None:
+    old = (
+        "def setup(config: RunConfig):\n    sync = bool(getattr(config.norm, 'sync', False))\n"
+        "def check(model: ModelConfig, n):\n    return getattr(model, 'max_positions', None), getattr(n, 'x', 0)\n"
+        "class C:\n    def f(self):\n        return getattr(self, 'x')\n"
+    )
+    found = config_getattrs(old)
+    assert [hit.split(" ", 1)[1] for hit in found] == [
+        "getattr(config.norm, 'sync', False)",
+        "getattr(model, 'max_positions', None)",
+    ]

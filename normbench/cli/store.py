@@ -4,7 +4,7 @@ and ``${normbench.help:}`` (``normbench --help``, `normbench.cli.help`)."""
 
 from __future__ import annotations
 
-from normbench.config import RunConfig
+from normbench.config import RunSchema
 from normbench.run.placement.hardware import HardwareConfig
 from normbench.sinks.logger_config import LoggerConfig
 
@@ -23,7 +23,7 @@ def register_configs() -> None:
     register_data_roots()
     register_help()
     cs = ConfigStore.instance()
-    cs.store(group="schema", name="run", node=RunConfig)
+    cs.store(group="schema", name="run", node=RunSchema)  # RunConfig, diagnostics loose
     cs.store(group="schema/hardware", name="hardware", node=HardwareConfig)
     cs.store(group="schema/logger", name="logger", node=LoggerConfig)
     for registry in (normbench.norms.NORMS, normbench.models.MODELS, normbench.tasks.DATASETS):

@@ -32,6 +32,10 @@ class DatasetConfig:
     name: str = MISSING
     """The registered name: filled by the registry (`normbench.base.registry.schema`)."""
 
+    def longest_sequence(self) -> int | None:
+        """The most positions a sequence of the data set takes (EOS or BOS included); None: not sequences."""
+        return None
+
 
 INPUT_KINDS: dict[str, str] = {}
 

@@ -29,6 +29,15 @@ class ModelConfig:
     name: str = MISSING
     """The registered name: filled by the registry (`normbench.base.registry.schema`)."""
 
+    def positions(self) -> int | None:
+        """The longest sequence the model's position table holds; None: the model has none."""
+        return None
+
+    def stack_norms(self) -> list[Any]:
+        """The norm configs the model's own stacks use instead of the run's ``norm`` (a
+        transformer's ``encoder_norm`` / ``decoder_norm``: a norm config or a bare name)."""
+        return []
+
 
 def register_model(
     name: str, config: type = ModelConfig, input_kind: str = "image"

@@ -319,6 +319,12 @@ class TransformerConfig(ModelConfig):
             if spec is not None:  # (from the command line, `normbench.config.parse` names model.<key>)
                 norm_config(spec)
 
+    def positions(self) -> int | None:
+        return self.max_positions
+
+    def stack_norms(self) -> list[Any]:
+        return [spec for spec in (self.encoder_norm, self.decoder_norm) if spec is not None]
+
 
 @dataclass
 class TransformerTinyConfig(TransformerConfig):

@@ -52,6 +52,9 @@ class BatchNormConfig(NormConfig):
         require(self.eval_stats in EVAL_STATS, "norm.eval_stats", self.eval_stats, f"one of {', '.join(EVAL_STATS)}")
         require(self.population_batches > 0, "norm.population_batches", self.population_batches, "a positive integer")
 
+    def syncs_statistics(self) -> bool:
+        return self.sync
+
 
 def _all_gather() -> BF.AllGather | None:
     """A differentiable all-gather over the default process group, or None when not distributed.

@@ -42,6 +42,11 @@ class NormConfig:
         ``__post_init__`` and calls this one (``super().__post_init__()``)."""
         require_positive("norm.eps", self.eps)  # 0 divides by a zero variance; NaN poisons every output
 
+    def syncs_statistics(self) -> bool:
+        """Whether the norm all-reduces its statistics across processes (a synchronized batch
+        norm: ``norm.sync=true``); a norm without batch statistics never does."""
+        return False
+
 
 NormLayer = Callable[..., nn.Module]
 

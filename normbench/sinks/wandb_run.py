@@ -68,9 +68,8 @@ def _schema_default(name: str) -> Any:
     return LoggerConfig.__dataclass_fields__[name].default
 
 
-def _user_set(cfg: LoggerConfig, name: str) -> Any:
-    """``logger.<name>`` when the user set it to something other than the schema's default."""
-    value = getattr(cfg, name)
+def _user_set(value: Any, name: str) -> Any:
+    """``value`` (``logger.<name>``) when the user set it to something other than the schema's default."""
     return value if value and value != _schema_default(name) else None
 
 
@@ -111,9 +110,9 @@ def run_identity(cfg: LoggerConfig, config: Mapping[str, Any], group: str | None
         }
     user_tags = list(cfg.tags)
     return RunIdentity(
-        name=_user_set(cfg, "run_name") or name,
-        group=_user_set(cfg, "group") or group,
-        job_type=_user_set(cfg, "job_type") or values["experiment"] or _schema_default("job_type") or "train",
+        name=_user_set(cfg.run_name, "run_name") or name,
+        group=_user_set(cfg.group, "group") or group,
+        job_type=_user_set(cfg.job_type, "job_type") or values["experiment"] or _schema_default("job_type") or "train",
         tags=user_tags or [f"{k}:{v}" for k, v in values.items() if v],
         hydra=hydra,
     )

@@ -242,6 +242,9 @@ class TranslationConfig(DatasetConfig):
         n = self.bleu_max_sentences
         require(n is None or n > 0, "dataset.bleu_max_sentences", n, "a positive integer (or null: all)")
 
+    def longest_sequence(self) -> int | None:
+        return self.max_positions
+
 
 @dataclass
 class IWSLT14Config(TranslationConfig):

@@ -86,7 +86,7 @@ class Ending:
         """The ending that ``error`` (raised out of `normbench.run.loop.train.fit`) makes."""
         if isinstance(error, (RunInterrupted, KeyboardInterrupt)):
             stop = error if isinstance(error, RunInterrupted) else RunInterrupted(signal.SIGINT)
-            if run.progress.epochs_done >= run.epochs:  # the signal came after the last step: nothing is missing
+            if run.progress.epochs_done >= run.plan.epochs:  # the signal came after the last step: nothing is missing
                 return cls("finished")
             return cls("interrupted", stop.exit_code, signal=signal_name(stop.signum))
         if isinstance(error, SystemExit):  # submitit requeues a preempted job with sys.exit(-1)
@@ -122,7 +122,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
     if c.diverged_at is not None:
         summary["diverged_step"] = c.diverged_at
         summary["diverged_in"] = c.diverged_in
-        summary["diverged_reason"] = c.diverged_reason or diverged_reason(None, run.config.divergence.loss_factor)
+        summary["diverged_reason"] = c.diverged_reason or diverged_reason(None, run.plan.loss_factor)
     if run.sinks.wandb is not None:
         summary["wandb_run_id"] = run.sinks.wandb.run_id
     try:

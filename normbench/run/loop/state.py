@@ -2,28 +2,31 @@
 
 `Run` is the one object the phases of `normbench.run.loop.train` pass around: the task, the model (and
 the model the step calls: wrapped for DDP, maybe compiled), optimizer and schedule, diagnostic
-hooks, sinks, checkpointer, divergence monitor, timer and progress. `Epoch` is what one epoch of
-training steps keeps. Nothing here decides the order of a run; `normbench.run.loop.train` does.
+hooks, sinks, checkpointer, divergence monitor, timer and progress, and the `LoopPlan`: what the
+loop reads of the config (the run's length, the cadences, the warm-up, the seed, the display),
+fixed at set-up; `Run` holds no config. `Epoch` is what one epoch of training steps keeps. Nothing
+here decides the order of a run; `normbench.run.loop.train` does.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 from torch import nn
 
 from normbench.base.output import info as info_line
 from normbench.base.output import warn
-from normbench.config import RunConfig
 from normbench.diagnostics import DiagContext, run_hooks
 from normbench.run.divergence import DivergenceMonitor, diverged_reason, non_finite
+from normbench.run.loop.timer import StepTimer
 from normbench.run.placement import distributed
 from normbench.run.resume.checkpoint import Checkpointer, training_state
 from normbench.run.resume.seeds import save_rank_rng
@@ -31,57 +34,8 @@ from normbench.sinks.files import LocalSink, MetricLogger
 from normbench.sinks.wandb_run import WandbSink
 from normbench.tasks.base import StepOutput
 
-
-class StepTimer:
-    """Wall time of training steps only: paused around evaluation, diagnostics and checkpoints.
-
-    ``total``: every training step of this segment, the first ones (torch.compile's compilation,
-    the throughput warm-up) included — the run's training clock (`Run.train_time`). ``elapsed``:
-    the steps started with ``counted=True`` only, since the throughput's last reset (tokens/s or
-    samples/s divide by it). The device is synchronized where the timer starts and stops, never
-    in between."""
-
-    def __init__(self, device: torch.device) -> None:
-        self.device = device
-        self.elapsed = 0.0
-        self.total = 0.0
-        self._start: float | None = None
-        self._counted = False
-
-    def _sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def start(self, counted: bool = True) -> None:
-        """Run the clock; from the first counted step on, the throughput's time runs too."""
-        if self._start is not None and counted and not self._counted:
-            self.stop()  # the warm-up ends: from here the throughput counts
-        if self._start is None:
-            self._sync()
-            self._start = time.perf_counter()
-            self._counted = counted
-
-    def stop(self) -> None:
-        if self._start is not None:
-            self._sync()
-            dt = time.perf_counter() - self._start
-            self.total += dt
-            if self._counted:
-                self.elapsed += dt
-            self._start = None
-
-    @property
-    def counting(self) -> bool:
-        """Whether the throughput's time runs (the timer runs on a counted step)."""
-        return self._start is not None and self._counted
-
-    def lap(self) -> float:
-        """Seconds since `start` (no sync: for progress display only)."""
-        return time.perf_counter() - self._start if self._start is not None else 0.0
-
-    @property
-    def running(self) -> bool:
-        return self._start is not None
+if TYPE_CHECKING:
+    from normbench.config import RunConfig
 
 
 class Place(NamedTuple):
@@ -159,12 +113,55 @@ class Progress:
         )
 
 
+@dataclass(frozen=True)
+class LoopPlan:
+    """What the loop reads of the config, fixed at set-up (`LoopPlan.of`)."""
+
+    steps_per_epoch: int
+    total_steps: int
+    """Optimizer steps of the whole run: ``max_steps``, else ``epochs`` x steps per epoch."""
+    epochs: int
+    """Epochs the run spans (the last one cut short where ``max_steps`` ends the run)."""
+    eval_every_epochs: int
+    log_every_n_steps: int
+    throughput_warmup_steps: int
+    """Steps at the start of the run left out of ``perf/*``."""
+    seed: int
+    """The run's seed: the population statistics before evaluation ``e`` draw from ``seed + e``."""
+    loss_factor: float
+    """`normbench.run.divergence.DivergenceConfig.loss_factor`: the summary's words for a diverged loss."""
+    show_progress: bool
+    """Whether this process shows the progress within an epoch (``logger.progress_bar``, main process)."""
+    progress: str
+    """``logger.progress``: ``auto``, ``bar`` or ``lines`` (`normbench.sinks.progress`)."""
+    progress_every_s: float
+
+    @classmethod
+    def of(cls, config: RunConfig, steps_per_epoch: int, main: bool) -> LoopPlan:
+        """The plan of a run of ``config`` whose epoch takes ``steps_per_epoch`` steps (``main``:
+        this is the main process, the one that shows the progress)."""
+        total_steps = config.max_steps or config.epochs * steps_per_epoch
+        logger = config.logger
+        return cls(
+            steps_per_epoch=steps_per_epoch,
+            total_steps=total_steps,
+            epochs=math.ceil(total_steps / steps_per_epoch),
+            eval_every_epochs=config.eval_every_epochs,
+            log_every_n_steps=logger.log_every_n_steps,
+            throughput_warmup_steps=config.throughput_warmup_steps,
+            seed=config.seed,
+            loss_factor=config.divergence.loss_factor,
+            show_progress=main and logger.progress_bar,
+            progress=logger.progress,
+            progress_every_s=logger.progress_every_s,
+        )
+
+
 @dataclass
 class Run:
     """Everything a training run holds, built by `normbench.run.loop.train.setup`."""
 
-    config: RunConfig
-    """The typed config (`normbench.config.parse`)."""
+    plan: LoopPlan
     record: dict[str, Any]
     """The config as composed (`normbench.config.as_recorded`): what a checkpoint is checked against."""
     run_dir: Path
@@ -188,9 +185,6 @@ class Run:
     sinks: Sinks
     info: dict[str, Any]
     """What the summary reports about the setup: device, precision, git commit, seed, parameters."""
-    steps_per_epoch: int
-    total_steps: int
-    epochs: int
     timer: StepTimer
     progress: Progress
 
@@ -230,6 +224,12 @@ class Epoch:
     timed_units: int = 0
     """Samples (or tokens) trained while the step timer ran."""
     bar: Any = None
+
+
+def log(run: Run, metrics: dict[str, Any]) -> None:
+    """One row of metrics at the current step. ``epoch`` in every row (step or epoch rows alike)
+    is the training progress in epochs, step / steps per epoch; ``perf/train_s`` the training clock."""
+    run.sinks.logger.log(run.step, run.step / run.plan.steps_per_epoch, {**metrics, "perf/train_s": run.train_time()})
 
 
 def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: torch.Tensor, sums: dict) -> None:
@@ -349,4 +349,4 @@ def check_evaluation(run: Run, metrics: Mapping[str, Any]) -> None:
 
 def evaluation_due(run: Run, epoch: int) -> bool:
     """Whether epoch ``epoch`` (0-based) ends with an evaluation: every ``eval_every_epochs``, and the last."""
-    return epoch + 1 == run.epochs or (epoch + 1) % run.config.eval_every_epochs == 0
+    return epoch + 1 == run.plan.epochs or (epoch + 1) % run.plan.eval_every_epochs == 0

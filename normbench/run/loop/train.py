@@ -21,7 +21,6 @@ which the random streams are drawn: a seeded run repeats and a resumed run conti
 from __future__ import annotations
 
 import itertools
-import math
 import time
 from functools import partial
 from pathlib import Path
@@ -34,7 +33,6 @@ from torch import nn
 from normbench.config import RunConfig, as_recorded, comparable_record, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.models import build_model
-from normbench.norms import norm_factory
 from normbench.norms.population import evaluate_each, refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.run.divergence import DivergenceMonitor
@@ -42,6 +40,7 @@ from normbench.run.loop.interrupts import Interrupts
 from normbench.run.loop.policy import Ending, print_summary, resume_state, write_summary
 from normbench.run.loop.state import (
     Epoch,
+    LoopPlan,
     Place,
     Progress,
     Run,
@@ -52,11 +51,12 @@ from normbench.run.loop.state import (
     check_evaluation,
     diverged_step,
     evaluation_due,
+    log,
     save_checkpoint,
     show_progress,
     start_segment,
 )
-from normbench.run.loop.validate import check_before_data, check_norm_compiles, check_norm_in_model
+from normbench.run.loop.validate import RunNorm, check_before_data, check_norm_compiles, check_norm_in_model
 from normbench.run.placement import distributed, hardware
 from normbench.run.records import segments as run_records
 from normbench.run.resume.checkpoint import Checkpointer, restore
@@ -78,12 +78,12 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     t_start = time.time()
     config = parse(cfg)  # every value checked by the dataclass that owns it; the probe direction chosen
     record = as_recorded(cfg, config)
-    check_before_data(config.model, config.norm, config.dataset, config.batch_size)
+    norm = check_before_data(config.model, config.norm, config.dataset, config.batch_size)  # the factory, built once
     check_norm_compiles(config.model, config.norm, config.hardware.compile)
     with Interrupts() as interrupts:  # STOP_SIGNALS: at once during setup, at a step boundary after
         dist = distributed.init(config.hardware, hardware.device_type(config.hardware))
         try:
-            state = setup(config, record, Path(run_dir), dist, t_start)
+            state = setup(config, record, Path(run_dir), dist, t_start, norm)
             if dist.is_main:
                 run_records.keep_trained_records(state.run_dir)  # what a refused job of a sweep puts back
             interrupts.attach(state.checkpointer)
@@ -113,7 +113,7 @@ def train(run: Run) -> dict[str, Any]:
 
 def fit(run: Run) -> str:
     """The epochs, from where a resume left off: ``"finished"``, or ``"diverged"`` (the loss)."""
-    for epoch in range(run.progress.start_epoch, run.epochs):
+    for epoch in range(run.progress.start_epoch, run.plan.epochs):
         metrics = train_epoch(run, epoch)
         if run.progress.diverged_at is None and evaluation_due(run, epoch):
             metrics.update(evaluate(run, epoch))
@@ -143,19 +143,21 @@ def prepare(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: dist
     return Place(run_dir, device, checkpointer, resumed)
 
 
-def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distributed.DistState, t_start: float) -> Run:
-    """The place (`prepare`), then what trains, in the order the random streams are drawn."""
+def setup(
+    config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distributed.DistState, t_start: float, norm: RunNorm
+) -> Run:
+    """The place (`prepare`), then what trains (with the run's ``norm``: `check_before_data`), in
+    the order the random streams are drawn."""
     hooks = build_diagnostics(config.diagnostics)
     run_dir, device, checkpointer, resumed = prepare(config, record, run_dir, dist)
     task = load_task(config, run_dir, dist, device)
-    model, step_model = build_models(config, task, dist, device)
-    steps_per_epoch = task.steps_per_epoch()
-    total_steps = config.max_steps or config.epochs * steps_per_epoch
+    model, step_model = build_models(config, norm, task, dist, device)
+    plan = LoopPlan.of(config, task.steps_per_epoch(), dist.is_main)
     for module in model.modules():  # schedules given as fractions of the run (pn, brn): in steps
         if hasattr(module, "plan_schedule"):
-            module.plan_schedule(total_steps)
+            module.plan_schedule(plan.total_steps)
     optimizer = build_optimizer(model, config.optimizer, config.lr, config.weight_decay)
-    schedule = partial(lr_factor, cfg=config.schedule, total_steps=total_steps)
+    schedule = partial(lr_factor, cfg=config.schedule, total_steps=plan.total_steps)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     for hook in hooks:
         hook.setup(model)
@@ -168,17 +170,16 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
         progress = Progress.resumed(resumed, device)
         if dist.rank > 0:
             restore_rank_rng(checkpointer.folder, progress.step, config.seed, dist.rank)
-    norm_sync = bool(getattr(config.norm, "sync", False))  # a key of the batch norms' schema only
     resolved = {
         **hardware.describe(device, config.hardware),
-        **distributed.describe(dist, config.batch_size, norm_sync),
+        **distributed.describe(dist, config.batch_size, config.norm.syncs_statistics()),
     }
     sinks = open_sinks(config.logger, record, resolved, run_dir, dist, resumed)
     num_params = sum(p.numel() for p in model.parameters())
     info = {**resolved, **run_provenance(), "seed": config.seed, "num_params": num_params}
     start_segment(progress, info, resumed is not None, dist.is_main)  # where it resumes; what changed since
     return Run(
-        config=config,
+        plan=plan,
         record=record,
         run_dir=run_dir,
         dist=dist,
@@ -196,31 +197,30 @@ def setup(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distri
         autocast=hardware.autocast(config.hardware, device),
         sinks=sinks,
         info=info,  # run_provenance: git_commit, git (dirty files, diff hash), rules (preset, hash)
-        steps_per_epoch=steps_per_epoch,
-        total_steps=total_steps,
-        epochs=math.ceil(total_steps / steps_per_epoch),
         timer=StepTimer(device),
         progress=progress,
     )
 
 
 def load_task(config: RunConfig, run_dir: Path, dist: distributed.DistState, device: torch.device) -> Any:
-    """The data set's task (the main process first: it writes the files), sharded; the norm checked with its sizes."""
+    """The data set's task (the main process first: it writes the files), sharded."""
     with distributed.main_first(dist):
         task = build_task(
             config.dataset, device, run_dir, batch_size=config.batch_size, eval_batch_size=config.eval_batch_size
         )
     if config.hardware.channels_last:
         task.memory_format = torch.channels_last
-    check_norm_in_model(config.model, config.norm, config.batch_size, task.model_kwargs())
     return distributed.shard_task(task, dist)
 
 
 def build_models(
-    config: RunConfig, task: Any, dist: distributed.DistState, device: torch.device
+    config: RunConfig, norm: RunNorm, task: Any, dist: distributed.DistState, device: torch.device
 ) -> tuple[nn.Module, nn.Module]:
-    """The model with the run's norm, and the model the step calls (DDP-wrapped, maybe compiled)."""
-    model = build_model(config.model, norm_factory(config.norm), **task.model_kwargs()).to(device)
+    """The model with the run's norm (checked in it first where that needed the data's sizes), and
+    the model the step calls (DDP-wrapped, maybe compiled)."""
+    if not norm.checked:
+        check_norm_in_model(config.model, config.norm, config.batch_size, task.model_kwargs(), norm.layer)
+    model = build_model(config.model, norm.layer, **task.model_kwargs()).to(device)
     hardware.prepare_model(model, config.hardware)
     wrapped = distributed.wrap_model(model, dist, device)
     step_model = hardware.maybe_compile(wrapped, config.hardware, varying_shapes=task.kind == "sequence")
@@ -257,7 +257,7 @@ def train_epoch(run: Run, epoch: int) -> dict[str, Any]:
     run.model.train()
     ep = start_epoch(run, epoch)
     for batch in ep.batches:
-        if run.step >= run.total_steps:
+        if run.step >= run.plan.total_steps:
             break
         run_due_diagnostics(run, batch, epoch)
         out = train_step(run, ep, batch)
@@ -274,10 +274,11 @@ def start_epoch(run: Run, epoch: int) -> Epoch:
     c = run.progress
     skip, c.skip = c.skip, 0
     run.timer.elapsed = 0.0
-    steps_left = min(run.steps_per_epoch - skip, run.total_steps - c.step)
-    logger = run.config.logger
-    show = run.dist.is_main and logger.progress_bar
-    bar = progress_display(logger.progress, epoch, run.epochs, steps_left, logger.progress_every_s) if show else None
+    plan = run.plan
+    steps_left = min(plan.steps_per_epoch - skip, plan.total_steps - c.step)
+    bar = None
+    if plan.show_progress:
+        bar = progress_display(plan.progress, epoch, plan.epochs, steps_left, plan.progress_every_s)
     batches = itertools.islice(run.task.train_batches(epoch, run.generator), skip, None)
     return Epoch(epoch, generator_state, batches, c.resumed_sums if skip else {}, skip, bar=bar)
 
@@ -297,7 +298,7 @@ def run_due_diagnostics(run: Run, batch: Any, epoch: int) -> None:
 
 def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
     """Forward, backward, optimizer and schedule step; the step's loss and statistics (on the device)."""
-    run.timer.start(counted=run.step >= run.config.throughput_warmup_steps)  # the clock runs from step 0
+    run.timer.start(counted=run.step >= run.plan.throughput_warmup_steps)  # the clock runs from step 0
     for hook in run.hooks:
         hook.before_step(run.step)
     with run.autocast:
@@ -322,8 +323,8 @@ def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
     """Log every ``log_every_n_steps``; at the points that sync anyway, check for divergence
     (True: diverged) and write a mid-epoch checkpoint when one is due."""
     step = run.step
-    log_now = step % run.config.logger.log_every_n_steps == 0 or step == run.total_steps
-    mid_epoch_checkpoint = run.checkpointer.due(step) and ep.batch_in_epoch < run.steps_per_epoch
+    log_now = step % run.plan.log_every_n_steps == 0 or step == run.plan.total_steps
+    mid_epoch_checkpoint = run.checkpointer.due(step) and ep.batch_in_epoch < run.plan.steps_per_epoch
     if log_now:
         log(run, {**batch_metrics(run, out), "lr": run.scheduler.get_last_lr()[0]})
         if ep.bar is not None:
@@ -333,16 +334,10 @@ def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
     run.progress.diverged_at = diverged_step(run)
     if run.progress.diverged_at is not None:
         return True
-    if mid_epoch_checkpoint and step < run.total_steps:
+    if mid_epoch_checkpoint and step < run.plan.total_steps:
         run.timer.stop()
         save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums)
     return False
-
-
-def log(run: Run, metrics: dict[str, Any]) -> None:
-    """One row of metrics at the current step. ``epoch`` in every row (step or epoch rows alike)
-    is the training progress in epochs, step / steps per epoch; ``perf/train_s`` the training clock."""
-    run.sinks.logger.log(run.step, run.step / run.steps_per_epoch, {**metrics, "perf/train_s": run.train_time()})
 
 
 def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
@@ -370,7 +365,7 @@ def evaluate(run: Run, epoch: int) -> dict[str, Any]:
     first for ``norm.eval_stats=population``; with ``both``, evaluated with each estimate)."""
     # norm.eval_stats=population|both: exact BN statistics of K training batches (no-op otherwise)
     refresh_population_stats(
-        run.model, partial(run.task.train_batches, epoch), run.task.forward_loss, run.config.seed + epoch
+        run.model, partial(run.task.train_batches, epoch), run.task.forward_loss, run.plan.seed + epoch
     )
     run.model.eval()
     with torch.no_grad(), run.autocast:

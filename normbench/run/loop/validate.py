@@ -14,6 +14,11 @@ line that names the keys:
   real norm is built for each layer (a GroupNorm whose group count does not divide a layer's
   channels names that layer) and tested for batch statistics when the per-device batch holds one
   sample.
+
+The run's norm factory is built once, here (`RunNorm`): the checks and the model take it. The model
+is probed once: before the data where it can be built without the data's sizes, else (a model that
+needs its vocabulary) by the runner once the data set is loaded. The sizes the data gives (classes,
+vocabulary) shape a model's input and output layers, never the norms between them.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import dataclasses
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -34,15 +39,26 @@ from normbench.data.roots import missing_root
 from normbench.models import ModelConfig, build_model, model_input_kind
 from normbench.norms import NormConfig, list_norms, norm_factory
 from normbench.norms.probes import uses_batch_statistics
+from normbench.norms.registry import NormLayer
 from normbench.tasks import dataset_input_kind
 
 
-def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConfig, batch_size: int) -> None:
-    """Every check of the combination that needs no data: raise `ConfigError` on the first problem."""
+class RunNorm(NamedTuple):
+    """The run's norm factory, built once (`check_before_data`), and whether it has been checked
+    in the model (False: the model needs the data's sizes to be built; `check_norm_in_model` then)."""
+
+    layer: NormLayer
+    checked: bool
+
+
+def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConfig, batch_size: int) -> RunNorm:
+    """Every check of the combination that needs no data: raise `ConfigError` on the first problem.
+    The run's norm factory, as checked."""
     check_model_takes_dataset(model.name, dataset.name)
     check_dataset_root(dataset)
     check_positions(model, dataset)
-    check_norm_in_model(model, norm, batch_size)
+    layer = norm_factory(norm)
+    return RunNorm(layer, check_norm_in_model(model, norm, batch_size, factory=layer))
 
 
 def check_norm_compiles(model: ModelConfig, norm: NormConfig, compile: bool) -> None:
@@ -54,8 +70,7 @@ def check_norm_compiles(model: ModelConfig, norm: NormConfig, compile: bool) -> 
 
     if not compile:
         return
-    specs = [getattr(model, f.name) for f in dataclasses.fields(model) if f.name.endswith("_norm")]
-    for name in [norm.name, *(norm_config(s).name for s in specs if s is not None)]:
+    for name in [norm.name, *(norm_config(spec).name for spec in model.stack_norms())]:
         issue = getattr(NORMS.get(name), "COMPILE_ISSUE", "")
         if issue:
             raise ConfigError(f"hardware.compile=true with norm={name}: {issue}; use hardware.compile=false")
@@ -96,7 +111,7 @@ def check_dataset_root(dataset: DatasetConfig) -> None:
 def check_positions(model: ModelConfig, dataset: DatasetConfig) -> None:
     """A sequence model with fewer positions than the data set's sentences take (source + EOS, BOS
     + target: up to ``dataset.max_positions`` each) would fail at the first long batch."""
-    positions, longest = getattr(model, "max_positions", None), getattr(dataset, "max_positions", None)
+    positions, longest = model.positions(), dataset.longest_sequence()
     if positions is not None and longest is not None and positions < longest:
         raise ConfigError(
             f"model.max_positions={positions} is not allowed; model.max_positions must be >= dataset.max_positions="
@@ -128,20 +143,25 @@ def _per_sample_norms() -> str:
 
 
 def check_norm_in_model(
-    model: ModelConfig, norm: NormConfig, batch_size: int, task_kwargs: Mapping[str, Any] | None = None
-) -> None:
-    """Build the model on ``meta`` with probe norms, then build the real norm for each layer.
+    model: ModelConfig,
+    norm: NormConfig,
+    batch_size: int,
+    task_kwargs: Mapping[str, Any] | None = None,
+    factory: NormLayer | None = None,
+) -> bool:
+    """Build the model on ``meta`` with probe norms, then build the real norm (``factory``, the
+    norm's factory: built from ``norm`` when not given) for each layer; True when done.
 
-    A model that needs the data set's sizes (``task_kwargs``) to be built is skipped when they are
-    not given; the runner calls this again with them once the data set is loaded."""
+    A model that needs the data set's sizes (``task_kwargs``) to be built is skipped (False) when
+    they are not given; the runner calls this again with them once the data set is loaded."""
     try:
         with torch.device("meta"):
             probed = build_model(model, _NormProbe, **dict(task_kwargs or {}))
     except ConfigError:
         raise
     except Exception:  # needs sizes known only from the data: checked when the model is built
-        return
-    factory = norm_factory(norm)
+        return False
+    factory = factory or norm_factory(norm)
     seen: set[tuple[int, str]] = set()
     for name, module in probed.named_modules():
         if not isinstance(module, _NormProbe) or (module.num_features, module.layout) in seen:
@@ -158,3 +178,4 @@ def check_norm_in_model(
                 f"norm={norm.name} normalizes with batch statistics but batch_size={batch_size} gives one "
                 f"sample per device; use batch_size >= 2 per device, or a per-sample norm ({_per_sample_norms()})"
             )
+    return True
