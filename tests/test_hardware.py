@@ -307,3 +307,22 @@ def test_fallback_random_is_an_option(fallback: bool) -> None:
     with torch._inductor.config.patch(fallback_random=not fallback):
         hardware.maybe_compile(nn.Linear(2, 2), HardwareConfig(compile=True, fallback_random=fallback))
         assert torch._inductor.config.fallback_random is fallback
+
+
+@pytest.mark.parametrize(
+    "start, end, cores, quiet",
+    [
+        ((1.9, 1.5, 1.2), (2.1, 1.9, 1.6), 2, True),  # two one-thread runs on two cores
+        ((2.0, 2.0, 2.0), (4.2, 3.0, 2.1), 2, False),  # tests beside the run at its end
+        ((0.3, 0.3, 0.3), (0.9, 0.9, 3.1), 2, False),  # a busy quarter hour before the end
+        ((0.3, 0.3, 0.3), (2.5, 1.0, 0.5), 2, True),  # at the margin: cores + 0.5
+        ((float("nan"),) * 3, (1.0, 1.0, 1.0), 8, False),  # an unknown load is never quiet
+    ],
+)
+def test_the_machine_record_is_quiet_only_without_waiting_processes(
+    start: tuple[float, float, float], end: tuple[float, float, float], cores: int, quiet: bool
+) -> None:
+    from normbench.run.placement.hardware import machine_record
+
+    record = machine_record(start, end, cores)
+    assert record == {"cores": cores, "load_start": list(start), "load_end": list(end), "quiet": quiet}

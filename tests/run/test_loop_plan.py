@@ -8,6 +8,7 @@ it where it does: a transformer's vocabulary), then builds the model it trains o
 from __future__ import annotations
 
 import collections
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -89,8 +90,14 @@ TINY = [
     "overrides",
     [
         ["experiment=quickstart", "model.depth=8", "dataset.num_train=128", "dataset.num_test=64", "batch_size=32"],
-        ["experiment=quickstart_mt", "dataset.num_train=100", "dataset.num_valid=20", "dataset.num_test=20",
-         "dataset.max_tokens=256", "dataset.eval_bleu=false"],  # fmt: skip
+        [
+            "experiment=quickstart_mt",
+            "dataset.num_train=100",
+            "dataset.num_valid=20",
+            "dataset.num_test=20",
+            "dataset.max_tokens=256",
+            "dataset.eval_bleu=false",
+        ],  # fmt: skip
     ],
     ids=["resnet: probed before the data", "transformer: probed with the vocabulary"],
 )
@@ -103,3 +110,5 @@ def test_a_run_builds_its_norm_factory_and_model_once(
     result = train.run(compose_cfg([*overrides, *TINY]), tmp_path)
     assert result["status"] == "finished"
     assert counts == {"norm_factory": 1, "build_model on meta": 1, "build_model on cpu": 1}
+    machine = json.loads((tmp_path / "summary.json").read_text())["machine"]  # the load beside the timings:
+    assert set(machine) == {"cores", "load_start", "load_end", "quiet"} and isinstance(machine["quiet"], bool)  # (#43)

@@ -20,6 +20,7 @@ from normbench.base.errors import ConfigError, RunInterrupted, is_environment_er
 from normbench.base.output import info, warn
 from normbench.config import comparable_record
 from normbench.run.divergence import diverged_reason
+from normbench.run.placement.hardware import load_now, machine_record, usable_cores
 from normbench.run.records import rundir
 from normbench.run.records import segments as run_records
 from normbench.run.resume.checkpoint import Checkpointer
@@ -125,6 +126,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
         summary["diverged_reason"] = c.diverged_reason or diverged_reason(None, run.plan.loss_factor)
     if run.sinks.wandb is not None:
         summary["wandb_run_id"] = run.sinks.wandb.run_id
+    summary["machine"] = machine_record(run.load_start, load_now(), usable_cores())
     try:
         if run.dist.is_main:
             run_records.remove_tmp_files(run.run_dir)

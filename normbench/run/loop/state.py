@@ -28,6 +28,7 @@ from normbench.diagnostics import DiagContext, run_hooks
 from normbench.run.divergence import DivergenceMonitor, diverged_reason, non_finite
 from normbench.run.loop.timer import StepTimer
 from normbench.run.placement import distributed
+from normbench.run.placement.hardware import load_now
 from normbench.run.resume.checkpoint import Checkpointer, training_state
 from normbench.run.resume.seeds import save_rank_rng
 from normbench.sinks.files import LocalSink, MetricLogger
@@ -187,6 +188,8 @@ class Run:
     """What the summary reports about the setup: device, precision, git commit, seed, parameters."""
     timer: StepTimer
     progress: Progress
+    load_start: tuple[float, float, float] = field(default_factory=load_now)
+    """The machine's load averages when the run was set up (`normbench.run.placement.hardware.machine_record`)."""
 
     @property
     def step(self) -> int:

@@ -153,3 +153,31 @@ def describe(device: torch.device, cfg: HardwareConfig) -> dict[str, Any]:
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
+
+
+QUIET_MARGIN = 0.5
+"""Load above the usable cores that still counts as quiet (a shell, a short ``git`` beside the run)."""
+
+
+def load_now() -> tuple[float, float, float]:
+    """The machine's 1-, 5- and 15-minute load averages (NaN where the system has none)."""
+    try:
+        return os.getloadavg()
+    except (AttributeError, OSError):  # not every system keeps them
+        return (float("nan"),) * 3
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def machine_record(start: tuple[float, float, float], end: tuple[float, float, float], cores: int) -> dict[str, Any]:
+    """What a run's summary records of the machine's load beside its timings (``summary["machine"]``):
+    the load averages at the start and the end of the run, the usable cores and ``quiet``: every 1-minute
+    average seen and the 15-minute one at the end at most ``cores`` + `QUIET_MARGIN` (no process waited
+    for a core, the run's own included; unknown loads are never quiet). Throughput is compared only
+    between runs that ran quietly (`normbench.analysis.leaderboard_figure.measured_quietly`)."""
+    seen = (start[0], end[0], end[2])
+    quiet = all(v == v for v in seen) and max(seen) <= cores + QUIET_MARGIN
+    return {"cores": cores, "load_start": list(start), "load_end": list(end), "quiet": bool(quiet)}
