@@ -15,6 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from normbench.analysis.leaderboard import refusal
+from normbench.analysis.runs import Run
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.probes import mixes_positions
 from tests.conf.test_compose import CONF, compose_cfg
@@ -67,9 +68,11 @@ def test_arm_composes_and_reads_data_from_the_env(
         assert cfg.hardware.num_threads == 1 and cfg.model.name in ("resnet20", "transformer_tiny")
     if arm.startswith("transformer_enc"):  # the swept norm in the encoder, LN in the decoder
         assert cfg.model.encoder_norm is None and cfg.model.decoder_norm.name == "ln" and cfg.norm.name == "pn"
-        assert refusal(OmegaConf.to_container(cfg, resolve=False)) is None
+        assert refusal(Run("job", OmegaConf.to_container(cfg, resolve=False), [])) is None
     elif arm.startswith("transformer"):
-        assert cfg.model.decoder_norm is None and "future target tokens" in refusal(OmegaConf.to_container(cfg))
+        assert cfg.model.decoder_norm is None and "future target tokens" in refusal(
+            Run("job", OmegaConf.to_container(cfg), [])
+        )
 
 
 def _commands(preset: str) -> dict[str, list[str]]:
@@ -88,7 +91,7 @@ def test_translation_commands_run_causal_norms_everywhere_and_the_others_in_the_
     assert not set(causal) & set(MIXING) and set(encoder) <= set(MIXING)
     for arm, norms in commands.items():  # every job of both sweeps passes the decoder rule
         cfg = OmegaConf.to_container(compose_cfg([f"experiment={preset}", f"{ARM}={arm}"]), resolve=False)
-        assert all(refusal({**cfg, "norm": {"name": n}}) is None for n in norms), arm
+        assert all(refusal(Run("job", {**cfg, "norm": {"name": n}}, [])) is None for n in norms), arm
     if preset == "leaderboard":  # every registered norm runs on translation
         assert sorted(causal + encoder) == sorted(list_norms())
 
