@@ -49,8 +49,11 @@ for _name, _fn in {
 }.items():  # the figures with real logic (a rules' figures.draw names them by ``code``)
     register_code(_name, _fn)
 
-FIGURES: dict[str, FigureFn] = {p: partial(draw_preset, p) for p in list_rule_presets()}
-"""Each preset with rules → its figures (`draw_preset`: its rules' ``figures:`` block, parsed when
+DRAWN_ELSEWHERE = {"leaderboard": "normbench-leaderboard"}
+"""Presets with rules whose table and figure another command draws (the leaderboard's rows per cell)."""
+
+FIGURES: dict[str, FigureFn] = {p: partial(draw_preset, p) for p in list_rule_presets() if p not in DRAWN_ELSEWHERE}
+"""Each paper preset with rules → its figures (`draw_preset`: its rules' ``figures:`` block, parsed when
 drawn, so a bad block is a one-line error of ``normbench-figures``, not of the import; its ``_cpu``
 variant draws the same)."""
 
@@ -69,6 +72,10 @@ def figure_keys(preset: str) -> Callable[[Iterable[str]], list[str]]:
 def figure_fn(preset: str) -> FigureFn:
     """The figure function of ``preset`` (``santurkar_vgg`` or ``santurkar_vgg_cpu``)."""
     base = base_preset(preset)
+    if base in DRAWN_ELSEWHERE:
+        raise ConfigError(
+            f"{preset}'s table, figure and claims are drawn by {DRAWN_ELSEWHERE[base]}, not normbench-figures"
+        )
     if base not in FIGURES:
         valid = ", ".join(sorted(FIGURES) + sorted(f + s for f in FIGURES for s in SCALE_SUFFIXES))
         raise ConfigError(f"unknown preset {preset!r}; valid choices: {valid}")

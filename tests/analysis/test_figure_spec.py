@@ -151,3 +151,14 @@ def test_normbench_figures_reports_a_bad_figures_block_in_one_line_and_writes_no
         "kind 'scatter'; valid choices: curve, bar, sweep"
     ]
     assert not out.exists()
+
+
+def test_the_leaderboard_is_drawn_by_its_own_command() -> None:
+    """The leaderboard has rules (its claims) but normbench-leaderboard draws its table and figure:
+    normbench-figures names that command in one line instead of drawing nothing."""
+    from normbench.analysis import FIGURES, figure_fn
+    from normbench.base.errors import ConfigError
+
+    assert "leaderboard" not in FIGURES
+    with pytest.raises(ConfigError, match="drawn by normbench-leaderboard"):
+        figure_fn("leaderboard_cpu")
