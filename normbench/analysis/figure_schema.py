@@ -158,8 +158,9 @@ class Figures:
     draw: tuple[FigureSpec | CodeFigure, ...]
 
 
-def _node(node: Any, where: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Mapping[str, Any]:
-    """``node`` as a mapping holding every required key of ``keys`` (required, optional) and no other."""
+def keyed_node(node: Any, where: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Mapping[str, Any]:
+    """``node`` as a mapping holding every required key of ``keys`` (required, optional) and no other
+    (the rules' and the figures' one checker: `normbench.analysis.rules_schema` uses it too)."""
     required, optional = keys
     valid = ", ".join((*required, *optional))
     if not isinstance(node, Mapping):
@@ -187,7 +188,7 @@ def _value(node: Any, where: str) -> tuple[str, dict[str, Any]]:
 
 
 def _line(node: Any, where: str) -> LineSpec:
-    node = _node(node, where, LINE_KEYS)
+    node = keyed_node(node, where, LINE_KEYS)
     if ("key" in node) == ("series" in node):
         raise ConfigError(f"{where}: give exactly one of 'key' (a logged key) and 'series' (a registered series)")
     return LineSpec(node.get("key"), node.get("series"), dict(node.get("params") or {}),
@@ -202,7 +203,7 @@ def _style(v: Any) -> Any:
 
 def _panel(node: Any, where: str) -> PanelSpec:
     where = f"{where}, panel {node.get('panel')!r}" if isinstance(node, Mapping) and "panel" in node else where
-    node = _node(node, where, PANEL_KEYS)
+    node = keyed_node(node, where, PANEL_KEYS)
     kind = _choice(node["kind"], KINDS, where, "kind")
     y = node.get("y")
     lines = tuple(_line(n, f"{where}, y") for n in (y if isinstance(y, list) else [y] if y is not None else []))
@@ -234,13 +235,13 @@ def _arms(node: Any, where: str) -> tuple[ArmSpec, ...] | ArmsBy:
     if isinstance(node, list):
         arms = []
         for i, a in enumerate(node):
-            a = _node(a, f"{where}, arm {i}", ARM_KEYS)
+            a = keyed_node(a, f"{where}, arm {i}", ARM_KEYS)
             select = a.get("select") or {}
             if not isinstance(select, Mapping):
                 raise ConfigError(f"{where}, arm {i}: select must map config keys to values, got {select!r}")
             arms.append(ArmSpec(str(a["label"]), dict(select), a.get("color"), a.get("linestyle"), bool(a.get("rest"))))
         return tuple(arms)
-    node = _node(node, where, BY_KEYS)
+    node = keyed_node(node, where, BY_KEYS)
     by = node["by"] if isinstance(node["by"], list) else [node["by"]]
     order = node.get("order", "ascending")
     order = tuple(order) if isinstance(order, list) else _choice(order, ORDERS, where, "order")
@@ -252,9 +253,9 @@ def _arms(node: Any, where: str) -> tuple[ArmSpec, ...] | ArmsBy:
 
 def _figure(node: Any, where: str) -> FigureSpec | CodeFigure:
     if isinstance(node, Mapping) and "code" in node:
-        return CodeFigure(str(_node(node, f"{where}, code figure", CODE_KEYS)["code"]))
+        return CodeFigure(str(keyed_node(node, f"{where}, code figure", CODE_KEYS)["code"]))
     where = f"{where}, figure {node.get('name')!r}" if isinstance(node, Mapping) and "name" in node else where
-    node = _node(node, where, FIGURE_KEYS)
+    node = keyed_node(node, where, FIGURE_KEYS)
     panels = tuple(_panel(p, where) for p in node["panels"] or [])
     if not panels:
         raise ConfigError(f"{where}: no panels")
@@ -264,7 +265,7 @@ def _figure(node: Any, where: str) -> FigureSpec | CodeFigure:
 def parse_figures(node: Any, where: str) -> Figures:
     """A rules file's ``figures:`` block as `Figures` (``where``: ``rules of <preset>``)."""
     where = f"{where}, figures"
-    node = _node(node, where, FIGURES_KEYS)
+    node = keyed_node(node, where, FIGURES_KEYS)
     try:
         fetch = re.compile(str(node["fetch"]))
     except re.error as e:

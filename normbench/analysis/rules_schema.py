@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from normbench.analysis.figure_schema import Figures, parse_figures
+from normbench.analysis.figure_schema import keyed_node as _node
 from normbench.analysis.stats import ALPHA, TESTS
 from normbench.base.errors import ConfigError
 from normbench.rules import load_rules_data, rules_hash
@@ -144,21 +145,6 @@ class Rules:
     pilot_note: str = ""
     figures: Figures | None = None
     """What ``normbench-figures`` draws (`normbench.analysis.figure_schema`); not in the rules hash."""
-
-
-def _node(node: Any, where: str, keys: tuple[tuple[str, ...], tuple[str, ...]]) -> Mapping[str, Any]:
-    """``node`` as a mapping holding every required key of ``keys`` (required, optional) and no other."""
-    required, optional = keys
-    valid = ", ".join((*required, *optional))
-    if not isinstance(node, Mapping):
-        raise ConfigError(f"{where}: a mapping with keys {valid} expected, got {node!r}")
-    for key in node:
-        if key not in required and key not in optional:
-            raise ConfigError(f"{where}: unknown key {key!r}; valid keys: {valid}")
-    for key in required:
-        if key not in node:
-            raise ConfigError(f"{where}: missing key {key!r} (required: {', '.join(required)})")
-    return node
 
 
 def _variants(node: Any, where: str) -> tuple[str, ...]:
