@@ -132,7 +132,7 @@ def judge_rows(preset: str, rows: Sequence[Row], pilot: bool = False) -> list[Cl
               if judged_here(rule.variants, preset) and c.verdict != PASSED]  # fmt: skip
     for claim, rule in pairs:
         gating = [cid for cid, cell in failed if cell in ("", rule.cell)]  # a check of one cell gates that cell
-        if gating and _judged_at_this_scale(rule, preset):
+        if gating and judged_at_this_scale(rule, preset):
             claim.verdict = NOT_JUDGED
             claim.note = f"not judged: setup check failed ({', '.join(gating)})" + (
                 f"; {claim.note}" if claim.note else ""
@@ -163,7 +163,7 @@ def _check_rows(rules: Rules, preset: str, rows: Sequence[Row], pilot: bool) -> 
                           "and read the pilots with the planning command")  # fmt: skip
 
 
-def _judged_at_this_scale(rule: ClaimRule, preset: str) -> bool:
+def judged_at_this_scale(rule: ClaimRule, preset: str) -> bool:
     return judged_here(rule.variants, preset) and not (rule.full_scale_only and variant(preset) == "cpu")
 
 
@@ -194,7 +194,7 @@ def _measure_claim(rule: ClaimRule, rows: Sequence[Row], rules: Rules, preset: s
     if not judged_here(rule.variants, preset):
         claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
         return claim
-    if not _judged_at_this_scale(rule, preset):
+    if not judged_at_this_scale(rule, preset):
         assert rule.full_scale_only is not None
         claim.note = f"not judged at this scale (needs n ≈ {rule.full_scale_only.needs_n}, or the full preset)"
         return claim

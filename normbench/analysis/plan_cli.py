@@ -23,7 +23,7 @@ import statistics
 import sys
 from collections.abc import Sequence
 
-from normbench.analysis.claims import claim_values
+from normbench.analysis.claims import claim_values, judged_at_this_scale
 from normbench.analysis.per_run import Row, read_per_run
 from normbench.analysis.plan import BUDGET_MIN, CORES, ClaimPlanInput, PlanInput, PlanRow, plan_claims, plan_table
 from normbench.analysis.rules_schema import Rules, load_rules
@@ -47,9 +47,8 @@ def plan_input(rules: Rules, ids: Sequence[str]) -> PlanInput:
 def full_scale_only_here(rules: Rules, preset: str) -> dict[str, int]:
     """The claims ``preset``'s variant does not judge because the rules mark them full-scale only
     (``full_scale_only``, on the CPU variant), with the n they would need."""
-    if variant(preset) != "cpu":
-        return {}
-    return {c.id: c.full_scale_only.needs_n for c in rules.claims if c.full_scale_only is not None}
+    return {c.id: c.full_scale_only.needs_n for c in rules.claims
+            if c.full_scale_only is not None and not judged_at_this_scale(c, preset)}  # fmt: skip
 
 
 def seconds_per_run(rows: Sequence[Row]) -> float:
