@@ -293,10 +293,6 @@ class BatchRenorm(BatchNorm):
     `plan_schedule` (`normbench.norms.schedule`; until then the warm-up does not end).
     """
 
-    COMPILE_ISSUE = (
-        "inductor's backward differs from eager's for brn (weight and input gradients 1.1-4x eager's "
-        "from the first step, torch 2.14 on CPU; the forward agrees)"
-    )
     NORMALIZES_OVER = {
         "NCHW": "N×H×W, per channel (r, d: towards the running statistics)",
         "NTC": "N×T real tokens, per channel (r, d: towards the running statistics)",
@@ -348,9 +344,10 @@ class BatchRenorm(BatchNorm):
         return 1 + (self.r_max - 1) * r_ramp, self.d_max * d_ramp
 
     def renorm(self) -> BF.Renorm:
-        r_max, d_max = self.limits(self.num_batches_tracked)
+        r_max, d_max = self.limits(BF.snapshot(self.num_batches_tracked))
         dtype = self.running_var.dtype
-        return BF.Renorm(self.running_mean.clone(), self.running_var.clone(), r_max.to(dtype), d_max.to(dtype))
+        running = BF.snapshot(self.running_mean), BF.snapshot(self.running_var)  # before this step's update
+        return BF.Renorm(*running, r_max.to(dtype), d_max.to(dtype))
 
     def extra_repr(self) -> str:
         steps = ", ".join(f"{k}={v}" for k, v in self.planned_steps().items())

@@ -91,12 +91,24 @@ def ema_update(running: Tensor, value: Tensor, momentum: float, valid: Tensor) -
     running.copy_(torch.where(valid, running.lerp(value.to(running.dtype), momentum), running))
 
 
+def snapshot(buffer: Tensor) -> Tensor:
+    """A copy of ``buffer`` as it is now, which the backward of a compiled step reads even after the
+    step updates ``buffer`` in place. Eager mode needs no copy; under ``torch.compile`` (torch 2.14)
+    AOT autograd's partitioner may recompute a value the backward needs from a mutated buffer
+    rather than save it, and the recompute then reads the buffer *after* the step's update: silently
+    wrong gradients (pytorch/pytorch#197039, open; the minimal case: scripts/torch_mutated_buffer_read.py).
+    A sum over a stacked zero is a reduction, which the partitioner saves instead of recomputing;
+    bit-exact (x + 0 = x)."""
+    return torch.stack([buffer, torch.zeros_like(buffer)]).sum(0)
+
+
 @dataclass(frozen=True)
 class Renorm:
     """Batch Renormalization's correction (Ioffe 2017): r = clip(σ_B/σ, 1/r_max, r_max),
     d = clip((μ_B − μ)/σ, −d_max, d_max), σ_B = sqrt(σ²_B + eps), σ = sqrt(running_var + eps);
     r and d are treated as constants by the backward (stop-gradient), as in the paper. r_max and
-    d_max are 0-dim tensors (a schedule read on the device)."""
+    d_max are 0-dim tensors (a schedule read on the device). All four are the values before this
+    step's update of the running estimates, taken with `snapshot`."""
 
     running_mean: Tensor
     running_var: Tensor

@@ -102,10 +102,14 @@ def test_traced_graph_matches_eager(name: str, layout: str, masked: bool) -> Non
     _compiled_matches_eager(name, layout, masked, "aot_eager")
 
 
-@pytest.mark.parametrize(("name", "layout", "masked"), [("bn_noisy", "NCHW", False), ("pn", "NTC", True)])
+@pytest.mark.parametrize(
+    ("name", "layout", "masked"), [("bn_noisy", "NCHW", False), ("pn", "NTC", True), ("brn", "NCHW", False)]
+)
 def test_inductor_matches_eager(name: str, layout: str, masked: bool) -> None:
     """Inductor's generated code: the noise stream of ``bn_noisy`` is eager's, PowerNorm's
-    backward (an autograd Function updating ``ema_gz``) compiles and updates its buffer alike."""
+    backward (an autograd Function updating ``ema_gz``) compiles and updates its buffer alike, and
+    Batch Renorm's r and d in the backward are this step's, not recomputed from the running
+    statistics and step count after their update (`batch_functional.snapshot`)."""
     _compiled_matches_eager(name, layout, masked, "inductor")
 
 
@@ -123,6 +127,31 @@ def _known_issue(name: str) -> list[pytest.MarkDecorator]:
 @pytest.mark.parametrize("name", [pytest.param(n, marks=_known_issue(n)) for n in list_norms()])
 def test_inductor_matches_eager_every_norm(name: str, layout: str, masked: bool) -> None:
     _compiled_matches_eager(name, layout, masked, "inductor")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_a_snapshot_keeps_the_value_before_the_update_in_the_compiled_backward(dtype: torch.dtype) -> None:
+    """y = x·f(buffer) with the buffer updated in place afterwards: eager's dy/dx is f of the value
+    before the update, and so is inductor's when the buffer is read through `snapshot` (a plain
+    read is recomputed after the update in torch 2.14: scripts/torch_mutated_buffer_read.py)."""
+    from normbench.norms.batch_functional import snapshot
+
+    class Step(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.register_buffer("value", torch.full((3,), 2, dtype=dtype))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            factor = snapshot(self.value).to(x.dtype).detach()
+            self.value.add_(3)
+            return x * factor
+
+    for module in (Step(), torch.compile(Step(), backend="inductor", fullgraph=True)):
+        torch._dynamo.reset()
+        x = torch.ones(3, requires_grad=True)
+        module(x).sum().backward()
+        assert x.grad.tolist() == [2.0, 2.0, 2.0]
+        assert snapshot(torch.tensor([-1.5, 7.25], dtype=torch.float64)).tolist() == [-1.5, 7.25]
 
 
 def test_maybe_compile_keeps_eager_random_streams() -> None:
