@@ -34,6 +34,7 @@ def test_cpu_presets_read_their_data_beside_the_checkout_from_any_directory(
     assert compose_cfg([f"experiment={preset}"]).dataset.root == str(tmp_path / "elsewhere" / leaf)
 
 
+@pytest.mark.slow
 def test_a_sweep_with_a_missing_data_root_fails_once_before_any_job(tmp_path, monkeypatch, capsys) -> None:
     params = compose_cfg(["experiment=santurkar_vgg_cpu"], hydra=True).hydra.sweeper.params
     jobs = math.prod(len(str(values).split(",")) for values in params.values())

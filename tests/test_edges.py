@@ -166,6 +166,7 @@ def finished_run(tmp_path_factory, monkeypatch, capsys) -> tuple[Path, str]:
     return _finished[0]
 
 
+@pytest.mark.slow
 @fault("a run or a sweep started without knowing where it writes", "its directory printed when it starts", "result")
 def test_a_run_and_a_sweep_print_their_directory(tmp_path, tmp_path_factory, monkeypatch, capsys) -> None:
     sweep_dir = tmp_path / "sweep"
@@ -235,7 +236,7 @@ def test_what_the_one_line_errors_suggest_works(tmp_path, monkeypatch, capsys) -
 
 @fault("a sweep into a finished run's directory, or a folder under it", "one line naming the run; the run kept",
        "one-line")  # fmt: skip
-@pytest.mark.parametrize("where", ["the run", "under the run"])
+@pytest.mark.parametrize("where", ["the run", pytest.param("under the run", marks=pytest.mark.slow)])
 def test_a_sweep_into_a_runs_directory_is_refused(tmp_path, tmp_path_factory, monkeypatch, capsys, where) -> None:
     from tests.test_sweep import files
 
@@ -261,6 +262,7 @@ def tree(commit: str, dirty: bool) -> dict:
     return {"commit": commit, "dirty_files": ["normbench/x.py"] if dirty else [], "diff_hash": "d1" if dirty else None}
 
 
+@pytest.mark.slow
 @fault("a resume on another commit, tree state or thread count (OMP_NUM_THREADS)",
        "every segment's commit, tree and threads in the summary; a warning naming what changed", "result")  # fmt: skip
 def test_each_segment_records_its_code_and_threads(tmp_path, monkeypatch, capsys, handlers_kept) -> None:
@@ -415,6 +417,7 @@ def test_help_shows_whole_sentences_and_every_launcher() -> None:
 OPTUNA = ("hparams_search=optuna", *LOCAL, "max_steps=2", "hydra.sweeper.n_trials=1")
 
 
+@pytest.mark.slow
 @fault("resume=true of an Optuna sweep (its study lived in memory)",
        "one line: start a new sweep; never a best from the new trials alone; kept", "one-line")  # fmt: skip
 def test_resuming_an_optuna_sweep_is_refused_and_keeps_it(tmp_path, monkeypatch, capsys) -> None:

@@ -237,6 +237,7 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert row["scale"].startswith("reduced: VGG11") and row["rules_hash"] == load_rules("santurkar_vgg").hash
 
 
+@pytest.mark.slow
 def test_a_diverged_run_counts_in_its_arm(santurkar_runs: Path, tmp_path: Path) -> None:
     """A diverged run is not dropped from its arm's median: it counts with the worst value of the measure."""
     for job in santurkar_runs.iterdir():

@@ -276,6 +276,7 @@ TRANSLATION_SHAPES = [(8, 11, 13), (8, 9, 13), (8, 9, 12), (6, 9, 12), (8, 11, 1
 """(batch, source, target) sizes of six translation batches: each axis changes on its own."""
 
 
+@pytest.mark.slow
 def test_translation_compiles_one_graph_for_batches_of_varying_shapes() -> None:
     """`maybe_compile` with ``varying_shapes`` (the runner's choice for sequence tasks): six
     training batches of changing sizes build one graph (masked BatchNorm in the encoder). torch's

@@ -64,6 +64,7 @@ def test_gn_groups_figure_and_claims(tmp_path: Path) -> None:
     assert row["scale"].startswith("reduced: ResNet8 on 500 CIFAR-10 images")
 
 
+@pytest.mark.slow
 def test_gn_groups_short_run_leaves_its_claims_unjudged(tmp_path: Path) -> None:
     # LN-like best, IN equal to G = 8 within the seeds' noise; the runs end at 10 % of their first loss
     err = {"g1": 30.0, "g2": 32.0, "g4": 34.0, "g8": 35.0, "g16": 36.0, "in": 35.1}

@@ -290,6 +290,7 @@ def test_wandb_runs_fetch_only_the_keys_used() -> None:
         load_wandb("me/normbench", "empty", api=FakeApi([]))
 
 
+@pytest.mark.slow
 def test_log_to_wandb_offline_writes_the_table_and_figure(
     sweep: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

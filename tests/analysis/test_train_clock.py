@@ -60,6 +60,7 @@ def test_loss_on_the_clock_is_the_loss_at_the_step_trained_by_then(tmp_path: Pat
     assert at[("val_loss_by_time", "ln (eager)", 125.0)] == pytest.approx(3.52)
 
 
+@pytest.mark.slow
 def test_rmsnorm_time_claims_at_equal_time_and_equal_steps(tmp_path: Path) -> None:
     """rms's steps take 1.0 s, ln's 1.25 s, prms's 1.5 s; rms and ln lose the same per step, prms
     0.3 more. T = 0.9 × 100 s (rms, the shortest clock): rms at step 90, ln at step 72, prms at 60."""

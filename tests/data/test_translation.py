@@ -286,6 +286,7 @@ def test_read_only_data_folder_puts_the_bpe_in_the_cache_dir(tmp_path) -> None:
     assert not (data_dir / ".normbench_bpe").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (DE_EN_SUBSET / "train.de").is_file(), reason="shared de-en subset absent")
 def test_de_en_subset_loads_and_its_bpe_round_trips(tmp_path, monkeypatch) -> None:
     # whether the shared folder is writable differs between machines (CI copies it without write

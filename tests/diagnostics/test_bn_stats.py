@@ -267,6 +267,7 @@ def test_grad_norms_need_live_statistics() -> None:
         hook_for(TinyNet("pn"), grad_norms=True)
 
 
+@pytest.mark.slow
 def test_grad_norms_keep_the_model_one_compiled_graph() -> None:
     """The gradients of the statistics come through zero probes added to them, not tensor hooks
     registered in the forward (14 graph breaks on ResNet8 before)."""

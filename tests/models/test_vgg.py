@@ -89,6 +89,7 @@ def test_init_follows_its_formula(init: str) -> None:
     assert torch.count_nonzero(model.classifier.bias) == 0
 
 
+@pytest.mark.slow
 def test_kaiming_init_keeps_a_bn_vggs_logits_at_the_features_scale() -> None:
     """The classifier of std 1/sqrt(512): a logit's variance is the mean square of the 512 features
     (the fan-out form, std sqrt(2/10), made it 102 times that: logits of std ~8 with BN)."""
