@@ -51,6 +51,7 @@ FILES = [
     "tests/data/test_cifar.py",
     "tests/data/test_translation.py",
     "tests/data/test_data_edges.py",
+    "tests/norms/test_compile.py",
 ]
 
 _BAD_CIFAR = "a bad CIFAR-10 file (short, garbage, wrong shape or labels)"
@@ -144,7 +145,8 @@ def table(cases: dict[str, Fault]) -> str:
         "",
         f"**{len(cases)} cases** ({tests} tests, {len(groups)} faults): "
         f"**{count['one-line']} one-line errors**, {count['result']} recorded results, "
-        f"{count['kept']} cases of nothing lost, **{count['bit-exact']} bit-exact resumes**; "
+        f"{count['kept']} cases of nothing lost, **{count['bit-exact']} bit-exact resumes**, "
+        f"{count['exact']} compiled as eager computes; "
         "**tracebacks: 0, silent wrong results: 0, data lost: 0**.",
         "",
         "Outcomes: " + "; ".join(f"*{o}*: {text}" for o, text in OUTCOMES.items()) + ".",

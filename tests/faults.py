@@ -15,6 +15,7 @@ OUTCOMES = {
     "one-line": "refused or stopped with one line naming the problem, exit code != 0, no traceback",
     "result": "recorded as what happened (status in summary.json and W&B), the run or sweep goes on",
     "bit-exact": "the resumed run's metrics equal an uninterrupted run's, float for float",
+    "exact": "the numbers eager mode gives (a compiled step's outputs, gradients and buffers, to 1e-5)",
     "kept": "nothing the user or the run had is removed or overwritten",
 }
 
