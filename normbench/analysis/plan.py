@@ -144,7 +144,7 @@ def plan_claim(
                   pilot_n=(n_a, n_b), sd_a=sd_a, sd_b=math.nan if sd_b is None else sd_b, target=target,
                   equivalence=equivalence, alpha=alpha, min_seeds=min_seeds)  # fmt: skip
     sds = [s for s in (sd_a, sd_b) if s is not None]
-    if any(not (s > 0) for s in sds):
+    if any(math.isnan(s) for s in sds) or not any(s > 0 for s in sds):  # one constant arm is fine (Welch on the other)
         note = "pilot: fewer than 2 finite values per arm" if any(math.isnan(s) for s in sds) else "pilot: no spread"
         return row(n=None, power=math.nan, detectable=math.nan, runs=None, cpu_min=math.inf, fits=False,
                        note=note)  # fmt: skip

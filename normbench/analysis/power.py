@@ -57,12 +57,16 @@ def _check_common(sd_a: float, sd_b: float | None, n: int, alpha: float, test: s
     _check("test", test, test in TESTS, ", ".join(TESTS))
     _check("alpha", alpha, isinstance(alpha, (int, float)) and 0 < alpha < 1, "0 < alpha < 1")
     _check("n", n, isinstance(n, Integral) and n >= 2, "an integer >= 2 (seeds per arm)")
-    _check("sd_a", sd_a, isinstance(sd_a, (int, float)) and math.isfinite(sd_a) and sd_a > 0, "a finite sd > 0")
     if test == "paired":
+        _check("sd_a", sd_a, isinstance(sd_a, (int, float)) and math.isfinite(sd_a) and sd_a > 0, "a finite sd > 0")
         _check("sd_b", sd_b, sd_b is None, "None for a paired test (sd_a is the differences' sd)")
-    else:
-        ok = isinstance(sd_b, (int, float)) and math.isfinite(sd_b) and sd_b > 0
-        _check("sd_b", sd_b, ok, "a finite sd > 0")
+        return
+    # one arm may be constant (sd 0: e.g. a share that is 0 in every run); Welch's SE and df then come
+    # from the other arm alone (df = n - 1), as for a one-sample t test
+    for name, sd in (("sd_a", sd_a), ("sd_b", sd_b)):
+        ok = isinstance(sd, (int, float)) and math.isfinite(sd) and sd >= 0
+        _check(name, sd, ok, "a finite sd >= 0")
+    _check("sd_a", sd_a, sd_a > 0 or sd_b > 0, "an sd > 0 in at least one arm (both arms constant: nothing to size)")
 
 
 def _location(value: float, test: str, name: str) -> float:

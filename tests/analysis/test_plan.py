@@ -76,13 +76,16 @@ def test_equivalence_plans_tost_and_says_when_min_seeds_cannot_pass() -> None:
 
 def test_a_plan_out_of_reach_or_without_spread_says_so() -> None:
     claims = (ClaimPlanInput("tiny", "greater", "welch", effect=0.001), ClaimPlanInput("flat", "greater", "welch",
-              effect=1.0))  # fmt: skip
-    rows = plan_claims(PlanInput(claims), {"tiny": (pilot(1.0), pilot(1.0)), "flat": ([1.0] * 3, [2.0] * 3)}, "cpu",
-                       60, n_max=100)  # fmt: skip
+              effect=1.0), ClaimPlanInput("one_flat", "less", "welch", effect=-0.05))  # fmt: skip
+    values = {"tiny": (pilot(1.0), pilot(1.0)), "flat": ([1.0] * 3, [2.0] * 3), "one_flat": ([0.01, 0.012, 0.011],
+              [0.0] * 3)}  # fmt: skip
+    rows = plan_claims(PlanInput(claims), values, "cpu", 60, n_max=100)
     assert rows[0].n is None and not rows[0].fits and rows[0].note == "n > 100"
     assert rows[1].n is None and rows[1].note == "pilot: no spread"
+    # one arm constant (a share that is 0 in every run): sized on the other arm's spread
+    assert rows[2].n == 2 and rows[2].sd_b == 0.0 and rows[2].power >= 0.8
     table = plan_table(rows).splitlines()
-    assert len(table) == 2 + 2 and table[2].startswith("| tiny | welch |") and "| — |" in table[2]
+    assert len(table) == 2 + 3 and table[2].startswith("| tiny | welch |") and "| — |" in table[2]
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,19 @@ def test_welch_log_power_is_welch_power_on_the_logs() -> None:
     assert computed == pytest.approx(power_diff(math.log(ratio), sd, sd, n, 0.05), rel=1e-12)
 
 
+def test_welch_power_with_one_constant_arm_matches_simulated_welch_tests() -> None:
+    """An arm with no spread (a share that is 0 in every run): Welch's test rests on the other arm
+    alone (df = n − 1); the power of scipy's Welch test on simulated data agrees, in either order."""
+    n, delta, sd = 5, 0.4, 0.5
+    a = np.random.default_rng(12).normal(delta, sd, (SIMS, n))
+    b = np.zeros((SIMS, n))
+    p = sps.ttest_ind(a, b, axis=1, equal_var=False).pvalue
+    simulated = float((p < 0.05).mean())
+    computed = power_diff(delta, sd, 0.0, n, 0.05)
+    assert computed == pytest.approx(simulated, abs=tolerance(simulated))
+    assert power_diff(-delta, 0.0, sd, n, 0.05) == pytest.approx(computed, rel=1e-12)
+
+
 def test_paired_power_matches_simulated_one_sample_t_on_the_differences() -> None:
     rng = np.random.default_rng(11)
     n, delta, sd_diff = 8, 0.5, 0.6
@@ -172,7 +185,8 @@ def test_alpha_for_family_is_holms_first_step() -> None:
 
 @pytest.mark.parametrize(
     "call, name",
-    [(lambda: power_diff(1, 0, 1, 5, 0.05), "sd_a=0"), (lambda: power_diff(1, 1, 1, 1, 0.05), "n=1"),
+    [(lambda: power_diff(1, 0, 0, 5, 0.05), "sd_a=0"), (lambda: power_diff(1, -1, 1, 5, 0.05), "sd_a=-1"),
+     (lambda: power_diff(1, 1, 1, 1, 0.05), "n=1"),
      (lambda: power_diff(1, 1, 1, 5, 1.5), "alpha=1.5"), (lambda: power_diff(1, 1, 1, 5, 0.05, sides=3), "sides=3"),
      (lambda: power_diff(1, 1, 1, 5, 0.05, test="anova"), "test='anova'"),
      (lambda: power_diff(-1.1, 1, 1, 5, 0.05, test="welch_log"), "effect=-1.1"),
