@@ -170,19 +170,22 @@ def optimized_metric(metric: str | None, model: str) -> str:
     return metric or DEFAULT_METRICS[model_input_kind(model)]
 
 
-def objective(metric: str | None, model: str, result: Mapping[str, Any]) -> float | None:
+def objective(metric: str | None, model: str, result: Mapping[str, Any], optimizing: bool = True) -> float | None:
     """The number a sweeper optimizes: ``optimized_metric`` of a finished run's final metrics.
 
     None (which Optuna records as a failed trial, and the basic sweeper ignores) for a run that
     did not finish (diverged, interrupted, failed) or a metric the run did not report (with a
-    warning naming the ones it did); never NaN, which Optuna's sweeper cannot record."""
+    warning naming the ones it did, when a sweeper ``optimizing`` reads it: a single run or a grid
+    sweep of a preset that reports no BLEU is not warned about a number nobody asked for); never NaN,
+    which Optuna's sweeper cannot record."""
     if not isinstance(result, Mapping) or result.get("status") != "finished":
         return None
     name = optimized_metric(metric, model)
     value = result.get(name)
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         reported = ", ".join(k for k, v in result.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-        warn(f"optimized_metric={name} is not among the run's final metrics ({reported}); the job returns None")
+        if optimizing:
+            warn(f"optimized_metric={name} is not among the run's final metrics ({reported}); the job returns None")
         return None
     return float(value)
 

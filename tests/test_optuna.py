@@ -29,6 +29,9 @@ def test_objective_is_the_tasks_metric_of_a_finished_run(capsys) -> None:
     assert objective(*cfg(metric="val/accuracy"), result) is None
     err = capsys.readouterr().err
     assert err.startswith("normbench: warning: optimized_metric=val/accuracy is not among") and "val/acc" in err
+    # a single run or a grid sweep (no optimizing sweeper): no warning about a number nobody reads
+    assert objective(*cfg("transformer_tiny"), {"status": "finished", "val/loss": 4.3}, optimizing=False) is None
+    assert capsys.readouterr().err == ""
 
 
 @pytest.mark.e2e

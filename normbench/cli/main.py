@@ -59,7 +59,8 @@ def main(cfg: DictConfig) -> Any:
                 with open_dict(cfg):
                     cfg.resume = False
         result = run(cfg, run_dir)
-        return objective(cfg.optimized_metric, cfg.model.name, result)  # the one number a sweeper optimizes
+        optimizing = multirun and hc.runtime.choices.get("hydra/sweeper") not in (None, "basic")
+        return objective(cfg.optimized_metric, cfg.model.name, result, optimizing)  # the one number a sweeper optimizes
     except (RunInterrupted, KeyboardInterrupt) as e:
         if full_error():
             raise
