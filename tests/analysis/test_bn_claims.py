@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from normbench.analysis.claims import FAILED, PASSED
-from normbench.analysis.stats import SUPPORTED
+from normbench.analysis.stats import NOT_JUDGED, SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
 
@@ -186,7 +186,9 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
     out = tmp_path / "out"
     build("bn_padding_cpu", tmp_path / "runs", out)
     verdicts = claims(out)
-    assert verdicts["padding_hurts_mixed"] == SUPPORTED and verdicts["ln_above_padded_bn_mixed"] == SUPPORTED
+    assert verdicts["ln_above_padded_bn_mixed"] == SUPPORTED
+    # sized from the pilot: needs n ≈ 11 (over the CPU preset's 45 min), judged by the full preset only
+    assert verdicts["padding_hurts_mixed"] == NOT_JUDGED and verdicts["padding_hurts_bucketed"] == NOT_JUDGED
     assert verdicts["padded_variance_strays_mixed"] == SUPPORTED
     assert verdicts["padding_short_above_long"] == SUPPORTED and verdicts["padding_widens_short_long_gap"] == SUPPORTED
     assert claim_row(out, "padding_short_above_long")["test"] == "paired"
@@ -194,7 +196,7 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
     assert verdicts["padded_tokens_scaled_up"] == PASSED and verdicts["ln_learns"] == PASSED  # the checks
     assert "padded_tokens_scaled_up_mixed" not in verdicts  # the identity is a check now, not a claim
     assert verdicts["padding_hurts_bucketed"] != SUPPORTED  # 0.2 apart, seeds spread over 2
-    assert claim_row(out, "padding_hurts_mixed")["a_n"] == "5"  # the LN arm (no count_padding) is not selected
+    assert claim_row(out, "ln_above_padded_bn_mixed")["b_n"] == "5"  # the LN arm (no count_padding) is not selected
     rows = read_csv(out / "bn_padding.csv")
     assert_point(rows, "bleu", "bn padded (mixed)", 3.0, [8.0 + 0.5 * s for s in SEEDS])
     assert_point(rows, "var_dist", "bn padded (mixed)", 160.0, [0.5 * (1 + 0.1 * s) for s in SEEDS])

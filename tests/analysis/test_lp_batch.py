@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from normbench.analysis.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, NOT_JUDGED, SUPPORTED
+from normbench.analysis.stats import DIFFERENT, INCONCLUSIVE, NOT_JUDGED, SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, build, claim_row, claims, read_csv, write_run
 
@@ -44,10 +44,9 @@ def test_bn_lp_figures_and_claims(tmp_path: Path) -> None:
         assert out / f"{stem}.png" in written and out / f"{stem}.csv" in written
     verdicts = claims(out)
     assert verdicts == {
-        "l1_trains_as_bn": EQUIVALENT,  # 0.5 points apart, the same spread: within the 3-point margin
         "linf_trains_as_bn": DIFFERENT,  # 10 points below
-        "l1_smaller_loss_range": SUPPORTED,  # a quarter of the standard network's
-        "linf_smaller_loss_range": INCONCLUSIVE,  # the standard network's, seed for seed
+        # sized from the pilot (n ≈ 33, 16-17: over the CPU preset's 45 min): the full preset only
+        **dict.fromkeys(("l1_trains_as_bn", "l1_smaller_loss_range", "linf_smaller_loss_range"), NOT_JUDGED),
         "l1_smaller_beta": SUPPORTED,
         "linf_smaller_beta": INCONCLUSIVE,
         **{f"l2_{c}": NOT_JUDGED for c in ("trains_as_bn", "smaller_loss_range", "smaller_beta")},  # full preset only

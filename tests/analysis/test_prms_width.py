@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE
+from normbench.analysis.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, NOT_JUDGED
 from tests.test_figures import SEEDS, build, claim_row, claims, read_csv, write_run
 
 STEPS = range(0, 151, 10)
@@ -36,9 +36,9 @@ def test_prms_width_judges_equivalence_of_loss_and_bleu(tmp_path: Path) -> None:
     assert verdicts["rms_loss_equivalent_ln"] == EQUIVALENT  # 0.01 apart, margin 0.1
     assert verdicts["prms_loss_equivalent_ln"] == DIFFERENT  # 0.5 apart
     assert verdicts["prms_loss_equivalent_rms"] == DIFFERENT
-    assert verdicts["prms_bleu_equivalent_ln"] == DIFFERENT  # 3 BLEU apart, margin 1
+    # the BLEU equivalences need n ≈ 12 and 18 (the pilot): judged by the full preset only
+    assert verdicts["prms_bleu_equivalent_ln"] == NOT_JUDGED
     assert float(claim_row(out, "prms_loss_equivalent_rms")["estimate"]) == pytest.approx(0.49)
-    assert float(claim_row(out, "prms_bleu_equivalent_rms")["estimate"]) == pytest.approx(-3.0)
     rows = read_csv(out / "prms_width.csv")
     bars = {(r["panel"], r["series"]): float(r["median"]) for r in rows if r["panel"] in ("val_loss", "bleu")}
     assert bars[("val_loss", "prms")] == pytest.approx(4.50) and bars[("bleu", "ln")] == pytest.approx(10.0)
