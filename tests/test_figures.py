@@ -370,8 +370,8 @@ def test_powernorm_chain_figure(tmp_path: Path) -> None:
     assert_point(rows, "bleu", "pn", 2.0, [30.0 + s for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["pnv_above_bn"] == SUPPORTED and verdicts["pn_above_pnv"] == SUPPORTED
-    assert verdicts["pn_above_ln"] == SUPPORTED
-    assert verdicts["ln_above_pnv"] == INCONCLUSIVE  # 0.5 apart, the seeds spread over 4
+    # the two claims against LN need n ≈ 26-27 (the pilot): judged by the full preset only
+    assert verdicts["pn_above_ln"] == NOT_JUDGED and verdicts["ln_above_pnv"] == NOT_JUDGED
     row = claim_row(out, "pn_above_pnv")
     assert float(row["estimate"]) == pytest.approx(10.5) and row["a_n"] == "5" and row["b_n"] == "5"
 
