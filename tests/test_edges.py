@@ -42,10 +42,15 @@ def uninterrupted(tmp_path_factory, monkeypatch, capsys) -> Path:
 
 @pytest.fixture
 def handlers_kept():
-    """This process's signal handlers as they were (a stopped run ignores the stop signals on its way out)."""
+    """This process's signal handlers as they were (a stopped run ignores the stop signals on its way out).
+    Inside, every stop signal but SIGINT starts at its default action, as in a shell: pytest run under
+    ``nohup`` inherits an ignored SIGHUP, which a run rightly leaves ignored."""
     from normbench.run.loop.interrupts import STOP_SIGNALS
 
     before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in STOP_SIGNALS:
+        if s != signal.SIGINT:
+            signal.signal(s, signal.SIG_DFL)
     yield
     for s, handler in before.items():
         signal.signal(s, handler)
@@ -100,6 +105,20 @@ def test_hangup_and_cluster_signals_stop_like_sigterm(
         code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, f"hydra.run.dir={run_dir}", "resume=true")
         assert code == 0, stderr
         assert metrics(run_dir) == metrics(reference)
+
+
+@fault("SIGHUP under nohup (ignored before the run starts)", "left ignored: the run goes on to its end", "result")
+def test_a_run_under_nohup_goes_on_past_a_hangup(tmp_path, monkeypatch, capsys, handlers_kept) -> None:
+    """A handler is installed only where the signal had its default action: ``nohup normbench ...``
+    asked for a run that outlives its terminal, and gets it."""
+    run_dir = tmp_path / "run"
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    with monkeypatch.context() as m:
+        send_after_checkpoint(m, signal.SIGHUP, 3)
+        code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, f"hydra.run.dir={run_dir}")
+    assert code == 0, stderr
+    assert json.loads((run_dir / "summary.json").read_text())["status"] == "finished"
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
 
 
 # ---------------------------------------------------------------------------------------------
