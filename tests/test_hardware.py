@@ -198,6 +198,7 @@ def _compiled_matches_eager(name: str) -> None:
         torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow  # tests/MOVES.md, fourth round
 def test_compile_matches_eager_batchnorm() -> None:
     _compiled_matches_eager("bn")
 

@@ -193,11 +193,13 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     import hydra
 
     from normbench.base.errors import ConfigError
+    from normbench.cli import overrides
     from normbench.cli.overrides import check_overrides
 
     composed = []
     compose = hydra.compose
     monkeypatch.setattr(hydra, "compose", lambda *a, **kw: composed.append(kw.get("overrides")) or compose(*a, **kw))
+    monkeypatch.setattr(overrides, "_COMPOSED", {})  # none composed yet in this process
     conf = cli.config_dir()
     with pytest.raises(ConfigError) as e:
         check_overrides(["-m", "experiment=quickstart", "norm=gn,bn", "norm.groups=4"], conf)
@@ -214,7 +216,32 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     check_overrides(["-m", "experiment=quickstart", "norm=gn,bn", "norm.eps=1e-3"], conf)  # every norm has eps
     with pytest.raises(ConfigError, match="norm.eps='small' is not allowed: Value 'small' of type 'str'"):
         check_overrides(["-m", "norm=gn,bn", "norm.eps=small"], conf)
-    assert len(composed) == 3
+    assert composed == [["experiment=quickstart", "norm=gn"], ["norm=gn"]]  # the second's first job was composed
+
+
+def test_a_command_line_is_composed_once_until_a_config_file_changes(tmp_path, monkeypatch) -> None:
+    """The check's compose is cached per command line and per state of the config folder: the
+    same command line again (a test session, a notebook starting runs) is not composed again,
+    an edited preset is, and a caller's changes never reach the next caller."""
+    import shutil
+
+    import hydra
+
+    from normbench.cli import overrides
+
+    conf = tmp_path / "conf"
+    shutil.copytree(cli.config_dir(), conf)
+    composed = []
+    compose = hydra.compose
+    monkeypatch.setattr(hydra, "compose", lambda *a, **kw: composed.append(kw.get("overrides")) or compose(*a, **kw))
+    cfg, _ = overrides._compose(conf, ["experiment=quickstart"])
+    cfg.max_steps = -5
+    again, _ = overrides._compose(conf, ["experiment=quickstart"])
+    assert len(composed) == 1 and again.max_steps != -5
+    preset = conf / "experiment" / "quickstart.yaml"
+    preset.write_text(preset.read_text() + "\nmax_steps: 12345\n")
+    edited, _ = overrides._compose(conf, ["experiment=quickstart"])
+    assert len(composed) == 2 and edited.max_steps == 12345
 
 
 @fault(
