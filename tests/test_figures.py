@@ -211,14 +211,16 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert_point(fig3, "5/rel_grad_diff", "Standard, lr=0.1", 20, [0.5 + 0.01 * s for s in SEEDS])
 
     verdicts = claims(out)
-    # BN's range is 4x smaller at every step and seed: the landscape claims are supported.
-    assert {v for c, v in verdicts.items() if c.startswith("fig4_")} == {SUPPORTED}
-    landscape = claim_row(out, "fig4_loss_range")
+    # BN's range is 4x smaller at every step and seed: the landscape claims are supported, except the
+    # loss range, which the pilot sent to the full preset (its row still carries the measured ratio).
+    assert {c: v for c, v in verdicts.items() if c.startswith("fig4_")} == {
+        "fig4_loss_range": NOT_JUDGED, "fig4_predictiveness": SUPPORTED, "fig4_beta": SUPPORTED}
+    assert "not judged at this scale (needs n ≈ 18" in claim_row(out, "fig4_loss_range")["measured"]
+    landscape = claim_row(out, "fig4_beta")
     window = [t for t in STEPS if t >= 0.2 * TOTAL]  # the rules' window: steps 10..50
-    ranges = {norm: [np.median([santurkar_value(norm, 0.1, s, t)["landscape/loss_max"]
-                                - santurkar_value(norm, 0.1, s, t)["landscape/loss_min"] for t in window])
-                     for s in SEEDS] for norm in ("bn", "none")}  # fmt: skip
-    logs = {k: np.log(v) for k, v in ranges.items()}
+    betas = {norm: [np.median([santurkar_value(norm, 0.1, s, t)["beta_smoothness/beta"] for t in window])
+                    for s in SEEDS] for norm in ("bn", "none")}  # fmt: skip
+    logs = {k: np.log(v) for k, v in betas.items()}
     assert float(landscape["a_centre"]) == pytest.approx(np.exp(logs["bn"].mean()))  # the geometric mean
     assert float(landscape["estimate"]) == pytest.approx(np.exp(logs["bn"].mean() - logs["none"].mean()))
     assert landscape["test"] == "welch_log" and landscape["ratio"] == "True" and landscape["a_n"] == "5"
@@ -228,7 +230,8 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert verdicts["fig3_ics_lr0.1"] == SUPPORTED
     assert verdicts["fig3_ics_lr0.01"] == NOT_JUDGED  # no lr 0.01 runs here: n = 0
     assert verdicts["bn_trains"] == "passed"  # BN's synthetic training accuracy 0.7-0.8: error below 0.6
-    assert verdicts["fig1_train_acc_lr0.1"] == SUPPORTED and verdicts["fig1_test_acc_lr0.1"] == SUPPORTED
+    assert verdicts["fig1_train_acc_lr0.1"] == SUPPORTED
+    assert verdicts["fig1_test_acc_lr0.1"] == NOT_JUDGED  # full-scale only: the pilot asks n ≈ 16
     assert verdicts["fig1_train_acc_lr0.5"] == NOT_JUDGED  # the rules judge lr 0.5 in the full preset only
     assert verdicts["fig2_noisy_vs_standard"] == SUPPORTED
     assert verdicts["fig2_noisy_vs_bn"] == DIFFERENT  # 10 points apart, the margin is 2
