@@ -183,8 +183,9 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     written = build("santurkar_vgg_cpu", santurkar_runs, out)
     for stem in ("santurkar_fig1", "santurkar_fig2", "santurkar_fig3", "santurkar_fig4"):
-        for ext in ("png", "pdf", "csv"):
+        for ext in ("png", "csv"):  # and no PDF under the suite's NORMBENCH_FIGURE_FORMATS=png (conftest)
             assert out / f"{stem}.{ext}" in written and (out / f"{stem}.{ext}").stat().st_size > 0
+        assert not (out / f"{stem}.pdf").exists()
 
     fig1 = read_csv(out / "santurkar_fig1.csv")
     for norm, lr in (("none", 0.1), ("bn", 0.5)):

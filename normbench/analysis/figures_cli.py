@@ -42,7 +42,7 @@ from normbench.analysis import (
 from normbench.analysis.claims import Claim, claims_markdown, csv_row, judge_rows, write_claims
 from normbench.analysis.forest import annotate, rules_meta, write_forest
 from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
-from normbench.analysis.plot import FigureResult
+from normbench.analysis.plot import FigureResult, figure_formats
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
 from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
@@ -218,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or Path("results") / args.preset / ("pilot" if args.pilot else ""))
     try:
         figure_fn(args.preset)
+        figure_formats()  # a bad NORMBENCH_FIGURE_FORMATS: one line before anything is written
         check_out(out)
         if args.log_to_wandb is not None and not (args.log_to_wandb or args.wandb):
             raise ConfigError("--log-to-wandb needs ENTITY/PROJECT (or --wandb)")

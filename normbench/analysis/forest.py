@@ -33,6 +33,7 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from normbench.analysis.plot import figure_formats  # noqa: E402
 from normbench.analysis.rules_schema import load_rules  # noqa: E402
 from normbench.analysis.stats import (  # noqa: E402
     DIFFERENT,
@@ -309,13 +310,15 @@ def forest_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def write_forest(rows: Sequence[Mapping[str, Any]], out_dir: str | Path, title: str = "") -> list[Path]:
-    """``forest.png``, ``forest.pdf`` and ``forest.csv`` in ``out_dir``; the paths written."""
+    """``forest.png``, ``forest.pdf`` (`normbench.analysis.plot.figure_formats`) and ``forest.csv``
+    in ``out_dir``; the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fig = forest_figure(rows, title)
     written = []
-    for ext, metadata in (("png", {"Software": None}), ("pdf", {"CreationDate": None})):  # no timestamp: reproducible
-        fig.savefig(out / f"forest.{ext}", dpi=150, metadata=metadata)
+    metadata = {"png": {"Software": None}, "pdf": {"CreationDate": None}}  # no timestamp: reproducible
+    for ext in figure_formats():
+        fig.savefig(out / f"forest.{ext}", dpi=150, metadata=metadata[ext])
         written.append(out / f"forest.{ext}")
     plt.close(fig)
     with open(out / "forest.csv", "w", newline="") as f:

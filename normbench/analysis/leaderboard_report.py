@@ -178,8 +178,10 @@ def write(
     the paths and the figure's readability problems (`check_figure`), each also printed on stderr."""
     import matplotlib.pyplot as plt
 
+    from normbench.analysis.plot import figure_formats
+
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / f"{STEM}.md", out / f"{STEM}.csv", out / f"{STEM}.png", out / f"{STEM}.pdf"]
+    paths = [out / f"{STEM}.md", out / f"{STEM}.csv", *(out / f"{STEM}.{ext}" for ext in figure_formats())]
     paths[0].write_text(markdown(rows, sources, runs, tail))
     with open(paths[1], "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
@@ -260,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("pass sweep folders or --wandb ENTITY/PROJECT --group GROUP (one of the two)")
         if not 0 < args.tail <= 1:
             raise ConfigError(f"--tail={args.tail} must be in (0, 1]")
+        from normbench.analysis.plot import figure_formats
+
+        figure_formats()  # a bad NORMBENCH_FIGURE_FORMATS: one line before anything is written
         if args.wandb:
             if not (args.group or args.job_type) or args.wandb.count("/") != 1:
                 raise ConfigError("--wandb takes ENTITY/PROJECT and needs --group GROUP or --job-type PRESET")

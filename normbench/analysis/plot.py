@@ -8,6 +8,7 @@ Every plotted number goes into the figure's CSV, one row per point:
 from __future__ import annotations
 
 import csv
+import os
 import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,8 +28,29 @@ from matplotlib.transforms import Bbox  # noqa: E402
 from normbench.analysis.claims import Claim, write_claims  # noqa: E402
 from normbench.analysis.figure_checks import check_figure, covered_points  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
+from normbench.base.errors import ConfigError  # noqa: E402
 
 CSV_COLUMNS = ("panel", "series", "x", "median", "lo", "hi", "n")
+FIGURE_FORMATS = ("png", "pdf")
+"""What every figure is written as, by default. ``NORMBENCH_FIGURE_FORMATS=png`` leaves the PDFs
+out (a quarter less time per figure: the PDF is a second rendering of the same figure); the
+test suite sets it, and its tests of the written files set both."""
+
+
+def figure_formats() -> tuple[str, ...]:
+    """The formats figures are written in: `FIGURE_FORMATS`, or ``NORMBENCH_FIGURE_FORMATS``
+    (comma-separated; ``png`` always among them: the findings page and W&B show the PNGs)."""
+    value = os.environ.get("NORMBENCH_FIGURE_FORMATS")
+    if value is None:
+        return FIGURE_FORMATS
+    chosen = tuple(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+    if "png" not in chosen or not set(chosen) <= set(FIGURE_FORMATS):
+        raise ConfigError(
+            f"NORMBENCH_FIGURE_FORMATS={value!r} is not allowed; use png or png,pdf (png is always written)"
+        )
+    return chosen
+
+
 
 # Fixed colours per norm so that every figure reads the same way; no two norms share one (a
 # leaderboard panel shows them all at once).
@@ -174,7 +196,7 @@ def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], font
 def write_outputs(
     results: Sequence[FigureResult], out_dir: str | Path, claims: Sequence[Claim] | None = None
 ) -> list[Path]:
-    """``<name>.png``, ``<name>.pdf`` and ``<name>.csv`` per figure, and ``claims.csv`` /
+    """``<name>.png``, ``<name>.pdf`` (`figure_formats`) and ``<name>.csv`` per figure, and ``claims.csv`` /
     ``claims.md`` with ``claims`` in their order (`normbench.analysis.claims.judge`'s: the rules'
     order; default: every figure's claims, figure by figure). Returns the paths written.
     Each figure is checked as saved (`check_figure`): its problems go into its ``problems``, for
@@ -186,7 +208,7 @@ def write_outputs(
         res.fig.tight_layout()
         place_legends(res.fig)
         res.problems = check_figure(res.fig)
-        for ext in ("png", "pdf"):
+        for ext in figure_formats():
             path = out / f"{res.name}.{ext}"
             res.fig.savefig(path, dpi=150)
             written.append(path)

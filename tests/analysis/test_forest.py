@@ -141,7 +141,8 @@ def test_rules_defaults_and_units() -> None:
     assert annotated["short"].startswith("S: ") and annotated["unit"] == "accuracy (fraction)"
 
 
-def test_write_forest_writes_the_figure_and_its_numbers(tmp_path: Path) -> None:
+def test_write_forest_writes_the_figure_and_its_numbers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NORMBENCH_FIGURE_FORMATS")  # the default: PNG and PDF
     paths = write_forest(ROWS, tmp_path, title="t")
     assert sorted(p.name for p in paths) == ["forest.csv", "forest.pdf", "forest.png"]
     with open(tmp_path / "forest.csv", newline="") as f:

@@ -42,7 +42,8 @@ def x_of(arm: str) -> float:
     return float(IN_X if arm == "in" else int(arm[1:]))
 
 
-def test_gn_groups_figure_and_claims(tmp_path: Path) -> None:
+def test_gn_groups_figure_and_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NORMBENCH_FIGURE_FORMATS")  # the default: PNG and PDF
     err = {"g1": 40.0, "g2": 38.0, "g4": 36.0, "g8": 35.0, "g16": 37.0, "in": 45.0}  # a U, lowest at G = 8
     write_sweep(tmp_path / "runs", err)
     out = tmp_path / "out"

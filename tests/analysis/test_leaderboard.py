@@ -203,7 +203,8 @@ def test_rules_keys_and_cell_names() -> None:
     assert lb.cell_of(run(dataset={"name": "cifar10", "root": "/d/cifar10"})) == ("resnet20", "cifar10")
 
 
-def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path) -> None:
+def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NORMBENCH_FIGURE_FORMATS")  # the default: PNG and PDF
     out = tmp_path / "out"
     assert main([str(sweep), "--out", str(out)]) == 0
     assert {p.name for p in out.iterdir()} == {f"leaderboard.{ext}" for ext in ("md", "csv", "png", "pdf")}

@@ -63,3 +63,37 @@ def test_a_single_point_is_drawn_as_a_marker_with_its_seeds_range() -> None:
     (span,) = ax.collections  # the seeds' min-max as a vertical segment
     assert np.allclose(span.get_segments()[0], [[140.0, 0.2], [140.0, 0.3]])
     assert rows == [{"panel": "test_acc", "series": "bn", "x": 140.0, "median": 0.25, "lo": 0.2, "hi": 0.3, "n": 3}]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, ("png", "pdf")), ("png", ("png",)), (" png , pdf ", ("png", "pdf")), ("pdf,png,png", ("pdf", "png"))],
+)
+def test_figure_formats_default_to_png_and_pdf_and_follow_the_environment(
+    monkeypatch: pytest.MonkeyPatch, value: str | None, expected: tuple[str, ...]
+) -> None:
+    from normbench.analysis.plot import figure_formats
+
+    if value is None:
+        monkeypatch.delenv("NORMBENCH_FIGURE_FORMATS", raising=False)
+    else:
+        monkeypatch.setenv("NORMBENCH_FIGURE_FORMATS", value)
+    assert figure_formats() == expected
+
+
+@pytest.mark.parametrize("value", ["pdf", "svg", "png,jpg", ""])
+def test_bad_figure_formats_are_one_line_before_anything_is_written(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    from normbench.analysis import figures_cli
+    from tests.analysis.figure_runs import santurkar
+
+    santurkar(tmp_path / "runs")
+    monkeypatch.setenv("NORMBENCH_FIGURE_FORMATS", value)
+    out = tmp_path / "out"
+    assert figures_cli.main(["santurkar_vgg_cpu", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"normbench-figures: error: NORMBENCH_FIGURE_FORMATS={value!r} is not allowed; use png or png,pdf "
+        "(png is always written)"
+    ]
+    assert not out.exists()
