@@ -9,6 +9,7 @@ import pytest
 
 from normbench.analysis.plot import NORM_COLORS
 from normbench.norms.registry import list_norms
+from tests.faults import fault
 
 
 @pytest.mark.parametrize("norm", list_norms())
@@ -81,6 +82,8 @@ def test_figure_formats_default_to_png_and_pdf_and_follow_the_environment(
     assert figure_formats() == expected
 
 
+@fault("NORMBENCH_FIGURE_FORMATS without png or with a format it cannot write (pdf, svg, png,jpg, empty)",
+       "one line naming the value and the choices, exit 2; nothing written", "one-line")  # fmt: skip
 @pytest.mark.parametrize("value", ["pdf", "svg", "png,jpg", ""])
 def test_bad_figure_formats_are_one_line_before_anything_is_written(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
