@@ -52,6 +52,7 @@ FILES = [
     "tests/data/test_translation.py",
     "tests/data/test_data_edges.py",
     "tests/norms/test_compile.py",
+    "tests/analysis/test_plot.py",
 ]
 
 _BAD_CIFAR = "a bad CIFAR-10 file (short, garbage, wrong shape or labels)"
