@@ -445,7 +445,8 @@ def test_gn_batch_size_figure(tmp_path: Path) -> None:
     verdicts = claims(out)
     assert verdicts["bn_error_grows"] == SUPPORTED
     assert verdicts["gn_flat"] == EQUIVALENT
-    assert verdicts["gn_beats_bn_at_2"] == SUPPORTED and verdicts["brn_beats_bn_at_2"] == SUPPORTED
+    assert verdicts["gn_beats_bn_at_2"] == SUPPORTED
+    assert verdicts["brn_beats_bn_at_2"] == NOT_JUDGED  # full-scale only: the pilot asks n ≈ 9
     assert verdicts["long_enough"] == PASSED  # a plateau: else no claim would be judged
 
 
