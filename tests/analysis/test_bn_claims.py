@@ -35,8 +35,9 @@ def test_bn_dropout_gap_and_claims(tmp_path: Path) -> None:
     out = tmp_path / "out"
     build("bn_dropout_cpu", tmp_path / "runs", out)
     verdicts = claims(out)
-    assert verdicts == {"dropout_narrows_gap": SUPPORTED, "bn_narrows_gap": SUPPORTED, "bn_higher_test_acc": SUPPORTED,
-                        "fits_training_images": PASSED}  # fmt: skip
+    # the premise and the test accuracy are judged by the full preset only (the pilot: n ≈ 72 and 239)
+    assert verdicts == {"dropout_narrows_gap": NOT_JUDGED, "bn_narrows_gap": SUPPORTED,
+                        "bn_higher_test_acc": NOT_JUDGED, "fits_training_images": PASSED}  # fmt: skip
     assert float(claim_row(out, "bn_narrows_gap")["estimate"]) == pytest.approx(0.3 - 0.5)
     rows = read_csv(out / "bn_dropout.csv")
     assert_point(rows, "train_test_gap", "BN", 2.0, [0.3 - 0.01 * s for s in SEEDS])

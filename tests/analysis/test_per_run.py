@@ -85,12 +85,13 @@ def test_claims_rebuilt_from_per_run_csv_are_byte_identical(tmp_path: Path, caps
     assert read_csv(out / "claims.csv")[0]["short"] == "Dropout narrows the train-test gap"  # the rules' short
     assert main(["bn_dropout_cpu", "--per-run", str(out / "per_run.csv"), "--out", str(again)]) == 0
     assert "no paper figures" in capsys.readouterr().out
-    assert sorted(p.name for p in again.iterdir()) == ["claims.csv", "claims.md", "forest.csv", "forest.pdf",
-                                                       "forest.png"]  # fmt: skip
+    names = sorted(p.name for p in again.iterdir())  # PNGs only: conftest
+    assert names == ["claims.csv", "claims.md", "forest.csv", "forest.png"]
     for name in ("claims.csv", "claims.md"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
     verdicts = {r["id"]: r["verdict"] for r in read_csv(out / "claims.csv")}
-    assert verdicts["bn_narrows_gap"] == "supported" and read_csv(out / "claims.csv")[0]["test"] == "rank"
+    assert verdicts["bn_narrows_gap"] == "supported"
+    assert verdicts["dropout_narrows_gap"] == "not judged"  # full-scale only since its pilot (n ≈ 72)
 
 
 def test_per_run_csv_of_other_rules_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
