@@ -256,7 +256,7 @@ def test_a_diverged_run_counts_in_its_arm(santurkar_runs: Path, tmp_path: Path) 
     # and a diverged BN run fails the positive control (every BN run at lr 0.1 trains): numbers, no verdict
     assert train["a_diverged"] == "2" and train["test"] == "rank" and train["verdict"] == NOT_JUDGED
     assert float(train["effect_size"]) == pytest.approx(15 / 25)  # P(BN > standard) over the 25 pairs
-    landscape = claim_row(out, "fig4_loss_range")
+    landscape = claim_row(out, "fig4_predictiveness")  # a landscape claim the CPU preset judges (lower is better)
     assert landscape["a_diverged"] == "2" and landscape["test"] == "rank" and landscape["verdict"] == NOT_JUDGED
     assert claim_row(out, "bn_trains")["verdict"] == "failed" and "setup check failed" in landscape["measured"]
 
