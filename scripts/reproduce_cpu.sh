@@ -48,15 +48,19 @@ seed_major() {  # stdin: numbered jobs; stdout: the same jobs seed by seed (stab
 jobs_of() {  # the preset's jobs, numbered, seed by seed; leaderboard_cpu: its three sweeps
   # (conf/experiment/leaderboard_cpu.yaml), the long translation jobs first so that the two cores end
   # together, its two translation sweeps merged seed by seed
-  if [ "$1" = leaderboard_cpu ]; then
-    { { python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_enc_cpu' norm=bn,gn,pn &&
-        python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms; } | seed_major &&
-      python scripts/sweep_jobs.py leaderboard_cpu | seed_major; } | awk '{ print NR - 1, $0 }'
-  elif [ -n "$pilot" ]; then  # the rules' pilot seeds in place of the sweep's seeds
+  local seed=()
+  if [ -n "$pilot" ]; then  # the rules' pilot seeds in place of the sweep's seeds
     seeds=$(python -c "from normbench.analysis.rules_schema import load_rules; r = load_rules('$1')
 print(','.join(map(str, r.pilot_seeds)) if r and r.pilot_seeds else '')") || return 2
     [ -n "$seeds" ] || { echo "reproduce_cpu: error: the rules of $1 name no pilot seeds (pilot: {seeds: [...]})" >&2; return 2; }
-    python scripts/sweep_jobs.py "$1" "seed=$seeds" | seed_major | awk '{ print NR - 1, $0 }'
+    seed=("seed=$seeds")
+  fi
+  if [ "$1" = leaderboard_cpu ]; then
+    { { python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_enc_cpu' norm=bn,gn,pn "${seed[@]}" &&
+        python scripts/sweep_jobs.py leaderboard_cpu 'experiment/arms/leaderboard@_global_=transformer_cpu' norm=ln,rms "${seed[@]}"; } | seed_major &&
+      python scripts/sweep_jobs.py leaderboard_cpu "${seed[@]}" | seed_major; } | awk '{ print NR - 1, $0 }'
+  elif [ -n "$pilot" ]; then
+    python scripts/sweep_jobs.py "$1" "${seed[@]}" | seed_major | awk '{ print NR - 1, $0 }'
   else
     python scripts/sweep_jobs.py "$1" | seed_major | awk '{ print NR - 1, $0 }'
   fi
@@ -64,7 +68,7 @@ print(','.join(map(str, r.pilot_seeds)) if r and r.pilot_seeds else '')") || ret
 
 analyse() {  # analyse <preset> <runs dir>: the claims and figures, or the leaderboard
   if [ "$1" = leaderboard_cpu ]; then
-    python -m normbench.analysis.leaderboard_report "$2" --out "results/$1"
+    python -m normbench.analysis.leaderboard_report "$2" --out "results/$1${pilot:+/pilot}" ${pilot:+--pilot}
   elif [ -n "$pilot" ]; then
     python -m normbench.analysis.figures_cli "$1" --pilot --runs "$2" --out "results/$1/pilot"
   else

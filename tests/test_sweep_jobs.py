@@ -162,3 +162,23 @@ def test_reproduce_cpu_pilot_runs_the_sweep_at_the_rules_pilot_seeds() -> None:
     assert not {seed_of(row[1:]) for row in rows} & {int(s[0].split("=")[1]) for s in confirmatory}
     arms = {tuple(o for o in row[1:] if not o.startswith("seed=")) for row in rows}
     assert len(rows) == len(arms) * len(pilot) and [int(row[0]) for row in rows] == list(range(len(rows)))
+
+
+@pytest.mark.e2e
+def test_reproduce_cpu_pilot_lists_leaderboard_cpu_at_the_rules_pilot_seeds() -> None:
+    """``reproduce_cpu.sh --pilot leaderboard_cpu``: its three sweeps (the 70 confirmatory jobs' arms)
+    at the leaderboard rules' pilot seeds: 14 arms x 3 seeds, translation first, numbered 0..41."""
+    from normbench.analysis.rules_schema import load_rules
+
+    pilot = load_rules("leaderboard_cpu").pilot_seeds
+    rows = shell("pilot=1; jobs_of leaderboard_cpu")
+    assert [int(row[0]) for row in rows] == list(range(14 * len(pilot)))
+    assert {seed_of(row[1:]) for row in rows} == set(pilot) and not set(pilot) & set(range(5))
+    cells = [next(o for o in row if o.startswith("experiment/arms/")).split("=")[1] for row in rows]
+    n_translation = 5 * len(pilot)
+    assert set(cells[:n_translation]) == {"transformer_enc_cpu", "transformer_cpu"}
+    assert set(cells[n_translation:]) == {"resnet8_cpu"}
+    def arm(row: list[str]) -> str:
+        return " ".join(sorted(o for o in row[1:] if not o.startswith("seed=")))
+
+    assert {arm(row) for row in rows} == {arm(row) for row in shell("jobs_of leaderboard_cpu")}

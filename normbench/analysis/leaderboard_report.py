@@ -251,6 +251,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the preset whose rules judge the rows (default: the one the runs recorded, e.g. leaderboard_cpu)",
     )
     p.add_argument("--tail", type=float, default=TAIL, help="end of training: this last fraction of the steps")
+    p.add_argument(
+        "--pilot",
+        action="store_true",
+        help="the runs are the rules' pilot runs (their seeds are the rules' pilot seeds): "
+        "judged for planning only (normbench-plan reads their per_run.csv)",
+    )
     p.add_argument("--log-to-wandb", action="store_true", help="also log the table and figure to W&B")
     return p.parse_args(argv)
 
@@ -285,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
         preset = args.preset or preset_of(runs)
-        claims, table = apply_rules(rows, runs, preset)
+        claims, table = apply_rules(rows, runs, preset, args.pilot)
         paths, problems = write(rows, out, sources, runs, args.tail)
         if claims and preset:
             paths += write_judged(preset, claims, table, out)

@@ -35,15 +35,18 @@ def preset_of(runs: Sequence[Run]) -> str | None:
     return presets.pop() if presets else None
 
 
-def apply_rules(rows: Sequence[Row], runs: Sequence[Run], preset: str | None) -> tuple[list[Claim], list[PerRunRow]]:
+def apply_rules(
+    rows: Sequence[Row], runs: Sequence[Run], preset: str | None, pilot: bool = False
+) -> tuple[list[Claim], list[PerRunRow]]:
     """Set each scored row's verdict from ``preset``'s rules (judged over ``runs``); returns the
     claims and checks (``claims.csv``, the forest plot) and the per-run table they were judged on.
-    No rules: the rows keep `NO_RULES`, and nothing is returned."""
+    No rules: the rows keep `NO_RULES`, and nothing is returned. ``pilot``: the runs are the rules'
+    pilot seeds, judged for planning only (``normbench-plan`` reads the ``per_run.csv``)."""
     rules = load_rules(preset) if preset else None
     if rules is None or preset is None:
         return [], []
     table = per_run_rows(preset, runs)
-    claims = judge_rows(preset, table)
+    claims = judge_rows(preset, table, pilot)
     by_id = {c.id: c for c in claims}
     verdicts: dict[tuple[tuple[str, str], str], tuple[str, str]] = {}
     for rule in rules.claims:

@@ -99,7 +99,7 @@ def test_the_leaderboard_rules_set_every_norm_against_its_cells_reference(preset
         assert rule.b.select["norm.name"] == ("bn" if rule.cell.startswith("images") else "ln"), rule.id
 
 
-def leaderboard_cpu_sweep(root: Path) -> Path:
+def leaderboard_cpu_sweep(root: Path, seeds: tuple[int, ...] = SEEDS) -> Path:
     """leaderboard_cpu's images cell as its runs record it (ResNet8: resnet20 at depth 8, the preset in
     each summary), seeds 0-4: bn 0.50 ± 0.004, gn 0.45 (far below), ln 0.50 (the same), rms 0.52 and
     one seed only (too few to judge); in no translation run."""
@@ -111,8 +111,9 @@ def leaderboard_cpu_sweep(root: Path) -> Path:
 
     spread = (-0.004, -0.002, 0.0, 0.002, 0.004)
     job = 0
-    for norm, base, seeds in (("bn", 0.50, SEEDS), ("gn", 0.45, SEEDS), ("ln", 0.50, SEEDS), ("rms", 0.52, (0,))):
-        for seed in seeds:
+    arms = (("bn", 0.50, seeds), ("gn", 0.45, seeds), ("ln", 0.50, seeds), ("rms", 0.52, seeds[:1]))
+    for norm, base, arm_seeds in arms:
+        for seed in arm_seeds:
             score = base + spread[(seed + (norm == "ln")) % 5]
             d = write_job(root, str(job), norm=norm, seed=seed, score=score)
             config = yaml.safe_load((d / "config.yaml").read_text())
@@ -145,3 +146,24 @@ def test_the_leaderboard_table_takes_its_rules_verdicts(tmp_path: Path) -> None:
     assert claims["tiny_rms"]["verdict"] == "not judged"  # … and gates its own cell only
     assert "setup check failed (tiny_ln_trains)" in claims["tiny_rms"]["measured"]
     assert (out / "forest.png").is_file() and (out / "per_run.csv").is_file()
+
+
+def test_the_leaderboard_pilot_is_read_with_pilot_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The leaderboard's pilot runs (the rules' pilot seeds): refused as confirmatory runs (one line,
+    exit 2, nothing written); with ``--pilot`` judged for planning, and ``normbench-plan`` reads the
+    ``per_run.csv`` it writes."""
+    from normbench.analysis.leaderboard_report import main
+    from normbench.analysis.plan_cli import main as plan
+
+    pilot = tuple(load_rules("leaderboard_cpu").pilot_seeds)
+    sweep = leaderboard_cpu_sweep(tmp_path / "sweep", pilot)
+    out = tmp_path / "out"
+    assert main([str(sweep), "--out", str(out)]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # (a warning: no git record)
+    assert len(errors) == 1 and "pilot seeds" in errors[0] and not out.exists()
+    assert main([str(sweep), "--out", str(out), "--pilot"]) == 0
+    assert (out / "per_run.csv").is_file() and (out / "claims.csv").is_file()
+    capsys.readouterr()
+    assert plan(["leaderboard_cpu", "--pilot", str(out / "per_run.csv"), "--seconds-per-run", "60"]) == 0
+    table = capsys.readouterr().out
+    assert "| resnet8_gn | welch |" in table and "| resnet8_ln | welch |" in table
