@@ -218,3 +218,27 @@ def test_runs_with_pilot_seeds_are_refused_unless_planning(monkeypatch: pytest.M
     assert "\n" not in str(e.value)
     pilots = runs({"bn": 0.7, "none": 0.5}, seeds=(100, 101, 102, 103, 104))
     assert by_id("demo_cpu", pilots, pilot=True)["bn_above"].verdict == SUPPORTED
+
+
+@pytest.mark.parametrize("preset", list_rule_presets())
+def test_the_parsed_rules_are_safe_loads_and_an_edit_is_read(preset: str, tmp_path, monkeypatch) -> None:
+    """`normbench.rules.load_rules_data` parses once per text (libyaml where present): the data and
+    the hash are ``yaml.safe_load``'s, a caller's change does not reach the next caller, and an
+    edited file is parsed again."""
+    import shutil
+
+    import yaml
+
+    from normbench import rules
+
+    path = rules.rules_path(preset)
+    assert rules.load_rules_data(preset) == yaml.safe_load(path.read_text())
+    monkeypatch.setattr(rules, "RULES_DIR", tmp_path)
+    shutil.copy(path, tmp_path / path.name)
+    first = rules.load_rules_data(preset)
+    before = rules.rules_hash(preset)
+    first["claims"].clear()
+    assert rules.load_rules_data(preset)["claims"] and rules.rules_hash(preset) == before
+    text = (tmp_path / path.name).read_text()
+    (tmp_path / path.name).write_text(text.replace("alpha: 0.05", "alpha: 0.01", 1))
+    assert rules.load_rules_data(preset)["alpha"] == 0.01 and rules.rules_hash(preset) != before
