@@ -100,6 +100,11 @@ def seed_of(job: list[str]) -> int:
     return int(next(o for o in job if o.startswith("seed=")).split("=")[1])
 
 
+def arm_of(job: list[str]) -> str:
+    """A job's overrides but its seed, sorted: the arm it runs."""
+    return " ".join(sorted(o for o in job if not o.startswith("seed=")))
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize("preset", CPU_PRESETS)
 def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
@@ -114,8 +119,7 @@ def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
     assert sorted(" ".join(sorted(row)) for row in rows) == swept
     seeds = [seed_of(row) for row in rows]
     assert seeds == sorted(seeds) and len(set(seeds)) >= 5
-    arms = [tuple(o for o in row if not o.startswith("seed=")) for row in rows]
-    per_seed = len(set(arms))
+    per_seed = len({arm_of(row) for row in rows})
     assert len(rows) == len(set(seeds)) * per_seed  # every arm once per seed
 
 
@@ -160,7 +164,7 @@ def test_reproduce_cpu_pilot_runs_the_sweep_at_the_rules_pilot_seeds() -> None:
     assert [seed_of(row[1:]) for row in rows] == sorted(seed_of(row[1:]) for row in rows)
     assert {seed_of(row[1:]) for row in rows} == set(pilot)
     assert not {seed_of(row[1:]) for row in rows} & {int(s[0].split("=")[1]) for s in confirmatory}
-    arms = {tuple(o for o in row[1:] if not o.startswith("seed=")) for row in rows}
+    arms = {arm_of(row[1:]) for row in rows}
     assert len(rows) == len(arms) * len(pilot) and [int(row[0]) for row in rows] == list(range(len(rows)))
 
 
@@ -178,7 +182,4 @@ def test_reproduce_cpu_pilot_lists_leaderboard_cpu_at_the_rules_pilot_seeds() ->
     n_translation = 5 * len(pilot)
     assert set(cells[:n_translation]) == {"transformer_enc_cpu", "transformer_cpu"}
     assert set(cells[n_translation:]) == {"resnet8_cpu"}
-    def arm(row: list[str]) -> str:
-        return " ".join(sorted(o for o in row[1:] if not o.startswith("seed=")))
-
-    assert {arm(row) for row in rows} == {arm(row) for row in shell("jobs_of leaderboard_cpu")}
+    assert {arm_of(row[1:]) for row in rows} == {arm_of(row[1:]) for row in shell("jobs_of leaderboard_cpu")}
