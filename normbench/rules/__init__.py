@@ -52,9 +52,14 @@ def list_rule_presets() -> list[str]:
 
 
 def load_rules_data(preset: str) -> dict[str, Any] | None:
-    """The parsed rules file of ``preset`` (None when the preset judges no claims)."""
+    """The parsed rules file of ``preset`` (None when the preset judges no claims): the caller's own copy."""
+    return copy.deepcopy(_parsed(preset))
+
+
+def _parsed(preset: str) -> Any:
+    """The parse shared by every reader in this process (None without a rules file): read it, never change it."""
     path = rules_path(preset)
-    return copy.deepcopy(_parse(path.read_text())) if path.is_file() else None
+    return _parse(path.read_text()) if path.is_file() else None
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -66,7 +71,7 @@ preset many times (``scripts/results_index.py`` ~170 times)."""
 @functools.lru_cache(maxsize=64)
 def _parse(text: str) -> Any:
     """A rules file's text parsed once per process (keyed by the text itself, so an edited file is
-    parsed again); callers get a deep copy."""
+    parsed again); `load_rules_data` hands out deep copies."""
     return yaml.load(text, Loader=_LOADER)  # a safe loader
 
 
@@ -80,5 +85,5 @@ def rules_hash(preset: str | None) -> str | None:
     """The hash of ``preset``'s rules (None: no preset, or a preset without rules)."""
     if not preset:
         return None
-    data = load_rules_data(preset)
+    data = _parsed(preset)  # read only: no copy
     return None if data is None else canonical_hash({k: v for k, v in data.items() if k not in UNHASHED})
