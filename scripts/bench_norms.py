@@ -181,6 +181,7 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.1, help="seconds per measurement")
     parser.add_argument("--norms", nargs="+", default=list_norms(), help="norms to time (default: all)")
     parser.add_argument("--modes", nargs="+", choices=["eager", "compiled"], default=["eager", "compiled"])
+    parser.add_argument("--shapes", nargs="+", choices=["image", "sequence"], default=["image", "sequence"])
     parser.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
     parser.add_argument("--default-malloc", action="store_true", help="keep glibc's adaptive malloc thresholds")
     parser.add_argument(
@@ -198,12 +199,13 @@ def main() -> None:
     seq, mask = sequence_input(device)
     pad = 1 - mask.float().mean().item()
     out = args.out
-    if out is None and sorted(args.norms) == sorted(list_norms()) and len(args.modes) == 2:
+    if out is None and sorted(args.norms) == sorted(list_norms()) and len(args.modes) == 2 and len(args.shapes) == 2:
         out = ROOT / "results" / "bench" / f"norms_{args.device}.csv"
     with CsvRows(out, versions(device)) as sink:
-        rows = bench_shape("image 128x64x16x16", img, None, args, malloc, sink)
-        rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args, malloc, sink)
-    written = str(out) if out is not None else "not written: a subset of norms or modes (no --out)"
+        rows = bench_shape("image 128x64x16x16", img, None, args, malloc, sink) if "image" in args.shapes else []
+        if "sequence" in args.shapes:
+            rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args, malloc, sink)
+    written = str(out) if out is not None else "not written: a subset of norms, modes or shapes (no --out)"
     threads = torch.get_num_threads()
     print(f"\n{args.device}: torch {torch.__version__}, {threads} threads, malloc {malloc} -> {written}")
     print(format_table(rows, ["shape", "norm", "mode", "reference", "median_ms", "ratio"]))

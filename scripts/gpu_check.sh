@@ -1,56 +1,80 @@
 #!/usr/bin/env bash
-# Every GPU question in one run on one GPU, within 9 minutes (540 s) of device time: each step has
-# its own time limit (SIGINT at the limit, SIGKILL 5 s later), and limits plus kill-afters add up to
-# 536 s, torch.compile included. The expected times are ESTIMATES for one H200 with a cold compile
-# cache (no GPU has run this yet); the first real run replaces them (the log times every step).
+# Every GPU question on one GPU: each step has its own time limit (SIGINT at the limit, SIGKILL 5 s
+# later). "measured" is the first real run's time on one H200 (torch 2.11, 16 cores, cold compile cache,
+# 2026-12-04, results/bench/README.md); limits leave ~20-40 % headroom.
 #
-#   step                  limit  expected  what                                           -> results/bench/
-#   0 versions               20     ~10 s  GPU, driver, CUDA, cuDNN, torch; torch.cuda.set_sync_debug_mode("warn")
+#   key / step            limit  measured  what                                           -> results/bench/
+#   versions                 20     6-8 s  GPU, driver, CUDA, cuDNN, torch; torch.cuda.set_sync_debug_mode("warn")
 #                                          reports one .item() (log header only)
-#   1 gpu tests              70     ~45 s  pytest -m gpu: every norm under bf16 autocast on CUDA, a compiled
-#                                          bf16 channels_last ResNet8 run, divergence check without a sync
-#   2 bench norms            75     ~65 s  all 12 norms (ln, rms first) x images / sequences x eager / compiled
-#                                          (24 small compiles, ~2-3 s each) vs torch's fused op, 3 rounds x 0.02 s
+#   tests                   100      55 s  pytest -m gpu: every norm under bf16 autocast on CUDA, a compiled
+#                                          bf16 channels_last ResNet8 run, divergence check without a sync,
+#                                          synchronized BN with both gloo ranks on cuda:0 (added since: +~15 s)
+#   norms                   210  ~170 s    all 12 norms (ln, rms first) x images / sequences x eager / compiled
+#                                          (48 rows, 24 small compiles) vs torch's fused op, 3 rounds x 0.02 s
 #                                                                                  norms_cuda.csv
-#   3 rmsnorm speed          95     ~80 s  the IWSLT14 recipe's Transformer (d_model 512, FFN 1024, 4 heads,
-#                                          pre-norm, Adam) at 3+3 layers instead of 6+6 (two cold compiles of
-#                                          6+6 would not fit), synthetic corpus, bf16, 4096 tokens per batch,
-#                                          60 steps (20 warm-up): eager ln, eager rms, compiled ln, compiled rms
-#   3b rmsnorm summary        8      ~3 s                                          gpu_rmsnorm_speed.csv
-#   4 epoch time             70     ~55 s  ResNet20, 50,000 + 2,000 synthetic CIFAR-shaped images, batch 512,
-#                                          2 epochs (1 timed): fp32, bf16, fp32+cl, bf16+cl, bf16+cl+compile
-#                                                                                  gpu_epoch_time.csv
-#   5 ddp                    50     ~30 s  2 ranks under torchrun, ResNet20 + BN with norm.sync=true, global
+#   rmsnorm             100 + 10  ~60 s    the IWSLT14 recipe's Transformer (d_model 512, FFN 1024, 4 heads,
+#                                          pre-norm, Adam) at 3+3 layers, synthetic corpus, bf16, 4096 tokens
+#                                          per batch, 60 steps (20 warm-up), eager ln then rms (ln: 28.5 s)
+#                                                                                  gpu_rmsnorm_speed.csv
+#   epoch                   140  ~110 s    ResNet20, 50,000 + 2,000 synthetic CIFAR-shaped images, batch 512,
+#                                          2 epochs (1 timed): fp32, bf16, fp32+cl, bf16+cl (73 s together),
+#                                          bf16+cl+compile (~35 s)                 gpu_epoch_time.csv
+#   ddp                  50 + 10    ~20 s  2 ranks under torchrun, ResNet20 + BN with norm.sync=true, global
 #                                          batch 256 sharded 2 x 128, 2 epochs of 8 steps: NCCL one GPU per
 #                                          rank with >= 2 GPUs; gloo, both ranks on cuda:0, with one GPU
-#   5b ddp summary            8      ~3 s                                          gpu_ddp.csv
-#   6 overhead               55     ~45 s  bench_overhead.py --device cuda: plain loop vs runner (diagnostics
+#                                          (segfaulted in gloo's all-gather of CUDA tensors, 16 s; now
+#                                          gathered through the host: not yet run on a GPU)   gpu_ddp.csv
+#   overhead                 85   ~62 s    bench_overhead.py --device cuda: plain loop vs runner (diagnostics
 #                                          off / default / full, W&B offline), batch 512, 2 rounds x 13 timed
-#                                          steps                                   overhead_cuda.csv
-#   7 sync debug             35     ~20 s  sync_debug.py: ResNet20 and transformer_tiny, 1 warm-up + 3 counted
+#                                          steps (one round: ~30 s)                overhead_cuda.csv
+#   sync                     30     15 s   sync_debug.py: ResNet20 and transformer_tiny, 1 warm-up + 3 counted
 #                                          training steps under set_sync_debug_mode("warn") gpu_host_syncs.csv
-#   total: limits 486 + 10 x 5 s kill-after = 536 s (expected ~356 s; the first import of torch and
-#   the CUDA context on a fresh machine are in step 0's 20 s, which writes the GPU count first)
+#   rmsnorm_compiled    420 + 10  > 115 s  step rmsnorm compiled (hardware.compile=true): the first job was
+#                                          still compiling after 115 s (cut at 2 steps); its time is unknown
+#                                                                          gpu_rmsnorm_speed_compiled.csv
+#   all steps: limits + kill-after 1,245 s at most (~13 min measured + the compiled pair).
+#
+# A leased GPU with 10 minutes a call (this project's device tool: 15 minutes a session, the start
+# included) takes three calls, each within 600 s:
+#   bash scripts/gpu_check.sh tests norms rmsnorm          # limits + kill-after 465 s, ~5.5 min measured
+#   bash scripts/gpu_check.sh epoch ddp overhead sync      # 365 s, ~3.5 min measured
+#   bash scripts/gpu_check.sh rmsnorm_compiled             # 465 s (a session of its own)
 #
 # Every CSV is written row by row as its step measures (a step cut at its limit leaves the rows it
 # finished); every row ends with the columns gpu, driver, cuda, cudnn, torch (scripts/bench_io.py).
 # A failed step does not stop the others; the exit status is 1 if any failed.
 # At the end: the full-scale presets' commands and their expected wall time on one GPU.
 # Run from anywhere:  bash scripts/gpu_check.sh     (log: results/bench/gpu_check.log)
+# Some steps only:    bash scripts/gpu_check.sh rmsnorm ddp   (keys: versions tests norms rmsnorm epoch ddp
+#                     overhead sync rmsnorm_compiled; versions always runs; log: results/bench/gpu_check-rmsnorm-ddp.log)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export WANDB_MODE=offline WANDB_SILENT=true PYTHONUNBUFFERED=1 HYDRA_FULL_ERROR=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+STEPS=(versions tests norms rmsnorm epoch ddp overhead sync rmsnorm_compiled)
+only=("$@")  # a subset of STEPS (versions always runs): rerun the steps that failed
+for key in "${only[@]}"; do
+  if [[ " ${STEPS[*]} " != *" $key "* ]]; then
+    echo "gpu_check: no step '$key'; valid steps: ${STEPS[*]}" >&2
+    exit 2
+  fi
+done
+log=results/bench/gpu_check.log
+if ((${#only[@]})); then
+  log=results/bench/gpu_check-$(IFS=-; echo "${only[*]}").log
+fi
 mkdir -p results/bench
-exec > >(tee results/bench/gpu_check.log) 2>&1
+exec > >(tee "$log") 2>&1
 
 KILL_AFTER=5
-BUDGET=540
 failed=()
 planned=0
 started=$SECONDS
-step() {  # step <name> <limit s> <command...>: SIGINT at the limit, SIGKILL KILL_AFTER s later
-  local name=$1 limit=$2; shift 2
+step() {  # step <key> <name> <limit s> <command...>: SIGINT at the limit, SIGKILL KILL_AFTER s later
+  local key=$1 name=$2 limit=$3; shift 3
+  if ((${#only[@]})) && [[ $key != versions && " ${only[*]} " != *" $key "* ]]; then
+    return 0
+  fi
   local t0=$SECONDS rc=0
   echo "[gpu_check] === $name (limit ${limit}s + ${KILL_AFTER}s; $((SECONDS - started))s so far)"
   timeout --signal=INT --kill-after=$KILL_AFTER "$limit" "$@" || rc=$?
@@ -63,15 +87,24 @@ step() {  # step <name> <limit s> <command...>: SIGINT at the limit, SIGKILL KIL
   fi
 }
 # the steps' limits in seconds (the table above)
-T_VERSIONS=20 T_TESTS=70 T_NORMS=75 T_RMS=95 T_RMS_SUMMARY=8 T_EPOCH=70 T_DDP=50 T_DDP_SUMMARY=8 T_OVERHEAD=55 T_SYNC=35
-limits=("$T_VERSIONS" "$T_TESTS" "$T_NORMS" "$T_RMS" "$T_RMS_SUMMARY" "$T_EPOCH" "$T_DDP" "$T_DDP_SUMMARY" "$T_OVERHEAD" "$T_SYNC")
-for l in "${limits[@]}"; do planned=$((planned + l + KILL_AFTER)); done
+T_VERSIONS=20 T_TESTS=100 T_NORMS=210 T_RMS=100 T_RMS_SUMMARY=10 T_EPOCH=140 T_DDP=50 T_DDP_SUMMARY=10 T_OVERHEAD=85
+T_SYNC=30 T_RMS_COMPILED=420
+declare -A step_limits=(  # per key: its steps' limits, summaries included
+  [versions]=$T_VERSIONS [tests]=$T_TESTS [norms]=$T_NORMS [rmsnorm]="$T_RMS $T_RMS_SUMMARY" [epoch]=$T_EPOCH
+  [ddp]="$T_DDP $T_DDP_SUMMARY" [overhead]=$T_OVERHEAD [sync]=$T_SYNC [rmsnorm_compiled]="$T_RMS_COMPILED $T_RMS_SUMMARY"
+)
+chosen=(versions "${only[@]}")
+((${#only[@]})) || chosen=("${STEPS[@]}")
+nsteps=0
+for key in "${chosen[@]}"; do
+  for l in ${step_limits[$key]}; do planned=$((planned + l + KILL_AFTER)); nsteps=$((nsteps + 1)); done
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 echo "[gpu_check] $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "[gpu_check] ${#limits[@]} steps; limits + kill-after: ${planned}s of a ${BUDGET}s budget"
-step "versions" "$T_VERSIONS" python - "$work/gpus" <<'PY'
+echo "[gpu_check] steps: ${chosen[*]} ($nsteps timed); limits + kill-after: ${planned}s at most"
+step versions "versions" "$T_VERSIONS" python - "$work/gpus" <<'PY'
 import sys
 import warnings
 
@@ -98,7 +131,8 @@ with warnings.catch_warnings(record=True) as caught:
         x.sum().item()  # one sync
     finally:
         torch.cuda.set_sync_debug_mode("default")
-syncs = [str(w.message).splitlines()[0] for w in caught if "synchroniz" in str(w.message)]
+syncs = [str(w.message).splitlines()[0] for w in caught  # not torch's "... is a prototype feature" notice
+         if "synchroniz" in str(w.message).lower() and "prototype feature" not in str(w.message)]
 print(f"[gpu_check] torch.cuda.set_sync_debug_mode('warn'): get_sync_debug_mode() = {mode}; "
       f"(x * 2).sum() then x.sum().item(): {len(syncs)} warning(s) (1 expected): {syncs[:1]}")
 PY
@@ -108,48 +142,53 @@ if [[ ! -s "$work/gpus" ]]; then
 fi
 gpus=$(cat "$work/gpus")
 
-step "gpu tests" "$T_TESTS" python -m pytest -m gpu -q -p no:cacheprovider
+step tests "gpu tests" "$T_TESTS" python -m pytest -m gpu -q -p no:cacheprovider
 
-step "bench norms" "$T_NORMS" python scripts/bench_norms.py --device cuda --rounds 3 --min-time 0.02 \
+step norms "bench norms" "$T_NORMS" python scripts/bench_norms.py --device cuda --rounds 3 --min-time 0.02 \
   --norms ln rms bn prms gn pn brn in ln_sample bn_noisy noise_only none --out results/bench/norms_cuda.csv
 
-# compile outermost: the eager pair first, then the compiled pair; one corpus (and BPE) for the four jobs
-step "rmsnorm speed" "$T_RMS" python -m normbench -m experiment=recipes/transformer_iwslt dataset=synthetic_translation \
-  model.encoder_layers=3 model.decoder_layers=3 dataset.max_tokens=4096 dataset.eval_bleu=false hardware=cuda_bf16 \
-  hardware.compile=false,true norm=ln,rms max_steps=60 throughput_warmup_steps=20 logger=local \
-  logger.progress_bar=false checkpoint.enabled=false "dataset.root=$work/corpus" "hydra.sweep.dir=$work/rms"
-step "rmsnorm summary" "$T_RMS_SUMMARY" python - "$work/rms" <<'PY'
+# RMSNorm vs LayerNorm in the Transformer: the eager pair (step rmsnorm), the compiled pair (step
+# rmsnorm_compiled: each job compiles the model for itself); each pair builds its synthetic corpus and BPE
+rmsnorm_pair() {  # rmsnorm_pair <key> <compile: false|true> <limit s> <csv>
+  local key=$1 compile=$2 limit=$3 csv=$4
+  step "$key" "rmsnorm speed, compile=$compile" "$limit" python -m normbench -m experiment=rmsnorm_speed \
+    dataset=synthetic_translation seed=0 model.encoder_layers=3 model.decoder_layers=3 dataset.max_tokens=4096 \
+    dataset.eval_bleu=false hardware=cuda_bf16 "hardware.compile=$compile" norm=ln,rms max_steps=60 \
+    throughput_warmup_steps=20 logger=local logger.progress_bar=false checkpoint.enabled=false \
+    "dataset.root=$work/corpus_$key" "hydra.sweep.dir=$work/$key"
+  step "$key" "rmsnorm summary, compile=$compile" "$T_RMS_SUMMARY" python - "$work/$key" "$csv" <<'PY'
 import sys
 from pathlib import Path
 
 sys.path.insert(0, "scripts")
 from bench_io import CsvRows, versions
 
-from normbench import sweep
+from normbench.cli import sweep
 
-ln_rate = {}
-with CsvRows(Path("results/bench/gpu_rmsnorm_speed.csv"), versions("cuda")) as out:
+ln_rate = None
+with CsvRows(Path(sys.argv[2]), versions("cuda")) as out:
     for job in sweep.job_dirs(Path(sys.argv[1])):
         s = sweep.read_summary(job) or {"status": "killed (no summary.json)"}
         overrides = sweep.recorded_overrides(job)
         norm = next((o.split("=", 1)[1] for o in overrides if o.startswith("norm=")), "")
         rate = s.get("perf/tokens_per_s")
-        compiled = str(s.get("compile", next((o.split("=", 1)[1] for o in overrides if "compile=" in o), ""))).lower()
+        compiled = next((o.split("=", 1)[1] for o in overrides if o.startswith("hardware.compile=")), "").lower()
         if norm == "ln" and rate:
-            ln_rate[compiled] = rate
-        base = ln_rate.get(compiled)
+            ln_rate = rate
         row = out.write({
             "norm": norm, "compile": compiled, "precision": s.get("precision", ""), "status": s.get("status"),
             "steps": s.get("step", ""), "tokens_per_s": rate if rate is not None else "",
-            "vs_ln": round(rate / base, 3) if rate and base else "", "val_loss": s.get("val/loss", ""),
+            "vs_ln": round(rate / ln_rate, 3) if rate and ln_rate else "", "val_loss": s.get("val/loss", ""),
             "wall_time_s": s.get("wall_time_s", ""), "overrides": " ".join(overrides),
         })
         print("[gpu_check] rmsnorm speed:", row)
 if not out.rows:
     sys.exit("[gpu_check] rmsnorm speed: no job ran")
 PY
+}
+rmsnorm_pair rmsnorm false "$T_RMS" results/bench/gpu_rmsnorm_speed.csv
 
-step "epoch time" "$T_EPOCH" python scripts/bench_epoch.py --device cuda --epochs 2 --num-test 2000 \
+step epoch "epoch time" "$T_EPOCH" python scripts/bench_epoch.py --device cuda --epochs 2 --num-test 2000 \
   --out results/bench/gpu_epoch_time.csv
 
 # two ranks even on one GPU: NCCL refuses two ranks on one device, so there gloo with both on cuda:0
@@ -163,10 +202,10 @@ else
   launch=(python -m torch.distributed.run --standalone --nproc_per_node=2 -m normbench hardware=ddp
     hardware.device=cuda:0 hardware.backend=gloo)
 fi
-step "ddp $backend x2 on $((gpus >= 2 ? 2 : 1)) GPU(s)" "$T_DDP" "${launch[@]}" experiment=quickstart \
+step ddp "ddp $backend x2 on $((gpus >= 2 ? 2 : 1)) GPU(s)" "$T_DDP" "${launch[@]}" experiment=quickstart \
   dataset.num_train=2048 dataset.num_test=512 batch_size=$ddp_batch epochs=2 norm=bn norm.sync=true logger=local \
   logger.progress_bar=false checkpoint.enabled=false "hydra.run.dir=$work/ddp"
-step "ddp summary" "$T_DDP_SUMMARY" python - "$work/ddp" "$backend" "$((gpus >= 2 ? 2 : 1))" "$ddp_batch" <<'PY'
+step ddp "ddp summary" "$T_DDP_SUMMARY" python - "$work/ddp" "$backend" "$((gpus >= 2 ? 2 : 1))" "$ddp_batch" <<'PY'
 import json
 import sys
 from pathlib import Path
@@ -194,10 +233,12 @@ ok = (s.get("status") == "finished" and s.get("dist_backend") == backend and s.g
 sys.exit(0 if ok else "[gpu_check] ddp: not the expected finished 2-rank run with synchronized BN")
 PY
 
-step "overhead" "$T_OVERHEAD" python scripts/bench_overhead.py --device cuda --batch-size 512 --rounds 2 --steps 16 --warmup 3 \
+step overhead "overhead" "$T_OVERHEAD" python scripts/bench_overhead.py --device cuda --batch-size 512 --rounds 2 --steps 16 --warmup 3 \
   --out results/bench/overhead_cuda.csv
 
-step "sync debug" "$T_SYNC" python scripts/sync_debug.py --steps 3 --out results/bench/gpu_host_syncs.csv
+step sync "sync debug" "$T_SYNC" python scripts/sync_debug.py --steps 3 --out results/bench/gpu_host_syncs.csv
+
+rmsnorm_pair rmsnorm_compiled true "$T_RMS_COMPILED" results/bench/gpu_rmsnorm_speed_compiled.csv
 
 cat <<'TXT'
 [gpu_check] full-scale presets on one GPU (expected wall time: estimates from the papers' schedules and
@@ -223,7 +264,7 @@ cat <<'TXT'
 [gpu_check] see results/README.md for each preset's expected GPU hours.
 TXT
 
-echo "[gpu_check] done in $((SECONDS - started))s (budget ${BUDGET}s)"
+echo "[gpu_check] done in $((SECONDS - started))s (limits + kill-after: ${planned}s)"
 if ((${#failed[@]})); then
   echo "[gpu_check] FAILED: ${failed[*]}"
   exit 1

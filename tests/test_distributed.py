@@ -176,34 +176,38 @@ def test_ddp_synchronized_batchnorm_follows_the_single_process_trajectory(
     assert summary["val/loss"] == pytest.approx(s1["val/loss"], rel=1e-5)
 
 
-def _sync_bn_worker(rank: int, world_size: int, store: str, out: str) -> None:
+def _sync_bn_worker(rank: int, world_size: int, store: str, out: str, device: str) -> None:
     import torch.distributed as dist
 
     from normbench.norms import build_norm
 
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world_size)
-    x = torch.load(Path(out) / "x.pt")
-    norm = build_norm("bn", x.shape[1], sync=True).double()
+    x = torch.load(Path(out) / "x.pt").to(device)  # cuda: both ranks on cuda:0, as gpu_check's one-GPU DDP step
+    norm = build_norm("bn", x.shape[1], sync=True).double().to(device)
     part = x.tensor_split(world_size)[rank].clone().requires_grad_(True)
     y = norm(part)
-    (y * torch.arange(y.numel(), dtype=y.dtype).view_as(y)).sum().backward()
-    torch.save({"y": y.detach(), "grad": part.grad, **dict(norm.named_buffers())}, Path(out) / f"rank{rank}.pt")
+    (y * torch.arange(y.numel(), dtype=y.dtype, device=device).view_as(y)).sum().backward()
+    result = {"y": y.detach(), "grad": part.grad, **dict(norm.named_buffers())}
+    torch.save({k: v.cpu() for k, v in result.items()}, Path(out) / f"rank{rank}.pt")
     dist.barrier()  # no rank tears gloo down while the other still uses it
     dist.destroy_process_group()
 
 
 @pytest.mark.e2e
 @needs_sync
-def test_synchronized_batchnorm_statistics_are_those_of_the_concatenated_batch(tmp_path: Path) -> None:
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_synchronized_batchnorm_statistics_are_those_of_the_concatenated_batch(tmp_path: Path, device: str) -> None:
     """2 gloo processes, each with half of a batch, against one BatchNorm on the whole batch:
-    outputs, input gradients and the running statistics (EMA of the batch statistics) agree."""
+    outputs, input gradients and the running statistics (EMA of the batch statistics) agree.
+    On CUDA both ranks share cuda:0 (gloo's all-gather of CUDA tensors segfaulted there: the
+    statistics travel through the host)."""
     import torch.multiprocessing as mp
 
     from normbench.norms import build_norm
 
     x = torch.randn(6, 5, 3, 3, dtype=torch.float64) * 3 + 1
     torch.save(x, tmp_path / "x.pt")
-    mp.spawn(_sync_bn_worker, args=(2, str(tmp_path / "store"), str(tmp_path)), nprocs=2, join=True)
+    mp.spawn(_sync_bn_worker, args=(2, str(tmp_path / "store"), str(tmp_path), device), nprocs=2, join=True)
     parts = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
     whole = build_norm("bn", 5).double()

@@ -70,8 +70,13 @@ def _all_gather() -> BF.AllGather | None:
 
     gather = getattr(fc, "all_gather_single_autograd", None) or fc.all_gather_tensor_autograd  # torch < 2.10
     group = dist.group.WORLD
+    gloo = dist.get_backend(group) == "gloo"
 
     def all_gather(t: Tensor) -> tuple[Tensor, ...]:
+        if gloo and t.device.type != "cpu":
+            # gloo's all_gather_into_tensor on CUDA tensors crashes (SIGSEGV; pytorch/pytorch#152645, seen on
+            # an H200 with torch 2.11, both ranks on cuda:0): gather a host copy, differentiably, and bring it back
+            return tuple(gather(t[None].cpu(), 0, group).to(t.device).unbind(0))
         return tuple(gather(t[None], 0, group).unbind(0))
 
     return all_gather
