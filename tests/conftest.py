@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import torch
@@ -18,6 +20,16 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 CIFAR_SUBSET = SHARED_DATA / "cifar10-subset"
 DE_EN_SUBSET = SHARED_DATA / "de-en-subset"
+
+def load_script(name: str, module_name: str | None = None) -> ModuleType:
+    """``scripts/<name>.py`` imported as a module (registered in ``sys.modules`` as ``module_name``,
+    default ``<name>_script``), for tests that call a script's functions in this process."""
+    spec = importlib.util.spec_from_file_location(module_name or f"{name}_script", REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
 
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:  # pytest -n N (the README's command): share the cores
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -11,21 +10,16 @@ import pytest
 
 import normbench.rules as rules
 from normbench.analysis.claims import CSV_FIELDS
-
-REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO / "scripts" / "results_index.py"
+from tests.conftest import load_script
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("results_index", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def load_index():
+    return load_script("results_index", "results_index")
 
 
 def test_the_committed_index_is_current_and_no_rule_changed_after_its_runs(capsys: pytest.CaptureFixture) -> None:
     """In-process (the default suite guards the committed results): `results_index.py --check`."""
-    assert load_script().main(["--check"]) == 0, capsys.readouterr().err
+    assert load_index().main(["--check"]) == 0, capsys.readouterr().err
 
 
 def write_claims(folder: Path, rules_hash: str) -> None:
@@ -45,7 +39,7 @@ def test_a_tampered_rule_fails_the_check(tmp_path: Path, monkeypatch: pytest.Mon
     rules_dir = tmp_path / "rules"
     shutil.copytree(rules.RULES_DIR, rules_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     monkeypatch.setattr(rules, "RULES_DIR", rules_dir)
-    index = load_script()
+    index = load_index()
     monkeypatch.setattr(index, "rules_hash", rules.rules_hash)
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))
@@ -60,7 +54,7 @@ def test_a_tampered_rule_fails_the_check(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_a_folder_judged_before_the_rules_is_listed_as_awaiting_its_rerun(tmp_path: Path) -> None:
-    index = load_script()
+    index = load_index()
     folder = tmp_path / "results" / "ln_axes_cpu"
     folder.mkdir(parents=True)
     (folder / "claims.csv").write_text("figure,claim,paper,measured,verdict\nln_axes,c,p,m,holds\n")
@@ -69,10 +63,7 @@ def test_a_folder_judged_before_the_rules_is_listed_as_awaiting_its_rerun(tmp_pa
 
 
 def load_history():
-    spec = importlib.util.spec_from_file_location("results_history", REPO / "scripts" / "results_history.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("results_history", "results_history")
 
 
 def write_run(folder: Path, commit: str, start: str) -> None:
@@ -83,7 +74,7 @@ def write_run(folder: Path, commit: str, start: str) -> None:
 def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    index, history = load_script(), load_history()
+    index, history = load_index(), load_history()
     results = tmp_path / "results"
     folder = results / "powernorm_stats_cpu"
     write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))
@@ -137,7 +128,7 @@ def test_history_refuses_a_folder_judged_before_the_rules(tmp_path: Path) -> Non
 
 
 def test_the_first_40_lines_say_what_was_found_per_paper_and_for_the_leaderboard() -> None:
-    index = load_script()
+    index = load_index()
     text, _ = index.build()
     head = "\n".join(text.splitlines()[:40])
     assert "**Verdicts of the" in head and all(f"{v} **" in head for v in ("supported", "opposite", "not judged"))
@@ -158,14 +149,14 @@ def table_cells(text: str, header: str) -> list[str]:
 
 
 def test_every_claim_cell_is_short() -> None:
-    text, _ = load_script().build()
+    text, _ = load_index().build()
     header = next(x for x in text.splitlines() if x.startswith("| preset | claim | verdict"))
     cells = table_cells(text, header)
     assert len(cells) >= 7 * 50 and max(len(c) for c in cells) <= 120, max(cells, key=len)
 
 
 def test_the_tally_and_the_finding_come_from_the_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index = load_script()
+    index = load_index()
     monkeypatch.setattr(index, "rules_hash", lambda preset: "h")
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", "h")
@@ -191,7 +182,7 @@ def test_the_tally_and_the_finding_come_from_the_claims(tmp_path: Path, monkeypa
 
 
 def test_the_leaderboards_line_names_what_ran_and_the_best_norm(tmp_path: Path) -> None:
-    index = load_script()
+    index = load_index()
     folder = tmp_path / "leaderboard_cpu"
     folder.mkdir()
     head = "model,dataset,task,norm,verdict,metric,n,mean,ci_lo,ci_hi\n"
@@ -215,7 +206,7 @@ def test_changed_rules_declared_as_a_planned_attempt_pass_the_check_and_mark_the
     rules_dir = tmp_path / "rules"
     shutil.copytree(rules.RULES_DIR, rules_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     monkeypatch.setattr(rules, "RULES_DIR", rules_dir)
-    index, history = load_script(), load_history()
+    index, history = load_index(), load_history()
     for module in (index, history):
         monkeypatch.setattr(module, "rules_hash", rules.rules_hash)
     folder = tmp_path / "results" / "powernorm_stats_cpu"

@@ -3,7 +3,6 @@ replace or add sweep keys (how scripts/reproduce_cpu.sh lists leaderboard_cpu's 
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import os
 import subprocess
@@ -15,16 +14,12 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import open_dict
 
 from normbench.data.roots import sweep_jobs
-from tests.conftest import REPO
+from tests.conftest import REPO, load_script
 from tests.test_data_roots import CPU_PRESETS, compose_cfg
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("sweep_jobs_script", REPO / "scripts" / "sweep_jobs.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def load_sweep_jobs():
+    return load_script("sweep_jobs")
 
 
 LEADERBOARD_ARM = "experiment/arms/leaderboard@_global_"
@@ -53,7 +48,7 @@ SWEEPS = [  # (overrides after experiment=leaderboard_cpu, the jobs they give)
 def test_jobs_are_the_sweeps_product(overrides: list[str], expected: set[frozenset[str]]) -> None:
     """Each job once, and exactly the product of the preset's sweep with the overrides replacing
     its keys' values, written out by hand (45, 15 and 2 jobs)."""
-    listed = load_script().jobs("leaderboard_cpu", overrides)
+    listed = load_sweep_jobs().jobs("leaderboard_cpu", overrides)
     assert len(listed) == len(expected)
     assert {frozenset(job) for job in listed} == expected
 
@@ -62,7 +57,7 @@ def test_jobs_are_the_sweeps_product(overrides: list[str], expected: set[frozens
 def test_jobs_are_in_the_basic_sweepers_order(overrides: list[str]) -> None:
     """The same order as ``normbench -m experiment=leaderboard_cpu <overrides>``: Hydra's basic
     sweeper expanding the composed config (``normbench.data.roots.sweep_jobs``)."""
-    listed = [sorted(job) for job in load_script().jobs("leaderboard_cpu", overrides)]
+    listed = [sorted(job) for job in load_sweep_jobs().jobs("leaderboard_cpu", overrides)]
     config = compose_cfg(["experiment=leaderboard_cpu"], hydra=True)
     GlobalHydra.instance().clear()
     with open_dict(config):  # the command line of `normbench -m experiment=leaderboard_cpu <overrides>`
@@ -72,7 +67,7 @@ def test_jobs_are_in_the_basic_sweepers_order(overrides: list[str]) -> None:
 
 def test_an_override_without_a_value_is_refused() -> None:
     with pytest.raises(SystemExit, match="'norm' is not key=value"):
-        load_script().jobs("leaderboard_cpu", ["norm"])
+        load_sweep_jobs().jobs("leaderboard_cpu", ["norm"])
 
 
 def shell(call: str, stdin: str = "") -> list[list[str]]:
@@ -113,7 +108,7 @@ def test_reproduce_cpu_runs_each_preset_seed_by_seed(preset: str) -> None:
     different neighbours on the two cores (the 2026-12-02 rmsnorm_speed_cpu run, in sweep order with
     the norm outermost, had eager ln beside eager ln and eager rms beside compiled ln). The jobs are
     exactly the sweep's, each once (seed_major on the sweep's list; jobs_of numbers them)."""
-    listed = load_script().jobs(preset)  # in this process: one Hydra import for all presets
+    listed = load_sweep_jobs().jobs(preset)  # in this process: one Hydra import for all presets
     rows = shell("seed_major", "".join(f"{i} {' '.join(job)}\n" for i, job in enumerate(listed)))
     swept = sorted(" ".join(sorted(job)) for job in listed)
     assert sorted(" ".join(sorted(row)) for row in rows) == swept
@@ -160,7 +155,7 @@ def test_reproduce_cpu_pilot_runs_the_sweep_at_the_rules_pilot_seeds() -> None:
 
     pilot = load_rules("gn_groups_cpu").pilot_seeds
     rows = shell("pilot=1; jobs_of gn_groups_cpu")
-    confirmatory = [[o for o in job if o.startswith("seed=")] for job in load_script().jobs("gn_groups_cpu")]
+    confirmatory = [[o for o in job if o.startswith("seed=")] for job in load_sweep_jobs().jobs("gn_groups_cpu")]
     assert [seed_of(row[1:]) for row in rows] == sorted(seed_of(row[1:]) for row in rows)
     assert {seed_of(row[1:]) for row in rows} == set(pilot)
     assert not {seed_of(row[1:]) for row in rows} & {int(s[0].split("=")[1]) for s in confirmatory}

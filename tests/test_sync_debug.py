@@ -5,13 +5,11 @@ an H200) stood in the control's row in place of the control's own ``.item()``.""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, load_script
 
 NOTICE = (
     "Synchronization debug mode is a prototype feature and does not yet detect all synchronizing operations"
@@ -20,17 +18,13 @@ NOTICE = (
 SYNC = "called a synchronizing CUDA operation (Triggered internally at /pytorch/c10/cuda/CUDAFunctions.cpp:162.)"
 
 
-def load_script(monkeypatch: pytest.MonkeyPatch):
+def load_sync_debug(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as `python scripts/sync_debug.py` has it (bench_io)
-    spec = importlib.util.spec_from_file_location("sync_debug_script", REPO / "scripts" / "sync_debug.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_script("sync_debug")
 
 
 def test_syncs_are_counted_by_phase_and_the_prototype_notice_is_not_a_sync(monkeypatch: pytest.MonkeyPatch) -> None:
-    sync_debug = load_script(monkeypatch)
+    sync_debug = load_sync_debug(monkeypatch)
     assert sync_debug.is_sync_warning(SYNC) and not sync_debug.is_sync_warning(NOTICE)
     with warnings.catch_warnings(record=True) as shown, sync_debug.SyncLog().capture() as log:
         warnings.warn(NOTICE, UserWarning, stacklevel=1)  # set_sync_debug_mode("warn"): outside the step
