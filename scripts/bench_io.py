@@ -10,6 +10,9 @@ torch reads, written ``CUDA driver API 12.4``; else empty), torch's CUDA and cuD
 (``torch.version.cuda``, ``torch.backends.cudnn.version()``). On the CPU only ``torch`` is filled;
 the GPU fields are empty.
 
+`is_sync_warning`: which of torch's sync-debug warnings report a synchronizing call
+(``sync_debug.py`` and ``gpu_check.sh``'s versions step count them).
+
 `CsvRows`: a CSV file written as its rows are measured: the header with the first row (its keys,
 then the version columns), each row flushed at once, so that a script stopped by a time limit
 leaves the rows it finished. `CsvRows.replace` rewrites the whole file (to a temporary file,
@@ -82,6 +85,13 @@ def versions(device: str | torch.device = "cpu") -> dict[str, str]:
     five on a CUDA device, only ``torch`` on the CPU (the others empty, never an error)."""
     d = torch.device(device)
     return dict(_versions(d.type, d.index))
+
+
+def is_sync_warning(text: str) -> bool:
+    """A warning of torch's sync debug mode about a synchronizing operation, not the notice it issues
+    when the mode is set, that "Synchronization debug mode is a prototype feature" (seen on torch
+    2.11: it stood in `sync_debug.py`'s control row and in `gpu_check.sh`'s count)."""
+    return "synchroniz" in text.lower() and "prototype feature" not in text
 
 
 class CsvRows:

@@ -201,10 +201,12 @@ def main() -> None:
     out = args.out
     if out is None and sorted(args.norms) == sorted(list_norms()) and len(args.modes) == 2 and len(args.shapes) == 2:
         out = ROOT / "results" / "bench" / f"norms_{args.device}.csv"
+    shapes = {
+        "image": ("image 128x64x16x16", img, None),
+        "sequence": (f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask),
+    }
     with CsvRows(out, versions(device)) as sink:
-        rows = bench_shape("image 128x64x16x16", img, None, args, malloc, sink) if "image" in args.shapes else []
-        if "sequence" in args.shapes:
-            rows += bench_shape(f"sequence 64x32x512 ({pad:.1%} pad)", seq, mask, args, malloc, sink)
+        rows = [row for name in shapes if name in args.shapes for row in bench_shape(*shapes[name], args, malloc, sink)]
     written = str(out) if out is not None else "not written: a subset of norms, modes or shapes (no --out)"
     threads = torch.get_num_threads()
     print(f"\n{args.device}: torch {torch.__version__}, {threads} threads, malloc {malloc} -> {written}")

@@ -72,9 +72,7 @@ planned=0
 started=$SECONDS
 step() {  # step <key> <name> <limit s> <command...>: SIGINT at the limit, SIGKILL KILL_AFTER s later
   local key=$1 name=$2 limit=$3; shift 3
-  if ((${#only[@]})) && [[ $key != versions && " ${only[*]} " != *" $key "* ]]; then
-    return 0
-  fi
+  [[ " ${chosen[*]} " == *" $key "* ]] || return 0  # chosen: versions and the keys asked for (below)
   local t0=$SECONDS rc=0
   echo "[gpu_check] === $name (limit ${limit}s + ${KILL_AFTER}s; $((SECONDS - started))s so far)"
   timeout --signal=INT --kill-after=$KILL_AFTER "$limit" "$@" || rc=$?
@@ -110,7 +108,7 @@ import warnings
 
 sys.path.insert(0, "scripts")
 import torch
-from bench_io import versions
+from bench_io import is_sync_warning, versions
 
 if not torch.cuda.is_available():
     sys.exit("[gpu_check] no CUDA device is visible")
@@ -131,8 +129,7 @@ with warnings.catch_warnings(record=True) as caught:
         x.sum().item()  # one sync
     finally:
         torch.cuda.set_sync_debug_mode("default")
-syncs = [str(w.message).splitlines()[0] for w in caught  # not torch's "... is a prototype feature" notice
-         if "synchroniz" in str(w.message).lower() and "prototype feature" not in str(w.message)]
+syncs = [str(w.message).splitlines()[0] for w in caught if is_sync_warning(str(w.message))]
 print(f"[gpu_check] torch.cuda.set_sync_debug_mode('warn'): get_sync_debug_mode() = {mode}; "
       f"(x * 2).sum() then x.sum().item(): {len(syncs)} warning(s) (1 expected): {syncs[:1]}")
 PY

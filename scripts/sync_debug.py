@@ -47,7 +47,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # this checkout's normbench, not an installed one
 
-from bench_io import CsvRows, versions  # noqa: E402
+from bench_io import CsvRows, is_sync_warning, versions  # noqa: E402
 
 MODELS = {
     "resnet20": [
@@ -116,12 +116,6 @@ class SyncLog:
             warnings.filterwarnings("always", message=".*synchroniz", category=UserWarning)
             warnings.showwarning = self.showwarning
             yield self
-
-
-def is_sync_warning(text: str) -> bool:
-    """A warning of a synchronizing operation, not torch's notice, issued when the mode is set, that
-    "Synchronization debug mode is a prototype feature" (seen on torch 2.11: it was the control's row)."""
-    return "synchroniz" in text.lower() and "prototype feature" not in text
 
 
 def control(log: SyncLog) -> None:
