@@ -164,6 +164,9 @@ def reason(row: dict[str, str]) -> str:
     text = " ".join(row.get("measured", "").split())
     if text.startswith("not run in"):
         return "not run at this scale; the full preset judges it"
+    needs = re.fullmatch(r"not judged at this scale \(needs (n ≈ \d+), or the full preset\)", text)
+    if needs:
+        return f"{needs[1]} needed at this scale, or the full preset"
     return text if len(text) <= 80 else text[:79] + "…"
 
 
@@ -182,15 +185,17 @@ def finding(preset: str, rows: list[dict[str, str]]) -> str:
         parts.append(f"{len(unsure)} inconclusive (see the table)")
     skipped = [r for r in claims if r["verdict"] == NOT_JUDGED]
     for why in dict.fromkeys(reason(r) for r in skipped):
-        names = ", ".join(r["short"] for r in skipped if reason(r) == why)
+        mine = [r["short"] for r in skipped if reason(r) == why]
+        names = ", ".join(mine) if len(mine) <= 6 else f"{len(mine)} claims (see the table)"
         parts.append(f"not judged ({why}): {names}")
     return "; ".join(parts)
 
 
 def paper_lines(folders: list[tuple[Path, list[dict[str, str]]]]) -> list[str]:
-    """One line per paper (the rules' ``paper_title``; default the preset's name), its presets linked."""
+    """One line per paper (the rules' ``paper_title``; default the preset's name), its presets linked;
+    the leaderboard has its own line (`leaderboard_line`)."""
     papers: dict[str, list[tuple[Path, list[dict[str, str]]]]] = {}
-    for folder, rows in folders:
+    for folder, rows in (f for f in folders if f[0].name != LEADERBOARD):
         papers.setdefault(rules_meta(folder.name)[0], []).append((folder, rows))
     lines = []
     for title, mine in sorted(papers.items()):
@@ -210,28 +215,40 @@ def _relabel(model: str, dataset: str) -> tuple[str, str]:
     return (model_label(m[1], int(m[2])) if m else model, dataset_label(d[1], d[2]) if d else dataset)
 
 
+def _difference(claims: list[dict[str, str]], norm: str, reference: str, verdict: str) -> str:
+    """The judged claim's difference [95 % CI] of ``norm`` against ``reference`` (their base names:
+    ``pn (enc) / ln (dec)`` is ``pn``), from the folder's ``claims.csv``; empty when none matches."""
+    a, b = norm.split(" (")[0], reference.split(" (")[0]
+    row = next((r for r in claims if (r.get("a"), r.get("b"), r.get("verdict")) == (a, b, verdict)), None)
+    return f", {value_text(row)}" if row and row.get("estimate") else ""
+
+
 def leaderboard_line(folder: Path) -> str | None:
-    """The leaderboard's finding: per cell, the best norm's score with its interval and which tie it."""
+    """The leaderboard's finding, per cell: the norm with the highest mean score and its interval, each
+    norm judged against the cell's reference with its verdict and difference [95 % CI] (the rules',
+    from ``claims.csv``), and how many the rules leave to the full preset."""
     if not (folder / "leaderboard.csv").exists():
         return None
     with open(folder / "leaderboard.csv", newline="") as f:
         rows = [r for r in csv.DictReader(f) if r["n"] not in ("", "0")]
+    claims = read_claims(folder) if (folder / "claims.csv").exists() else []
     table = (folder / "leaderboard.md").read_text() if (folder / "leaderboard.md").exists() else ""
     cells = []
     for model, dataset in dict.fromkeys((r["model"], r["dataset"]) for r in rows):
         mine = [r for r in rows if (r["model"], r["dataset"]) == (model, dataset)]
         mine.sort(key=lambda r: -float(r["mean"]))
-        best, rest = mine[0], mine[1:]
+        best, reference = mine[0], next((r["norm"] for r in mine if r["verdict"] == "reference"), "?")
         steps = re.search(rf"^\| {re.escape(model)} on {re.escape(dataset)} \|.*?([\d,]+ steps)", table, re.M)
         name = " on ".join(_relabel(model, dataset)) + (f", {steps[1]}" if steps else "")
-        score = f"{best['metric']} {_num(best['mean'])} [{_num(best['ci_lo'])}, {_num(best['ci_hi'])}]"
-        tied = [r["norm"] for r in rest if r["verdict"] == "tied"]
-        below = [r for r in rest if r["verdict"] != "tied"]
-        after = f"tied with {', '.join(tied)}" if tied else "every other norm below"
-        if below and not tied:
-            after += f" (next: {below[0]['norm']} {_num(below[0]['mean'])})"
-        cells.append(f"{name}: **{best['norm']}** best, {score}, {after} ({len(mine)} norms × 5 seeds)")
-    return f"- **Norm leaderboard** ([{folder.name}]({folder.name}/README.md)): " + "; ".join(cells)
+        parts = [f"**{best['norm']}** highest, {best['metric']} {_num(best['mean'])} [{_num(best['ci_lo'])}, "
+                 f"{_num(best['ci_hi'])}]"]  # fmt: skip
+        parts += [f"next {mine[1]['norm']} {_num(mine[1]['mean'])}"] if len(mine) > 1 else []
+        parts += [f"{r['norm']} vs {reference}: {r['verdict']}{_difference(claims, r['norm'], reference, r['verdict'])}"
+                  for r in mine if r["verdict"] in (DIFFERENT, INCONCLUSIVE)]  # fmt: skip
+        unjudged = sum(r["verdict"] == NOT_JUDGED for r in mine)
+        parts += [f"not judged at this scale vs {reference}: {unjudged} of {len(mine) - 1}"] if unjudged else []
+        cells.append(f"{name} ({len(mine)} norms × {best['n']} seeds): " + "; ".join(parts))
+    return f"- **Norm leaderboard** ([{folder.name}]({folder.name}/README.md)): " + " — ".join(cells)
 
 
 def _num(text: str, digits: int = 3) -> str:

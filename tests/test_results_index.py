@@ -137,7 +137,7 @@ def test_the_first_40_lines_say_what_was_found_per_paper_and_for_the_leaderboard
         (line,) = [x for x in head.splitlines() if f"[{preset}]({preset}/README.md)" in x]
         assert any(c.isdigit() for c in line.split("):", 1)[1])  # a finding in numbers, not just a link
     board = [x for x in head.splitlines() if "[leaderboard_cpu](leaderboard_cpu/README.md)" in x]
-    assert len(board) == 1 and " best, " in board[0] and "[" in board[0].split("):", 1)[1]
+    assert len(board) == 1 and " highest, " in board[0] and "[" in board[0].split("):", 1)[1]
 
 
 def table_cells(text: str, header: str) -> list[str]:
@@ -181,20 +181,38 @@ def test_the_tally_and_the_finding_come_from_the_claims(tmp_path: Path, monkeypa
     assert "x: supported, ×2 [1.5, 2.5]" in line and "not judged (not run at this scale" in line and ": y" in line
 
 
-def test_the_leaderboards_line_names_what_ran_and_the_best_norm(tmp_path: Path) -> None:
+def test_the_leaderboards_line_names_what_ran_the_best_norm_and_the_rules_verdicts(tmp_path: Path) -> None:
+    """Per cell: the highest mean with its interval, each judged norm's verdict against the cell's
+    reference with its difference from ``claims.csv``, and a count of those left to the full preset."""
     index = load_index()
     folder = tmp_path / "leaderboard_cpu"
     folder.mkdir()
+    tiny = "transformer_tiny,Multi30k de-en (subset),translation"
     head = "model,dataset,task,norm,verdict,metric,n,mean,ci_lo,ci_hi\n"
-    rows = ["resnet20 (depth 8),cifar10 (cifar10-subset),images,bn,best,val/acc,5,0.45,0.44,0.46",
-            "resnet20 (depth 8),cifar10 (cifar10-subset),images,gn,below,val/acc,5,0.35,0.34,0.36",
-            "resnet20 (depth 8),cifar10 (cifar10-subset),images,pn,not run,val/acc,0,,,"]  # fmt: skip
+    rows = ["resnet20 (depth 8),cifar10 (cifar10-subset),images,bn,reference,val/acc,5,0.45,0.44,0.46",
+            "resnet20 (depth 8),cifar10 (cifar10-subset),images,gn,not judged,val/acc,5,0.35,0.34,0.36",
+            "resnet20 (depth 8),cifar10 (cifar10-subset),images,pn,not run,val/acc,0,,,",
+            f"{tiny},ln,reference,test/bleu,5,13.9,13.1,14.7",
+            f"{tiny},pn (enc) / ln (dec),different,test/bleu,5,14.6,14.3,14.9",
+            f"{tiny},rms,inconclusive,test/bleu,5,13.5,12.1,14.9"]  # fmt: skip
     (folder / "leaderboard.csv").write_text(head + "\n".join(rows) + "\n")
     what_ran = "| resnet20 (depth 8) on cifar10 (cifar10-subset) | x | 8 epochs = 312 steps |\n"
     (folder / "leaderboard.md").write_text(what_ran)
+    claims = [{**dict.fromkeys(CSV_FIELDS, ""), "id": "tiny_pn", "a": "pn", "b": "ln", "verdict": "different",
+               "estimate": "0.7", "lo": "0.2", "hi": "1.2", "ratio": "False", "rules_hash": "h"},
+              {**dict.fromkeys(CSV_FIELDS, ""), "id": "resnet20_pn", "a": "pn", "b": "bn", "verdict": "not judged",
+               "rules_hash": "h"}]  # fmt: skip
+    with open(folder / "claims.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows(claims)
     line = index.leaderboard_line(folder)
-    assert "ResNet8 on CIFAR-10 (subset), 312 steps: **bn** best, val/acc 0.45 [0.44, 0.46]" in line
-    assert "every other norm below (next: gn 0.35)" in line and "(2 norms × 5 seeds)" in line
+    assert "ResNet8 on CIFAR-10 (subset), 312 steps (2 norms × 5 seeds): **bn** highest, val/acc 0.45 [0.44" in line
+    assert "[0.44, 0.46]; next gn 0.35; not judged at this scale vs bn: 1 of 1" in line
+    assert " best" not in line and "tied" not in line
+    assert "**pn (enc) / ln (dec)** highest, test/bleu 14.6 [14.3, 14.9]" in line
+    assert "pn (enc) / ln (dec) vs ln: different, +0.7 [0.2, 1.2]" in line and "rms vs ln: inconclusive;" not in line
+    assert line.endswith("rms vs ln: inconclusive")  # no claim row: the verdict without numbers
 
 
 def test_changed_rules_declared_as_a_planned_attempt_pass_the_check_and_mark_the_verdicts_superseded(

@@ -239,11 +239,15 @@ def _verdict(claim: Claim, rule: ClaimRule, p_adj: float, alpha: float) -> str:
     return directional_verdict(c.estimate, 1.0 if c.ratio else 0.0, rule.relation == "greater", p_adj, alpha)
 
 
-def row_label(row: Row, rules: Rules, preset: str) -> str:
+def row_label(row: Row, rules: Rules, preset: str, key: str | None = None) -> str:
     """A run's name in a check's note: the label of the first arm (in the rules' order) that
-    selects it, else its norm's name, then its seed (``BN@32 seed=0``)."""
-    arms = [arm for r in rules.claims if judged_here(r.variants, preset) for arm in (r.a, r.b)]
-    label = next((arm.label for arm in arms if select_rows([row], arm.select)), None)
+    selects it, else its norm's name, then its seed (``BN@32 seed=0``). Where two arms select the
+    same runs (a paired claim: the population estimate and the EMA of one run), the first arm
+    measured on the check's logged ``key`` names it."""
+    arms = [(arm, (arm.params if arm.measure else r.params).get("key"))
+            for r in rules.claims if judged_here(r.variants, preset) for arm in (r.a, r.b)]  # fmt: skip
+    selecting = [(arm.label, arm_key) for arm, arm_key in arms if select_rows([row], arm.select)]
+    label = next((lab for lab, arm_key in selecting if arm_key == key), None) or next(iter(selecting), (None,))[0]
     return f"{label or row.get('norm.name') or 'run'} seed={row['seed']}"
 
 
@@ -254,7 +258,8 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
         note = f"not run in {preset} (the rules check it in: {', '.join(check.variants)})"
         return Claim(check.id, check.claim, what, check.figure, NOT_JUDGED, scale, note=note, rules_hash=rules.hash,
                      short=check.id)  # fmt: skip
-    values = [(row_label(r, rules, preset), float(r[check_column(check)])) for r in select_rows(rows, check.select)]
+    key, column = check.params.get("key"), check_column(check)
+    values = [(row_label(r, rules, preset, key), float(r[column])) for r in select_rows(rows, check.select)]
     if check.below is not None:
         ok, bound = all(v < check.below for _, v in values), f"below {check.below:g}"
     else:

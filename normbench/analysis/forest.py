@@ -169,6 +169,14 @@ def forest_row(row: Mapping[str, Any]) -> ForestRow | None:
     return ForestRow(panel, label, verdict, estimate, lo, hi, band, note)
 
 
+def not_judged_text(note: str, width: int = 100) -> str:
+    """A not-judged row's text: "not judged: <reason>", the reason's own leading "not judged"
+    dropped (claims read "not judged at this scale (needs n ≈ 14, …)"), cut at ``width``."""
+    reason = note.removeprefix("not judged").lstrip(" :")
+    text = f"not judged: {reason}" if reason else "not judged"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def panels(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[ForestRow]]:
     """The drawn rows by panel: the ratio panel first, then the difference panels in the order
     their first claim comes."""
@@ -261,8 +269,7 @@ def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow]) -> None:
             _draw_interval(ax, y, row, xlim, log)
             ax.text(1.01, y, numbers(row, log), transform=blend, va="center", fontsize=7)
         else:
-            reason = row.note if len(row.note) <= 90 else row.note[:89] + "…"
-            ax.text(0.01, y, f"not judged: {reason}", transform=blend, va="center", fontsize=7,
+            ax.text(0.01, y, not_judged_text(row.note), transform=blend, va="center", fontsize=7,
                     color=VERDICT_COLORS[NOT_JUDGED], style="italic", gid="not-judged",
                     bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})  # fmt: skip
     ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=7)

@@ -118,3 +118,18 @@ def test_logged_at_fraction_reads_the_first_evaluation_at_or_after_the_fraction(
     got = [logged_at_fraction(run, "val/acc", f) for f in (0.25, 0.5, 0.6, 1.0)]
     assert got == pytest.approx([0.1, 0.2, 0.3, 0.4])
     assert math.isnan(logged_at_fraction(run, "train/loss", 0.5))
+
+
+def test_the_checks_runs_are_named_by_the_arm_measured_on_its_key() -> None:
+    """The positive control reads the EMA's accuracy (``val/acc``) of runs that both arms of the
+    paired claims select: its note names them EMA, not population (whose key is ``val/acc_population``)."""
+    from normbench.analysis.claims import row_label
+    from normbench.analysis.rules_schema import load_rules
+
+    rules = load_rules("bn_eval_stats_cpu")
+    assert rules is not None
+    (check,) = rules.checks
+    row = {"norm.name": "bn", "batch_size": 128, "norm.momentum": 0.1, "seed": 10}
+    assert row_label(row, rules, "bn_eval_stats_cpu", check.params["key"]) == "EMA seed=10"
+    assert row_label(row, rules, "bn_eval_stats_cpu", "val/acc_population") == "population seed=10"
+    assert row_label(row, rules, "bn_eval_stats_cpu") == "population seed=10"  # no key: the first arm

@@ -17,6 +17,7 @@ from normbench.analysis.forest import (
     annotate,
     forest_figure,
     measure_unit,
+    not_judged_text,
     rules_meta,
     write_forest,
 )
@@ -117,6 +118,23 @@ def test_a_not_judged_claim_is_grey_text_with_its_reason_not_an_interval() -> No
     assert "not run in x_cpu" in text.get_text() and to_hex(text.get_color()) == VERDICT_COLORS["not judged"]
     assert len(lines(bleu, "interval")) == 1
     assert [t.get_text() for t in bleu.get_yticklabels()] == ["bleu_up", "full_only"]
+
+
+NEEDS_N = "not judged at this scale (needs n ≈ 14, or the full preset)"
+
+
+@pytest.mark.parametrize(
+    ("note", "width", "text"),
+    [
+        (NEEDS_N, 100, "not judged: at this scale (needs n ≈ 14, or the full preset)"),
+        (NEEDS_N, 40, "not judged: at this scale (needs n ≈ 14…"),
+        ("not run in x_cpu (full only)", 100, "not judged: not run in x_cpu (full only)"),
+        ("not judged: setup check failed (bn_learns)", 100, "not judged: setup check failed (bn_learns)"),
+        ("", 100, "not judged"),
+    ],
+)
+def test_a_not_judged_reason_says_not_judged_once_and_is_cut_at_its_width(note: str, width: int, text: str) -> None:
+    assert not_judged_text(note, width) == text and len(text) <= width
 
 
 def test_an_infinite_end_is_drawn_to_the_edge_with_an_arrow() -> None:
