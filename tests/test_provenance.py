@@ -48,7 +48,7 @@ def head(root: Path) -> str:
 
 def test_git_state_of_a_clean_then_changed_tree(repo: Path) -> None:
     sha = head(repo)
-    assert git_state(repo) == {"commit": sha, "dirty_files": [], "diff_hash": None}
+    assert git_state(repo) == {"commit": sha, "dirty_files": [], "diff_hash": None, "untracked_elsewhere": 0}
     assert commit_label(git_state(repo)) == sha
     assert commit_label(git_state(repo / "normbench")) == sha  # from a subfolder too
     (repo / "normbench" / "model.py").write_text("x = 2\n")
@@ -62,6 +62,34 @@ def test_git_state_of_a_clean_then_changed_tree(repo: Path) -> None:
     assert re.fullmatch(r"[0-9a-f]{64}", state["diff_hash"])
     assert commit_label(state) == f"{sha}+dirty"
     assert git_state(repo / "normbench") == state
+
+
+def test_untracked_files_outside_the_code_are_counted_not_listed(repo: Path) -> None:
+    """A venv or notes inside the checkout (not ignored) neither dirty the tree nor enter the record."""
+    sha = head(repo)
+    venv = repo / "myenv" / "lib"
+    venv.mkdir(parents=True)
+    for i in range(50):
+        (venv / f"m{i}.py").write_text(f"v = {i}\n")
+    (repo / "notes.txt").write_text("mine\n")
+    state = git_state(repo)
+    assert state == {"commit": sha, "dirty_files": [], "diff_hash": None, "untracked_elsewhere": 51}
+    assert commit_label(state) == sha
+    (repo / "conf").mkdir(exist_ok=True)
+    (repo / "conf" / "new.yaml").write_text("a: 1\n")  # where it can change a run: listed and hashed
+    state = git_state(repo)
+    assert state is not None and state["dirty_files"] == ["conf/new.yaml"] and state["untracked_elsewhere"] == 51
+    assert len(json.dumps(state)) < 300
+
+
+def test_gitignore_covers_venvs_and_caches() -> None:
+    """The checkout's own .gitignore keeps the usual venv and cache folders out of a run's record."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["git", "check-ignore", "--no-index", ".venv/bin/python", "venv/x", "env/x", ".tox/x",
+                          "outputs/x", "multirun/x", ".mypy_cache/x", "site/index.html"],
+                         cwd=root, capture_output=True, text=True)  # fmt: skip
+    assert out.stdout.split() == [".venv/bin/python", "venv/x", "env/x", ".tox/x", "outputs/x", "multirun/x",
+                                  ".mypy_cache/x", "site/index.html"]  # fmt: skip
 
 
 def test_diff_hash_changes_with_the_diff_and_only_then(repo: Path) -> None:

@@ -14,13 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from normbench.base.hydra_job import HydraJob, swept_keys
 from normbench.sinks.files import Histogram
 from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.wandb_layout import is_epoch_row, layout, metric_definition
-from normbench.sinks.wandb_run import WandbSink, run_identity, sweep_run_name
+from normbench.sinks.wandb_run import SUMMARY_VALUE_MAX_BYTES, WandbSink, run_identity, small_summary, sweep_run_name
 from tests.conftest import TINY_RUN, run_cli
 
 SECTIONS = {"train", "val", "test", "perf", "lr", "epoch", "global_step", "ics", "landscape", "predictiveness"}
@@ -275,3 +276,12 @@ def test_checkpoint_is_a_model_artifact_only_when_asked(tmp_path, on: bool) -> N
     (entry,) = art["manifest"]["contents"]
     assert entry["path"] == ckpt.name and int(entry["size"]) == ckpt.stat().st_size
     assert entry["digest"] == base64.b64encode(hashlib.md5(ckpt.read_bytes()).digest()).decode()
+
+
+def test_the_wandb_summary_takes_no_large_value() -> None:
+    """A value over a few KB (a long file list) stays in summary.json; W&B gets its size."""
+    big = {"dirty_files": [f"venv/lib/m{i}.py" for i in range(2000)]}
+    out = small_summary({"val/acc": np.float32(0.5), "git": big, "status": "finished", "loss": float("nan")})
+    assert out["val/acc"] == 0.5 and out["status"] == "finished" and out["loss"] == "nan"
+    size = len(json.dumps(big))
+    assert size > SUMMARY_VALUE_MAX_BYTES and out["git"] == f"({size} bytes: see summary.json)"

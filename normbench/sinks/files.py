@@ -79,6 +79,11 @@ def _git(top: Path, *args: str) -> bytes | None:
         return None
 
 
+CODE_ROOTS = ("normbench/", "conf/", "hydra_plugins/", "pyproject.toml")
+"""Where an untracked file can change what a run does: the package, its configs, the Hydra plugins.
+Untracked files elsewhere (a venv, notes, outputs not yet ignored) are only counted."""
+
+
 def _status(top: Path) -> tuple[str, list[str], list[str]] | None:
     """(HEAD's sha, tracked files changed against HEAD, untracked files git does not ignore), all
     from one ``git status``; paths relative to ``top``. None: no git, no repository, no commit."""
@@ -100,6 +105,11 @@ def _status(top: Path) -> tuple[str, list[str], list[str]] | None:
     if not sha or sha == "(initial)":
         return None
     return sha, sorted(set(tracked) - {""}), sorted(untracked)
+
+
+def in_code(path: str) -> bool:
+    """Whether an untracked file (relative to the checkout's top) lies where it can change a run."""
+    return any(path == root or path.startswith(root) for root in CODE_ROOTS)
 
 
 def _diff_hash(top: Path, untracked: list[str]) -> str | None:
@@ -125,21 +135,27 @@ def _diff_hash(top: Path, untracked: list[str]) -> str | None:
 
 
 def git_state(path: Path | None = None) -> dict[str, Any] | None:
-    """The tree a run is made from: ``{"commit": sha, "dirty_files": [...], "diff_hash": ...}``.
+    """The tree a run is made from: ``{"commit": sha, "dirty_files": [...], "diff_hash": ...,
+    "untracked_elsewhere": n}``.
 
-    ``dirty_files``: the files changed against HEAD (staged or not) and the untracked files git
-    does not ignore, relative to the checkout's top folder; ``diff_hash``: SHA-256 (hex) of
-    ``git diff HEAD --binary`` and of each untracked file's path and bytes (`_diff_hash`); ``[]`` and
-    None for a clean tree. One git call for a clean tree, two for a dirty one. None outside a git
-    checkout (``path``: a folder in it; default: the checkout of this package, if any), without
-    git, or when git does not answer within `GIT_TIMEOUT_S`."""
+    ``dirty_files``: the tracked files changed against HEAD (staged or not) and the untracked files
+    git does not ignore that lie where they can change a run (`CODE_ROOTS`), relative to the
+    checkout's top folder; ``diff_hash``: SHA-256 (hex) of ``git diff HEAD --binary`` and of each of
+    those untracked files' path and bytes (`_diff_hash`); ``[]`` and None for a clean tree.
+    ``untracked_elsewhere``: how many other untracked files there are (a venv inside the checkout,
+    notes): counted, never listed or read, so that the record stays small and fast. One git call
+    for a clean tree, two for a dirty one. None outside a git checkout (``path``: a folder in it;
+    default: the checkout of this package, if any), without git, or when git does not answer within
+    `GIT_TIMEOUT_S`."""
     top = _top(path)
     status = _status(top) if top is not None else None
     if status is None or top is None:
         return None
     sha, tracked, untracked = status
-    files = sorted(set(tracked) | set(untracked))
-    return {"commit": sha, "dirty_files": files, "diff_hash": _diff_hash(top, untracked) if files else None}
+    code = [f for f in untracked if in_code(f)]
+    files = sorted(set(tracked) | set(code))
+    return {"commit": sha, "dirty_files": files, "diff_hash": _diff_hash(top, code) if files else None,
+            "untracked_elsewhere": len(untracked) - len(code)}  # fmt: skip
 
 
 def commit_label(state: Mapping[str, Any] | None) -> str | None:

@@ -24,6 +24,7 @@ Hydra (`run_identity`):
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import string
@@ -39,6 +40,21 @@ from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.wandb_layout import EPOCH, STEP, is_epoch_row, layout, metric_definition
 
 TAG_KEYS = ("experiment", "norm", "model", "dataset", "hardware")
+
+
+SUMMARY_VALUE_MAX_BYTES = 4096
+"""The largest value (as JSON) the W&B summary takes; a larger one stays in ``summary.json`` only."""
+
+
+def small_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """``summary`` for W&B: each value JSON-ready, and any value over `SUMMARY_VALUE_MAX_BYTES` as JSON
+    replaced by a note of its size (W&B warns on, and slows with, large summary values)."""
+    out: dict[str, Any] = {}
+    for key, value in summary.items():
+        value = _jsonable(value)
+        size = len(json.dumps(value, default=str))
+        out[key] = value if size <= SUMMARY_VALUE_MAX_BYTES else f"({size} bytes: see summary.json)"
+    return out
 
 
 def new_run_id() -> str:
@@ -257,6 +273,6 @@ class WandbSink:
         their ``define_metric`` gives them, e.g. ``val/acc: {max, last}``) and ends the run with
         ``exit_code`` (non-zero: W&B shows the run as failed / interrupted)."""
         try:
-            self.run.summary.update({k: _jsonable(v) for k, v in summary.items() if k not in self._defined})
+            self.run.summary.update(small_summary({k: v for k, v in summary.items() if k not in self._defined}))
         finally:
             self.run.finish(exit_code=exit_code)
