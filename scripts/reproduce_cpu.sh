@@ -16,7 +16,7 @@
 # `normbench` console script, which imports the package from wherever it was pip-installed
 # (an editable install of another checkout would run that checkout's code).
 #
-# Runs only from a clean tree (outside results/): results are refused from runs whose code differed
+# Runs only from a clean tree (outside results/; untracked files outside the code do not count): results are refused from runs whose code differed
 # from a commit. Run folders: outputs/repro/<preset>-<UTC time>/<job>/ (never reused).
 # Needs the shared data beside the project (../shared/data) or NORMBENCH_DATA.
 set -uo pipefail
@@ -27,7 +27,10 @@ pilot_note=" (pilot: the rules' pilot seeds)"  # a quote inside \${pilot:+...} i
 if [ "${1:-}" = --pilot ]; then pilot=1; shift; fi
 presets=("$@")
 ((${#presets[@]})) || presets=(powernorm_stats_cpu powernorm_grads_cpu ln_axes_cpu powernorm_mt_cpu powernorm_chain_cpu gn_batch_size_cpu gn_groups_cpu bn_eval_stats_cpu bn_dropout_cpu bn_saturation_cpu bn_lr_range_cpu bn_padding_cpu bn_lp_cpu rmsnorm_speed_cpu rmsnorm_time_cpu prms_width_cpu santurkar_vgg_cpu)
-dirty=$(git status --porcelain --untracked-files=normal -- . ':!results' ':!outputs')
+# the tree as a run records it (normbench.sinks.files.git_state): tracked changes outside results/ and
+# outputs/, and untracked files only where they can change a run (a venv inside the checkout is not one)
+dirty=$( (git status --porcelain --untracked-files=no -- . ':!results' ':!outputs';
+          git status --porcelain --untracked-files=all -- normbench conf hydra_plugins pyproject.toml) | sort -u)
 if [ -n "$dirty" ]; then
   echo "reproduce_cpu: error: the tree differs from commit $(git rev-parse --short HEAD) outside results/:" \
     "$(echo "$dirty" | head -3 | tr '\n' ' ')— commit first, or run from a clean worktree (git worktree add)" >&2
