@@ -84,3 +84,24 @@ def test_one_epoch_on_real_cifar_subset_beats_chance(tmp_path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["val/acc"] > 0.2  # chance is 0.1 on 2,000 balanced test images
+
+
+def test_version_names_normbench_its_commit_and_torch(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """``normbench --version``: normbench's version and the checkout's commit (not Hydra's alone); runs nothing."""
+    import re
+    import subprocess
+    import sys
+
+    import torch
+
+    import normbench
+    from normbench.cli.main import cli
+
+    monkeypatch.setattr(sys, "argv", ["normbench", "--version"])
+    assert cli() is None
+    out = capsys.readouterr().out.strip()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert re.fullmatch(rf"normbench {re.escape(normbench.__version__)} \(commit [0-9a-f]{{12}}(\+dirty)?, "
+                        rf"torch {re.escape(torch.__version__)}, Hydra 1\.3\.\d+\)", out), out  # fmt: skip
+    assert head.startswith(out.split("commit ")[1][:12])

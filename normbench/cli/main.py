@@ -152,6 +152,19 @@ def check_launcher(args: list[str]) -> None:
 
 
 HELP_FLAGS = {"-h", "--help", "--hydra-help"}
+VERSION_FLAGS = {"--version", "-V"}
+
+
+def version_line() -> str:
+    """``normbench 0.1.0 (commit 1a2b3c4d5e6f[+dirty], torch 2.x, Hydra 1.3.x)``: what ``--version`` prints."""
+    import torch
+
+    from normbench import __version__
+    from normbench.sinks.files import commit_label, git_state
+
+    label = commit_label(git_state())
+    commit = f"commit {label[:12]}{'+dirty' if label.endswith('+dirty') else ''}" if label else "no git checkout"
+    return f"normbench {__version__} ({commit}, torch {torch.__version__}, Hydra {hydra.__version__})"
 
 
 def cli() -> Any:
@@ -161,6 +174,9 @@ def cli() -> Any:
     (`normbench.cli.callbacks.RunDirCallback`) before Hydra makes the directory."""
     from normbench.cli.overrides import check_overrides
 
+    if VERSION_FLAGS & set(sys.argv[1:]):  # Hydra's own --version would name Hydra's version only
+        print(version_line())
+        return None
     try:
         check_launcher(sys.argv[1:])
         check_overrides(sys.argv[1:], config_dir())
