@@ -105,3 +105,18 @@ def test_version_names_normbench_its_commit_and_torch(monkeypatch: pytest.Monkey
     assert re.fullmatch(rf"normbench {re.escape(normbench.__version__)} \(commit [0-9a-f]{{12}}(\+dirty)?, "
                         rf"torch {re.escape(torch.__version__)}, Hydra 1\.3\.\d+\)", out), out  # fmt: skip
     assert head.startswith(out.split("commit ")[1][:12])
+
+
+@pytest.mark.parametrize("args", [["-m", "seed=0,1", "--cfg", "hydra"], ["--multirun", "--info"], ["-c", "job", "-m"]])
+def test_multirun_with_cfg_or_info_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                               args: list[str]) -> None:
+    """Hydra's 'Only one of --run, --multirun, --cfg …' ValueError traceback becomes one line, exit 2."""
+    import sys
+
+    from normbench.cli.main import cli
+
+    monkeypatch.setattr(sys, "argv", ["normbench", "experiment=quickstart", *args])
+    with pytest.raises(SystemExit) as e:
+        cli()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "cannot be combined with -m/--multirun" in err[0], err

@@ -152,6 +152,22 @@ def check_launcher(args: list[str]) -> None:
 
 
 HELP_FLAGS = {"-h", "--help", "--hydra-help"}
+MULTIRUN_FLAGS = ("-m", "--multirun")
+SHOW_FLAGS = ("--cfg", "-c", "--info", "-i", "--shell-completion", "-sc", "--run", "-r")
+
+
+def check_modes(args: list[str]) -> None:
+    """Hydra runs one mode at a time: ``-m`` with ``--cfg`` (or ``--info``) is one line here, not
+    Hydra's ValueError traceback."""
+    flags = [a.split("=", 1)[0] for a in args if a.startswith("-")]
+    shown = [f for f in flags if f in SHOW_FLAGS]
+    if shown and any(f in MULTIRUN_FLAGS for f in flags):
+        raise ConfigError(
+            f"{shown[0]} cannot be combined with -m/--multirun (Hydra runs one mode at a time): drop -m to see "
+            f"one job's config, e.g. normbench {shown[0]} job <the overrides of one job>"
+        )
+
+
 VERSION_FLAGS = {"--version", "-V"}
 
 
@@ -178,6 +194,7 @@ def cli() -> Any:
         print(version_line())
         return None
     try:
+        check_modes(sys.argv[1:])
         check_launcher(sys.argv[1:])
         check_overrides(sys.argv[1:], config_dir())
     except ConfigError as e:
