@@ -142,14 +142,24 @@ def read_batch(path: Path, num_classes: int = NUM_CLASSES) -> tuple[np.ndarray, 
     return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 
+MD5_DIFFERS = "the MD5 sums differ from the original release"
+
+
 def _missing_error(root: Path, verify_checksums: bool, reason: str) -> DatasetMissingError:
+    """The error for CIFAR-10 files that cannot be used, its cause first: an MD5 mismatch (a
+    subset or re-encoded copy), missing files, or a failed download."""
+    where = f"dataset.root={str(root)!r}"
+    if reason.startswith(MD5_DIFFERS):
+        return DatasetMissingError(
+            f"CIFAR-10 under {where}: {reason}; a subset or re-encoded copy (such as ../shared/data/cifar10-subset) "
+            "needs dataset.verify_checksums=false, the original release dataset.download=true (needs network)"
+        )
     hint = "dataset.download=true (needs network)"
     if verify_checksums:
         hint += ", dataset.verify_checksums=false (for a subset or re-encoded copy)"
     return DatasetMissingError(
-        f"CIFAR-10 is missing or unreadable under dataset.root={str(root)!r} "
-        f"(expected {root / BASE_FOLDER}); pass dataset.root=<folder holding {BASE_FOLDER}>, "
-        f"{hint}, or dataset=synthetic_images for offline runs ({reason})"
+        f"CIFAR-10 cannot be read under {where} ({reason}; expected {root / BASE_FOLDER}); pass "
+        f"dataset.root=<folder holding {BASE_FOLDER}>, {hint}, or dataset=synthetic_images for offline runs"
     )
 
 
@@ -167,7 +177,7 @@ def check_files(root: Path, names: list[str], download: bool, verify_checksums: 
         if missing:
             return [f"missing: {', '.join(missing)}"]
         changed = [n for n in names if verify_checksums and not check_integrity(str(folder / n), md5[n])]
-        return [f"MD5 differs from the original release: {', '.join(changed)}"] if changed else []
+        return [f"{MD5_DIFFERS} for {', '.join(changed)}"] if changed else []
 
     if download and problems():
         try:

@@ -36,8 +36,13 @@ def test_written_batches_read_back_identical(tmp_path) -> None:
 
 def test_checksums_reject_a_copy_unless_told(tmp_path) -> None:
     write_cifar_batches(tmp_path, make_synthetic_images(10, 0), make_synthetic_images(10, 1))
-    with pytest.raises(DatasetMissingError, match="verify_checksums=false"):
+    with pytest.raises(DatasetMissingError) as e:
         load_cifar10(tmp_path, train=True)
+    msg = str(e.value)  # the cause first (the MD5 mismatch), then the remedy; not "missing or unreadable"
+    assert "\n" not in msg and "missing" not in msg
+    assert msg.index("MD5 sums differ") < msg.index("dataset.verify_checksums=false"), msg
+    head = f"CIFAR-10 under dataset.root={str(tmp_path)!r}: the MD5 sums differ from the original release for "
+    assert msg.startswith(head + "data_batch_1"), msg
 
 
 def test_missing_data_names_root_and_remedies(tmp_path) -> None:
@@ -45,6 +50,7 @@ def test_missing_data_names_root_and_remedies(tmp_path) -> None:
         load_cifar10(tmp_path / "nowhere", train=True)
     msg = str(e.value)
     assert str(tmp_path / "nowhere") in msg and "dataset.download=true" in msg and "dataset=synthetic_images" in msg
+    assert msg.index("missing: ") < msg.index("pass dataset.root"), msg  # the cause before the remedies
 
 
 def test_augmentation_shapes_and_variety() -> None:
