@@ -1,31 +1,47 @@
 """``bn_stats``: how far the batch statistics stray from the running ones (Shen et al. 2020, Fig. 2).
 
 Shen, Yao, Gholami, Mahoney, Keutzer 2020 ("PowerNorm: Rethinking Batch Normalization in
-Transformers"): for every norm layer that keeps running statistics, at every training step,
-(1/d)·‖μ_B − μ‖₂ and (1/d)·‖s²_B − σ²‖₂ with d the number of channels, μ_B the mean of the
-step's batch over real tokens only, μ and σ² the running estimates as the batch finds them
-(before the step updates them). Like is compared with like: the running variance is an EMA of
-the *unbiased* batch variance (as torch's BatchNorm keeps it), so the batch side is the unbiased
-s²_B = n/(n − 1)·σ²_B, with σ²_B the biased variance the norm normalizes with and n the number
-of values per channel the statistics were taken over (N·H·W, or the real tokens of a masked
-sequence batch): ``last_stats["count"]`` where the norm records it, else counted from the
-layer's input (and its mask). A step that left a running estimate as it was (the variance's at
-n < 2, the mean's at n = 0) is left out of that statistic's epoch mean. For PowerNorm the same
-for ψ²_B against the running ψ² (an EMA of ψ²_B itself: no correction). With ``grad_norms``,
-also (1/d)·‖∂L/∂σ²_B‖₂ of the biased σ²_B the norm uses (and for each other live statistic) —
-their Figure 3 — the part of ‖∂L/∂x‖₂ over the layer's input that flows through each statistic,
-and how much each varies from step to step within the epoch (the coefficient of variation s/m of
-the recorded steps' values, s with n − 1).
+Transformers"): for every norm layer that keeps running statistics, at every training step, the
+distance of the step's batch statistics from the running ones, μ_B the mean of the step's batch
+over real tokens only, μ and σ² the running estimates as the batch finds them (before the step
+updates them). Two distances of each statistic (`normbench.diagnostics.bn_stats_maths` puts their
+formulas side by side):
+
+- ``<stat>_dist``, ours, scale-free (issue 56; before it, this key held the paper's): the root
+  mean square over channels of (μ_B − μ)/sqrt(σ² + eps) and of (s²_B − σ²)/(σ² + eps) (a relative
+  error), eps the layer's: the same for two models identical per channel whatever their width,
+  and for a rescaled input;
+- ``<stat>_dist_paper``, the paper's: (1/d)·‖μ_B − μ‖₂ and (1/d)·‖s²_B − σ²‖₂ over the d
+  channels; in the input's units and shrinking like 1/√d with the width: not comparable between
+  models.
+
+Like is compared with like: the running variance is an EMA of the *unbiased* batch variance (as
+torch's BatchNorm keeps it), so the batch side is the unbiased s²_B = n/(n − 1)·σ²_B, with σ²_B
+the biased variance the norm normalizes with and n the number of values per channel the
+statistics were taken over (N·H·W, or the real tokens of a masked sequence batch):
+``last_stats["count"]`` where the norm records it, else counted from the layer's input (and its
+mask). A step that left a running estimate as it was (the variance's at n < 2, the mean's at
+n = 0) is left out of that statistic's epoch mean. For PowerNorm the same for ψ²_B against the
+running ψ² (an EMA of ψ²_B itself: no correction; ours in units of ψ² + eps). With
+``grad_norms``, also (1/d)·‖∂L/∂σ²_B‖₂ of the biased σ²_B the norm uses (and for each other live
+statistic) — their Figure 3 — and the part of ∂L/∂x over the layer's input that flows through each
+statistic: ``<stat>_input_grad``, its ‖·‖₂ over the direct path's ‖(γ/sqrt(σ²_B + eps))·∂L/∂y‖₂
+(ours, issue 56: the same whatever the batch holds and the loss averages over), and
+``<stat>_input_grad_paper``, the plain ‖·‖₂ (the paper's, which scales with what the loss
+averages over; before issue 56 the key ``…_input_grad``); and how much each varies from
+step to step within the epoch (the coefficient of variation s/m of the recorded steps' values, s
+with n − 1).
 
 Cheap: nothing is recomputed. The norms record their batch statistics inside the training
 forward (``record_stats = True`` makes them keep ``last_stats``, detached; ``record_live_stats =
-True`` also ``last_stats_live`` in the graph, for the gradients); the running buffers are copied
-before the step; the distances are accumulated on the device and read once per epoch. Logged at
-the end of each epoch, as the mean over the epoch's recorded steps: ``<layer>/<stat>_dist`` for
-each layer and ``first_layer/<stat>_dist`` for the first norm layer (what the paper plots,
-against the percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``,
-``<layer>/<stat>_input_grad`` and each one's ``…_cv`` (also as ``first_layer/…`` for the first
-norm layer).
+True`` also ``last_stats_live`` in the graph, for the gradients; the output gradient's squares come
+through an identity `GradSquares` on the norm's output); the running buffers are copied before the
+step; the distances are accumulated on the device and read once per epoch. Logged at the end of
+each epoch, as the mean over the epoch's recorded steps: ``<layer>/<stat>_dist`` and
+``<layer>/<stat>_dist_paper`` for each layer and ``first_layer/…`` for the first norm layer (what the
+paper plots, against the percentage of training epochs); with ``grad_norms``, ``<layer>/<stat>_grad``,
+``<layer>/<stat>_input_grad``, ``<layer>/<stat>_input_grad_paper`` and each one's ``…_cv`` (also as
+``first_layer/…`` for the first norm layer).
 Under data parallelism each rank's norm normalizes with its own shard's statistics (unless
 ``norm.sync``), so a distance is taken per rank and the epoch's mean is over every rank's
 recorded steps (one ``all_reduce`` at the epoch's end, on every rank).
@@ -41,64 +57,25 @@ import torch
 from torch import Tensor, nn
 
 from normbench.base.errors import ConfigError
+from normbench.diagnostics.bn_stats_maths import (
+    REFERENCE,
+    UNBIASED,
+    GradSquares,
+    compute,
+    direct_input_grad,
+    grad_moments,
+    input_count,
+    input_grad_through,
+    stat_distance,
+    unbiased,
+)
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 from normbench.diagnostics.vectors import ranks_mean, ranks_sum
 
 RUNNING_BUFFERS = {"mean": "running_mean", "var": "running_var", "psi2": "running_psi2"}
 """Batch statistic recorded in ``last_stats`` → the buffer holding its running estimate."""
 
-UNBIASED = {"var"}
-"""Statistics whose running estimate averages the unbiased n/(n − 1) version of the batch one."""
-
-
-def unbiased(var: Tensor, count: Tensor | float) -> Tensor:
-    """n/(n − 1)·σ²_B from the biased batch variance σ²_B over n values per channel."""
-    return var * (count / (count - 1))
-
-
-def input_count(x: Tensor, mask: Tensor | None, channels: int) -> Tensor:
-    """Values per channel of a norm's input: x.numel()/C, or with a (N, T) token mask the real
-    tokens times the values each token holds per channel (0-dim float64, on x's device)."""
-    per_channel = x.numel() / channels
-    if mask is None:
-        return torch.tensor(per_channel, dtype=torch.float64, device=x.device)
-    return mask.sum(dtype=torch.float64) * (per_channel / mask.numel())
-
-
-def stat_distance(batch_stat: Tensor, running_stat: Tensor) -> Tensor:
-    """(1/d)·‖batch_stat − running_stat‖₂ over the d channels (float64, 0-d)."""
-    d = batch_stat.numel()
-    return torch.linalg.vector_norm(batch_stat.double() - running_stat.double()) / d
-
-
-def compute(
-    batch_stats: Mapping[str, Tensor], running: Mapping[str, Tensor], count: Tensor | float | None = None
-) -> dict[str, float]:
-    """``<stat>_dist`` for each statistic present in both mappings (e.g. ``mean``, ``var``, ``psi2``).
-
-    ``batch_stats`` as the norms record them (``var`` biased, over ``count`` values per channel):
-    ``var`` is made unbiased before it meets the running variance; it needs ``count``.
-    """
-    out = {}
-    for k, v in batch_stats.items():
-        if k not in running:
-            continue
-        if k in UNBIASED:
-            if count is None:
-                raise ValueError(f"compute: {k!r} needs count, the values per channel of the batch statistics")
-            v = unbiased(v.double(), count)
-        out[f"{k}_dist"] = float(stat_distance(v, running[k]))
-    return out
-
-
-def grad_moments(total: float, square: float, n: int) -> tuple[float, float]:
-    """(m, s/m) of n values from their sum and sum of squares: the mean and the coefficient of
-    variation, s the sample standard deviation (n − 1); s/m is NaN for n < 2 or m = 0."""
-    mean = total / n
-    if n < 2 or mean == 0:
-        return mean, float("nan")
-    var = max(square - n * mean * mean, 0.0) / (n - 1)
-    return mean, var**0.5 / mean
+__all__ = ["compute", "grad_moments", "input_count", "stat_distance", "unbiased", "BNStatsHook", "BNStatsConfig"]
 
 
 @dataclass
@@ -106,8 +83,9 @@ class BNStatsConfig(CadenceConfig):
     """``every_n_steps``: the steps recorded (1 = every step); the log is per epoch."""
 
     grad_norms: bool = False
-    """Also (1/d)·‖∂L/∂stat‖₂ of the batch statistics; needs norms with ``record_live_stats``
-    (BatchNorm's differentiable-ops path: slower steps)."""
+    """Also (1/d)·‖∂L/∂stat‖₂ of the batch statistics and the input gradient through each (absolute
+    and relative to the direct path's); needs norms with ``record_live_stats`` (BatchNorm's
+    differentiable-ops path: slower steps)."""
 
 
 @register_diagnostic("bn_stats", BNStatsConfig)
@@ -118,14 +96,16 @@ class BNStatsHook(DiagnosticHook):
         self.pairs: list[tuple[int, str]] = []  # (layer index, statistic) measured
         self._resolved = False
         self._prev: Tensor | None = None
+        self._scale: Tensor | None = None  # each pair's per-channel unit of the relative distance
         self._prev_index = self._segment = self._channels = torch.zeros(0)
-        self._sum: Tensor | None = None
+        self._sum: Tensor | None = None  # the paper's distances, then ours (2 × pairs)
         self._count: Tensor | None = None  # recorded steps per pair (a layer's batch with n < 2 is left out)
         self._input_counts: dict[int, Tensor] = {}  # values per channel, for norms that do not record them
         self._recording = False
         self._grad_sums: dict[str, Tensor] = {}
         self._grad_sq_sums: dict[str, Tensor] = {}
         self._grad_counts: dict[str, int] = {}
+        self._out_probes: dict[int, Tensor] = {}  # per layer: its .grad is Σ (∂L/∂y)² per channel
 
     def setup(self, model: nn.Module) -> None:
         self.layers = [(name or "model", m) for name, m in model.named_modules() if hasattr(m, "record_stats")]
@@ -150,6 +130,9 @@ class BNStatsHook(DiagnosticHook):
                 zeros = getattr(module, "running_mean", None)
                 zeros = torch.zeros(module.num_features) if not isinstance(zeros, Tensor) else torch.zeros_like(zeros)
                 module.stat_probes = {s: zeros.clone().requires_grad_(True) for s in ("mean", "var")}
+            for i, (_, module) in enumerate(self.layers):
+                self._out_probes[i] = module.stat_probes["mean"].detach().clone().requires_grad_(True)
+                module.register_forward_hook(self._wrap_output(i), with_kwargs=True)
 
     def due(self, step: int) -> bool:
         return False  # nothing to do before the step but copy the running statistics
@@ -163,6 +146,17 @@ class BNStatsHook(DiagnosticHook):
         self._recording = bool(self.pairs) and self.on_cadence(step)
         if self._recording:  # one concatenated copy: a single kernel, whatever the number of layers
             self._prev = torch.cat([self._running(i, s).detach().reshape(-1) for i, s in self.pairs])
+            self._scale = torch.cat([self._unit(i, s) for i, s in self.pairs])
+
+    def _unit(self, i: int, stat: str) -> Tensor:
+        """Layer i's per-channel unit of ``stat``'s relative distance (`bn_stats_maths.REFERENCE`;
+        1 where the layer keeps no running statistic to measure it in)."""
+        module = self.layers[i][1]
+        ref, power = REFERENCE.get(stat, (stat, 1.0))
+        buffer = getattr(module, RUNNING_BUFFERS.get(ref, ""), None)
+        if not isinstance(buffer, Tensor):
+            return torch.ones_like(self._running(i, stat), dtype=torch.float64).reshape(-1)
+        return (buffer.detach().double() + float(getattr(module, "eps", 0.0))).pow(power).reshape(-1)
 
     def _running(self, i: int, stat: str) -> Tensor:
         return getattr(self.layers[i][1], RUNNING_BUFFERS[stat])
@@ -184,6 +178,23 @@ class BNStatsHook(DiagnosticHook):
                 return
             mask = args[1] if len(args) > 1 else kwargs.get("mask")
             self._input_counts[i] = input_count(args[0], mask, self._running(i, "var").numel())
+
+        return forward_hook
+
+    def _wrap_output(self, i: int):
+        """A forward hook that passes layer i's training output through `GradSquares` on recorded
+        steps: after backward, ``_out_probes[i].grad`` holds Σ (∂L/∂y)² per channel (real positions)."""
+
+        def forward_hook(module: nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> Any:
+            if not self._recording or not module.training or not isinstance(output, Tensor):
+                return None
+            mask = args[1] if len(args) > 1 else kwargs.get("mask")
+            seq = getattr(module, "layout", "NCHW") == "NTC"
+            w = mask.unsqueeze(-1).to(output.dtype) if seq and mask is not None else None
+            probe = self._out_probes[i]
+            if probe.device != output.device:
+                probe = self._out_probes[i] = probe.detach().to(output.device).requires_grad_(True)
+            return GradSquares.apply(output, probe, w, -1 if seq else 1)
 
         return forward_hook
 
@@ -228,12 +239,18 @@ class BNStatsHook(DiagnosticHook):
             unbiased(b.double(), counts[i].double()) if s in UNBIASED else b.double()  # type: ignore[union-attr]
             for (i, s), b in zip(self.pairs, stats)
         ]
-        prev = self._prev if len(self._prev_index) == len(self._prev) else self._prev[self._prev_index]
+        every = len(self._prev_index) == len(self._prev)
+        prev = self._prev if every else self._prev[self._prev_index]
+        scale = self._scale if every else self._scale[self._prev_index]  # type: ignore[index]
         diff = torch.cat([b.reshape(-1).to(device) for b in batch]) - prev.double()
-        sq = torch.zeros(len(self.pairs), dtype=torch.float64, device=device)
-        dists = sq.index_add_(0, self._segment, diff * diff).sqrt_() / self._channels  # (1/d)·‖·‖₂ per pair
+        rel = diff / scale.to(device)  # type: ignore[union-attr]
+        sq = torch.zeros(2, len(self.pairs), dtype=torch.float64, device=device)
+        sq[0].index_add_(0, self._segment, diff * diff)
+        sq[1].index_add_(0, self._segment, rel * rel)
+        # the paper's (1/d)·‖·‖₂, then ours sqrt((1/d)·Σ (·/unit)²), per pair
+        dists = torch.cat([sq[0].sqrt() / self._channels, (sq[1] / self._channels).sqrt()])
         valid = torch.stack([self._updated(counts.get(i), s, device) for i, s in self.pairs])
-        dists = torch.where(valid, dists, 0.0)  # no running update to compare with
+        dists = torch.where(valid.repeat(2), dists, 0.0)  # no running update to compare with
         if self._sum is None or self._count is None:
             self._sum, self._count = dists, valid.double()
         else:
@@ -242,7 +259,7 @@ class BNStatsHook(DiagnosticHook):
         for _, module in self.layers:
             module.last_stats = None  # stale statistics are never read twice
         self._input_counts = {}
-        self._prev = None
+        self._prev = self._scale = None
 
     @staticmethod
     def _updated(count: Tensor | None, stat: str, device: torch.device) -> Tensor:
@@ -258,14 +275,27 @@ class BNStatsHook(DiagnosticHook):
         no host sync)."""
         for i, (name, module) in enumerate(self.layers):
             probes = getattr(module, "stat_probes", None) or {}
+            direct = self._direct_grad(i) if recorded else None
             for stat, probe in probes.items():
                 if recorded and probe.grad is not None:
                     grad = probe.grad.detach().double()
                     self._add_grad(f"{name}/{stat}_grad", torch.linalg.vector_norm(grad) / probe.numel())
                     through = self._input_grad(i, stat, grad)
                     if through is not None:
-                        self._add_grad(f"{name}/{stat}_input_grad", through)
+                        self._add_grad(f"{name}/{stat}_input_grad_paper", through)
+                    if through is not None and direct is not None:  # 0/0 (no gradient at all) reads 0
+                        self._add_grad(f"{name}/{stat}_input_grad", through / direct.clamp_min(1e-300))
                 probe.grad = None
+            if i in self._out_probes:
+                self._out_probes[i].grad = None
+
+    def _direct_grad(self, i: int) -> Tensor | None:
+        """‖(γ/sqrt(σ²_B + eps))·∂L/∂y‖₂ of layer i this step (`bn_stats_maths.direct_input_grad`)."""
+        probe, var = self._out_probes.get(i), self._batch(i, "var")
+        if probe is None or probe.grad is None or var is None:
+            return None
+        module = self.layers[i][1]
+        return direct_input_grad(probe.grad, var, getattr(module, "weight", None), float(module.eps))
 
     def _add_grad(self, key: str, value: Tensor) -> None:
         for sums, v in ((self._grad_sums, value), (self._grad_sq_sums, value * value)):
@@ -275,31 +305,23 @@ class BNStatsHook(DiagnosticHook):
 
     def _input_grad(self, i: int, stat: str, grad: Tensor) -> Tensor | None:
         """‖∂L/∂x‖₂ over the layer's input of the part that flows through the batch statistic
-        (Shen et al. 2020, Fig. 3 as we read it: the gradient through σ_B): with n values per channel,
-        ∂μ_B/∂x = 1/n and ∂σ²_B/∂x = 2(x − μ_B)/n give per channel |g_μ|/√n and 2·|g_σ²|·σ_B/√n."""
+        (Shen et al. 2020, Fig. 3 as we read it: the gradient through σ_B; `input_grad_through`)."""
         n = self._values_per_channel(i)
-        if n is None:
-            return None
-        n = n.double().to(grad.device).clamp_min(1)
-        if stat == "mean":
-            return torch.linalg.vector_norm(grad) / n.sqrt()
-        var = self._batch(i, stat)
-        if var is None:
-            return None
-        return 2 * torch.linalg.vector_norm(grad * var.detach().double().to(grad.device).clamp_min(0).sqrt()) / n.sqrt()
+        return None if n is None else input_grad_through(stat, grad, self._batch(i, "var"), n)
 
     def epoch_end(self) -> dict[str, float]:
         out: dict[str, float] = {}
         if self._sum is not None and self._count is not None:  # under data parallelism: every rank's steps
-            per_rank = torch.stack([self._sum, self._count.to(self._sum).expand_as(self._sum)])
+            per_rank = torch.stack([self._sum, self._count.to(self._sum).repeat(2)])
             sums, steps = ranks_sum([per_rank])[0].tolist()
             first = self.pairs[0][0] if self.pairs else None
-            for (i, stat), total, n in zip(self.pairs, sums, steps):
-                if n == 0:
+            kinds = [("dist_paper", j, pair) for j, pair in enumerate(self.pairs)]
+            kinds += [("dist", len(self.pairs) + j, pair) for j, pair in enumerate(self.pairs)]
+            for kind, j, (i, stat) in kinds:
+                if steps[j] == 0 or sums[j] != sums[j]:  # no step recorded; NaN: an old checkpoint's
                     continue
-                out[f"{self.layers[i][0]}/{stat}_dist"] = total / n
-                if i == first:
-                    out[f"first_layer/{stat}_dist"] = total / n
+                names = [self.layers[i][0], "first_layer"] if i == first else [self.layers[i][0]]
+                out.update({f"{name}/{stat}_{kind}": sums[j] / steps[j] for name in names})
         keys = sorted(self._grad_sums)
         if keys:  # the ranks' sums, averaged (every rank records the same steps)
             sums = torch.stack([torch.stack([self._grad_sums[k] for k in keys]), self._grad_sq_sums_of(keys)])
@@ -332,10 +354,12 @@ class BNStatsHook(DiagnosticHook):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self._sum = state["sum"]
+        self._sum, pairs = state["sum"], len(state["pairs"])
+        if self._sum is not None and len(self._sum) == pairs:  # written before the relative distances
+            self._sum = torch.cat([self._sum, torch.full_like(self._sum, float("nan"))])
         count = None if state["count"] is None else torch.as_tensor(state["count"], dtype=torch.float64)
-        if count is not None and self._sum is not None:
-            count = count.expand_as(self._sum).clone()  # a count of steps shared by all pairs
+        if count is not None:
+            count = count.expand(pairs).clone()  # a count of steps shared by all pairs
         self._count = count
         self._grad_sums = dict(state["grad_sums"])
         self._grad_sq_sums = dict(state.get("grad_sq_sums", {}))

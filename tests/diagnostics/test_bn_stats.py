@@ -62,20 +62,26 @@ def test_two_steps_give_the_closed_form_distances_averaged_over_the_epoch() -> N
     want_mean = (dist(mu1, m0) + dist(mu2, m1)) / 2
     unbiased = n / (n - 1)  # the running variance averages n/(n-1)·σ²_B: so does the distance
     want_var = (dist([v * unbiased for v in s1], v0) + dist([v * unbiased for v in s2], v1)) / 2
-    assert out["0/mean_dist"] == pytest.approx(want_mean, rel=1e-12)
-    assert out["0/var_dist"] == pytest.approx(want_var, rel=1e-12)
-    assert out["first_layer/mean_dist"] == out["0/mean_dist"]
-    assert out["first_layer/var_dist"] == out["0/var_dist"]
+    assert out["0/mean_dist_paper"] == pytest.approx(want_mean, rel=1e-12)
+    assert out["0/var_dist_paper"] == pytest.approx(want_var, rel=1e-12)
+    assert out["first_layer/mean_dist_paper"] == out["0/mean_dist_paper"]
+    assert out["first_layer/var_dist_paper"] == out["0/var_dist_paper"]
     assert hook.epoch_end() == {}  # the accumulators start afresh each epoch
 
 
 def test_pure_distance_is_the_channel_averaged_euclidean_distance() -> None:
     a, b = torch.tensor([3.0, 0.0, 4.0, 0.0]), torch.zeros(4)
     assert float(stat_distance(a, b)) == pytest.approx(5.0 / 4)
-    assert compute({"mean": a, "var": a}, {"mean": b}) == {"mean_dist": pytest.approx(1.25)}
+    assert compute({"mean": a, "var": a}, {"mean": b}) == {"mean_dist_paper": pytest.approx(1.25)}  # no σ²: no unit
     # var: n/(n-1)·σ²_B against the running variance; it needs n
-    assert compute({"var": a}, {"var": b}, count=5) == {"var_dist": pytest.approx(1.25 * 5 / 4)}
-    assert compute({"var": a}, {"var": a * 5 / 4}, count=torch.tensor(5.0)) == {"var_dist": 0.0}
+    # ours beside it: the same difference in units of the running variance (+ eps), root mean square over channels
+    one = torch.ones(4)
+    want_rel = float((a * 5 / 4 - 1).square().mean().sqrt()) / (1 + 1e-5)
+    assert compute({"var": a}, {"var": one}, count=5) == {
+        "var_dist_paper": pytest.approx(float((a * 5 / 4 - 1).norm()) / 4),
+        "var_dist": pytest.approx(want_rel),
+    }
+    assert compute({"var": a}, {"var": a * 5 / 4}, count=torch.tensor(5.0)) == {"var_dist_paper": 0.0, "var_dist": 0.0}
     with pytest.raises(ValueError, match="count"):
         compute({"var": a}, {"var": b})
 
@@ -98,7 +104,7 @@ def test_cadence_records_only_the_due_steps_and_state_dict_resumes() -> None:
 
     whole, resumed = run(False), run(True)
     assert whole == resumed and set(whole) == {
-        f"{k}/{s}_dist" for k in ("norm1", "first_layer") for s in ("mean", "var")
+        f"{k}/{s}_{kind}" for k in ("norm1", "first_layer") for s in ("mean", "var") for kind in ("dist", "dist_paper")
     }
     # only steps 0 and 2 were recorded: compare with recording them by hand
     torch.manual_seed(0)
@@ -110,7 +116,7 @@ def test_cadence_records_only_the_due_steps_and_state_dict_resumes() -> None:
         m(x)
         if step % 2 == 0:
             dists.append(float(stat_distance(h.detach().mean((0, 2, 3)), prev)))
-    assert whole["norm1/mean_dist"] == pytest.approx(sum(dists) / 2, rel=1e-5)
+    assert whole["norm1/mean_dist_paper"] == pytest.approx(sum(dists) / 2, rel=1e-5)
 
 
 def test_models_without_running_statistics_log_nothing() -> None:
@@ -139,9 +145,11 @@ def test_padding_does_not_change_the_distances() -> None:
     assert distances(padded, mask) == pytest.approx(unpadded, rel=1e-12)
     # running statistics start at (0, 1): the distances are those of the batch moments from them,
     # the variance unbiased over the 12 real tokens
-    assert unpadded["0/mean_dist"] == pytest.approx(float(torch.tensor([1.0, 2.0, 0.5]).double().norm() / C), rel=1e-12)
+    assert unpadded["0/mean_dist_paper"] == pytest.approx(
+        float(torch.tensor([1.0, 2.0, 0.5]).double().norm() / C), rel=1e-12
+    )
     unbiased = torch.tensor([2.0, 0.5, 1.0], dtype=torch.float64) * 12 / 11
-    assert unpadded["0/var_dist"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
+    assert unpadded["0/var_dist_paper"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
 
 
 def drop_count(module: nn.Module) -> None:
@@ -180,8 +188,8 @@ def test_batch_variance_equal_to_the_running_one_in_the_unbiased_sense_is_at_dis
     norm(x, mask)
     hook.after_step(0)
     out = hook.epoch_end()
-    assert out["first_layer/var_dist"] == pytest.approx(0.0, abs=1e-15)
-    assert out["first_layer/mean_dist"] == pytest.approx(0.0, abs=1e-15)
+    assert out["first_layer/var_dist_paper"] == pytest.approx(0.0, abs=1e-15)
+    assert out["first_layer/mean_dist_paper"] == pytest.approx(0.0, abs=1e-15)
 
 
 def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_variance_not_the_mean() -> None:
@@ -198,11 +206,11 @@ def test_a_batch_with_fewer_than_two_real_tokens_is_left_out_of_the_variance_not
         train_step(hook, norm, step, x, mask)
     out = hook.epoch_end()
     unbiased = torch.tensor(var, dtype=torch.float64) * 8 / 7  # only step 0, from the initial (0, 1)
-    assert out["model/var_dist"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
+    assert out["model/var_dist_paper"] == pytest.approx(float((unbiased - 1).norm() / C), rel=1e-12)
     mu = torch.tensor(mean, dtype=torch.float64)
     step0 = mu.norm() / C  # from the initial running mean 0
     step1 = (x[0, 0].double() - MOMENTUM * mu).norm() / C  # the one token against the updated running mean
-    assert out["model/mean_dist"] == pytest.approx(float((step0 + step1) / 2), rel=1e-12)
+    assert out["model/mean_dist_paper"] == pytest.approx(float((step0 + step1) / 2), rel=1e-12)
 
 
 class LiveBatchNorm(Norm):
@@ -363,5 +371,5 @@ def test_input_gradient_through_each_statistic_matches_autograd(masked: bool) ->
         (y * crow).sum().backward()
         return float(xr.grad.norm())
 
-    assert out["0/var_input_grad"] == pytest.approx(through("var"), rel=1e-10)
-    assert out["0/mean_input_grad"] == pytest.approx(through("mean"), rel=1e-10)
+    assert out["0/var_input_grad_paper"] == pytest.approx(through("var"), rel=1e-10)
+    assert out["0/mean_input_grad_paper"] == pytest.approx(through("mean"), rel=1e-10)
