@@ -28,14 +28,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from normbench.analysis.evidence import BASE_COLUMNS, CHECK, CLAIM, FINAL, finite_diverged, rules_under, vouch_rows
+from normbench.analysis.evidence import honour_status as honour_status
 from normbench.analysis.provenance import git_record
 from normbench.analysis.rules_schema import Arm, CheckRule, ClaimRule, Rules, load_rules
 from normbench.analysis.runs import Run, check_seeds_only, config_matches, matching
 from normbench.base.errors import ConfigError
 from normbench.rules import variant
-
-BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")
-CLAIM, CHECK, FINAL = "claim:", "check:", "final:"
 
 Row = dict[str, Any]
 Measure = Callable[..., float]
@@ -86,7 +85,7 @@ def claim_columns(rule: ClaimRule) -> dict[str, str]:
 
 def selector_keys(rules: Rules) -> list[str]:
     """Every config key an arm or a check of ``rules`` selects on, sorted."""
-    selects = [arm.select for r in rules.claims for arm in (r.a, r.b)] + [c.select for c in rules.checks]
+    selects = [arm.select for r in rules.claims for arm in (r.a, r.b)] + [c.select for c in rules.measured_checks]
     return sorted({k for s in selects for k in s})
 
 
@@ -96,7 +95,7 @@ def _columns(rules: Rules | None, preset: str, runs: Sequence[Run]) -> list[str]
         cols += selector_keys(rules)
         cols += list(dict.fromkeys(c for r in rules.claims if judged_here(r.variants, preset)
                                    for c in claim_columns(r).values()))  # fmt: skip
-        cols += [f"{CHECK}{c.id}" for c in rules.checks if judged_here(c.variants, preset)]
+        cols += [f"{CHECK}{c.id}" for c in rules.measured_checks if judged_here(c.variants, preset)]
     return cols + sorted({FINAL + k for r in runs for k in _finals(r)})
 
 
@@ -150,7 +149,7 @@ def per_run_rows(preset: str, runs: Sequence[Run]) -> list[Row]:
             values = _values(members, runs, registered_measure(name, where), {**rules.params, **params}, worst)
             for run, value in zip(members, values, strict=True):
                 row_of[id(run)][column] = value
-    for check in (c for c in rules.checks if judged_here(c.variants, preset)):
+    for check in (c for c in rules.measured_checks if judged_here(c.variants, preset)):
         fn = registered_measure(check.measure, f"rules of {preset}, {check.id}")
         members = matching(runs, check.select)
         worst = math.inf if check.below is not None else -math.inf
@@ -216,9 +215,13 @@ def write_per_run(rows: Sequence[Row], path: str | Path) -> Path:
     return Path(path)
 
 
-def read_per_run(path: str | Path) -> list[Row]:
-    """The rows of a ``per_run.csv`` (`write_per_run`), typed as `per_run_rows` made them; a
-    `ConfigError` naming the file when it is not one."""
+def read_per_run(path: str | Path, preset: str | None = None, *, unfinished: bool = False) -> list[Row]:
+    """The rows of a ``per_run.csv`` (`write_per_run`), typed as `per_run_rows` made them, vouched
+    for by `vouch_rows` (``unfinished``: keep runs that ended neither finished nor diverged); a
+    `ConfigError` in one line naming the file and the bad value when it is not one. ``preset``:
+    each diverged run's measures set to their worst value under the rules the table was measured
+    with (`honour_status`); without it (or those rules), a diverged run with a finite measure is
+    refused."""
     try:
         with open(path, newline="") as f:
             table = list(csv.reader(f))
@@ -232,6 +235,21 @@ def read_per_run(path: str | Path) -> list[Row]:
         if len(cells) != len(columns):
             raise ConfigError(f"{path}:{number} has {len(cells)} cells, the header {len(columns)}")
     try:
-        return [{k: _value(k, v) for k, v in zip(columns, cells, strict=True)} for cells in table[1:]]
+        rows = [{k: _value(k, v) for k, v in zip(columns, cells, strict=True)} for cells in table[1:]]
     except ValueError as e:
         raise ConfigError(f"--per-run {str(path)!r} holds a cell that is not a number where one belongs: {e}") from None
+    vouch_rows(rows, str(path), columns, unfinished)
+    rules = rules_under(preset, str(rows[0]["rules_hash"])) if preset else None
+    if rules is None:
+        _no_finite_diverged(rows, str(path))
+        return rows
+    return honour_status(rows, rules)
+
+
+def _no_finite_diverged(rows: Sequence[Row], where: str) -> None:
+    """Without the rules, a diverged run's worst value is unknown: one holding another is refused."""
+    if found := finite_diverged(rows):
+        row, column = found
+        raise ConfigError(f"{where}: {row['source']} has status diverged but {column} = {row[column]!r}; a diverged "
+                          "run counts at its measure's worst value, which its preset's rules name: read the table "
+                          "with its preset")  # fmt: skip

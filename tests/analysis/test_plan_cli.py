@@ -26,12 +26,18 @@ RULES: dict[str, Any] = {
 }  # fmt: skip
 
 
+def use_rules(monkeypatch: pytest.MonkeyPatch, rules: dict[str, Any], digest: str = "toyhash") -> dict[str, Any]:
+    """``rules`` as every preset's rules, current under ``digest`` (whatever the hash helper is named)."""
+    monkeypatch.setattr(rules_schema, "load_rules_data", lambda preset, *_, **__: rules)
+    for name in ("rules_hash", "current_hash"):
+        if callable(getattr(rules_schema, name, None)):
+            monkeypatch.setattr(rules_schema, name, lambda preset: digest)
+    return rules
+
+
 @pytest.fixture
 def toy_rules(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    rules = dict(RULES)
-    monkeypatch.setattr(rules_schema, "load_rules_data", lambda preset: rules)
-    monkeypatch.setattr(rules_schema, "rules_hash", lambda preset: "toyhash")
-    return rules
+    return use_rules(monkeypatch, dict(RULES))
 
 
 def pilot_csv(path: Path, wall_s: float = 60.0) -> Path:
