@@ -137,7 +137,7 @@ def test_a_thread_count_beyond_the_cores_is_one_line(tmp_path, monkeypatch, caps
     assert code == 2
     assert error_lines(stderr) == [
         f"normbench: error: hardware.num_threads={value} is not allowed; hardware.num_threads must be "
-        f"in [1, {cores}] (this machine's {cores} cores), or null for torch's default"
+        f"in [1, {cores}] (this machine's {cores} cores), or null: the cores free at the start"
     ]
     assert not out.exists()
 

@@ -85,8 +85,37 @@ def test_backends_threads_and_determinism_are_applied_and_undone() -> None:
         hardware.configure_backends(HardwareConfig(cudnn_benchmark=True))
         assert not torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.benchmark
     finally:
-        torch.set_num_threads(threads)
         hardware.configure_backends(HardwareConfig())
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(
+    ("cores", "load1", "parallel", "expected"),
+    [(2, 0.1, False, 2), (2, 0.6, False, 1), (2, 2.2, False, 1), (16, 3.4, False, 13), (16, 40.0, False, 1),
+     (8, float("nan"), False, 8), (8, 0.0, True, 1)],
+)  # fmt: skip
+def test_default_threads_follow_the_free_cores(cores: int, load1: float, parallel: bool, expected: int) -> None:
+    assert hardware.default_num_threads(cores, load1, parallel) == expected
+
+
+def test_null_threads_take_the_free_cores_and_a_busy_machine_warns_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    threads = torch.get_num_threads()
+    monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
+    try:
+        monkeypatch.setattr(hardware, "load_now", lambda: (0.2, 0.2, 0.2))
+        hardware.configure_backends(HardwareConfig(device="cpu"))
+        assert torch.get_num_threads() == 2 and capsys.readouterr().err == ""
+        monkeypatch.setattr(hardware, "load_now", lambda: (9.0, 8.0, 7.0))
+        hardware.configure_backends(HardwareConfig(device="cpu"))
+        err = capsys.readouterr().err.strip().splitlines()
+        assert torch.get_num_threads() == 1
+        assert len(err) == 1 and "load is 9.0 on 2 cores" in err[0] and "1 thread " in err[0], err
+        hardware.configure_backends(HardwareConfig(device="cpu", num_threads=2))  # set: kept, still warned
+        assert torch.get_num_threads() == 2 and "2 threads" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(threads)
 
 
 # ---- bf16 autocast: every norm keeps float32 statistics -------------------------------------
