@@ -11,15 +11,28 @@ where the norm has none), and a token's scale is its root mean square over the C
 
 — exactly 1 − O(eps) for LN without affine and every token, 1 on average (over the tokens, in the
 mean-square sense) for BN with masked statistics, and about sqrt(positions / real tokens) for BN
-whose statistics count zero padding (its variance shrinks by the real tokens' share). Logged per
-norm layer, over the real tokens (an (N, T) padding mask passed to the norm; all positions when
-none is):
+whose statistics count zero padding (its variance shrinks by the real tokens' share).
 
-- ``<layer>/scale``: the mean of s_t over every real token;
+That absolute scale grows with the padding whatever the tokens hold, so two settings with
+different real-token shares are not comparable on it (issue 56). The scale-free version measures
+each channel in its own root mean square over the batch's real tokens,
+x̃_tc = x̂_tc / sqrt(mean_{real t} x̂_tc²), and s̃_t = sqrt(mean_c x̃_tc²): under masked statistics
+x̃ = x̂·sqrt((σ² + eps)/σ²) ≈ x̂ (the same numbers, up to eps), while counting padding no longer
+inflates every token by 1/sqrt(real share); what remains is how a token stands against the batch's
+other real tokens (e.g. the shift of the mean towards the padding). A batch with more padding but
+the same real tokens, centred, has the same s̃ when padding is counted.
+
+Logged per norm layer, over the real tokens (an (N, T) padding mask passed to the norm; all
+positions when none is):
+
+- ``<layer>/scale``: the mean of s̃_t over every real token (scale-free; before issue 56 this key
+  held the absolute s_t's mean, now ``scale_abs``);
 - ``<layer>/scale_long`` and ``<layer>/scale_short``: the same over the tokens of the batch's
   longer half and its shorter half of sentences (sentences sorted by real length, ties by
   position in the batch; the middle one is left out when N is odd);
-- ``first_layer/…`` the three of the first norm (the encoder's first, in normbench's Transformer),
+- ``<layer>/scale_abs``, ``scale_long_abs``, ``scale_short_abs``: the same three of the absolute
+  s_t (the identity above: BN counting zero padding puts real tokens above unit scale);
+- ``first_layer/…`` the six of the first norm (the encoder's first, in normbench's Transformer),
   and ``padding_share``: the fraction of the (N, T) positions that are padding, from the first
   layer's mask.
 
@@ -66,17 +79,27 @@ def halves(lengths: Tensor) -> tuple[Tensor, Tensor]:
     return order[:half], order[lengths.numel() - half :]
 
 
+def channel_relative(x_hat: Tensor, real: Tensor) -> Tensor:
+    """x̃ = x̂ / sqrt(mean over the real tokens of x̂²), per channel (last axis) of an (N, T, C)
+    output with its (N, T) boolean mask of real tokens; a channel that is 0 at every real token
+    stays 0."""
+    rms = x_hat[real].pow(2).mean(0).sqrt()
+    return x_hat / torch.where(rms > 0, rms, torch.ones_like(rms))
+
+
 def scale_by_length(x_hat: Tensor, mask: Tensor | None, sentences: bool = True) -> dict[str, float]:
-    """``scale``, ``scale_long``, ``scale_short`` (see the module) of an (N, T, C) normalized output
-    with its (N, T) mask (True = real token; None = every position real). The long and short
-    halves are left out for a batch of one sentence, and when not ``sentences`` (images)."""
-    s = token_scales(x_hat)  # (N, T)
-    real = torch.ones_like(s, dtype=torch.bool) if mask is None else mask.bool()
-    out = {"scale": float(s[real].mean())}
-    if sentences and s.shape[0] > 1:
-        short, long = halves(real.sum(1))
-        out["scale_short"] = float(s[short][real[short]].mean())
-        out["scale_long"] = float(s[long][real[long]].mean())
+    """``scale``, ``scale_long``, ``scale_short`` (scale-free, `channel_relative`) and the same with
+    ``_abs`` (see the module) of an (N, T, C) normalized output with its (N, T) mask (True = real
+    token; None = every position real). The long and short halves are left out for a batch of one
+    sentence, and when not ``sentences`` (images)."""
+    real = torch.ones(x_hat.shape[:-1], dtype=torch.bool, device=x_hat.device) if mask is None else mask.bool()
+    out = {}
+    for suffix, s in (("", token_scales(channel_relative(x_hat, real))), ("_abs", token_scales(x_hat))):  # (N, T)
+        out[f"scale{suffix}"] = float(s[real].mean())
+        if sentences and s.shape[0] > 1:
+            short, long = halves(real.sum(1))
+            out[f"scale_short{suffix}"] = float(s[short][real[short]].mean())
+            out[f"scale_long{suffix}"] = float(s[long][real[long]].mean())
     return out
 
 

@@ -117,7 +117,8 @@ def bn_padding(root: Path) -> None:
             cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
                    "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
             scale = (1.3 if arm == "bn_padded_mixed" else 1.0) + 0.01 * seed
-            rows = [{"step": s, "token_scale/first_layer/scale": scale, "token_scale/first_layer/scale_short": scale
+            rows = [{"step": s, "token_scale/first_layer/scale": scale, "token_scale/first_layer/scale_abs": scale,
+                     "token_scale/first_layer/scale_short": scale
                      + 0.02, "token_scale/first_layer/scale_long": scale - 0.01 * (1 + seed % 3),
                      "token_scale/padding_share": (0.05 if bucketed else 0.5) + 0.01 * (s % 30) / 10}
                     for s in range(0, 200, 10)]  # fmt: skip
@@ -152,6 +153,25 @@ def rmsnorm_time(root: Path) -> None:
 
 
 RMS_SPEED = {"ln": 100.0, "rms": 130.0, "prms": 90.0}
+JITTER = 0.002
+"""Every logged value of job ``j`` is scaled by ``1 + JITTER * j`` (`jittered`)."""
+
+
+def jittered(write: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``write``, then every job's logged values (not its step or epoch) scaled by ``1 + JITTER * j``:
+    the writers give different arms the same made-up curves, which the figure checker would rightly
+    call one series hidden under another; real arms never log the very same numbers."""
+
+    def write_jittered(root: Path) -> None:
+        write(root)
+        for j, metrics in enumerate(sorted(root.glob("*/metrics.jsonl"))):
+            rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+            rows = [{k: v * (1 + JITTER * j) if isinstance(v, float) and k not in ("step", "epoch") else v
+                     for k, v in r.items()} for r in rows]  # fmt: skip
+            metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    return write_jittered
+
 
 PRESET_RUNS: dict[str, Callable[[Path], None]] = {
     "santurkar_vgg": santurkar,
@@ -186,3 +206,4 @@ PRESET_RUNS: dict[str, Callable[[Path], None]] = {
     "ln_axes": translation({"ln": 20.0, "ln_sample": 15.0, "in": 24.0}, "encoder", once=False),
 }
 """How to write each preset's synthetic runs (the keys: `normbench.analysis.FIGURES`)."""
+PRESET_RUNS = {preset: jittered(write) for preset, write in PRESET_RUNS.items()}

@@ -176,7 +176,8 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
                 rows[0]["bn_stats/first_layer/var_dist"] = dist * (1 + 0.1 * seed)
             scale = (1.4 if arm == "bn_padded_mixed" else 1.0) + 0.01 * seed
             rows += [
-                {"step": step, "token_scale/first_layer/scale": scale + 0.1 * (step == 20),
+                {"step": step, "token_scale/first_layer/scale_abs": scale + 0.1 * (step == 20),
+                 "token_scale/first_layer/scale": 1.0,
                  "token_scale/first_layer/scale_short": scale + gap / 2 + 0.01 * seed * (step == 10),
                  "token_scale/first_layer/scale_long": scale - gap / 2,
                  "token_scale/padding_share": 0.1 if bucketed else 0.5}
