@@ -8,7 +8,10 @@
 - a title, axis label, figure title or legend cut at the figure's edge, or two of the titles and
   axis labels over each other;
 - a legend over the data it labels (a data point of its axes, or a point along one of its
-  lines, inside the legend's box).
+  lines, inside the legend's box);
+- what `normbench.analysis.figure_lint` checks: text over bands, bars, markers or lines, hidden
+  series and styles the text names but nothing draws, few-point lines without markers, empty
+  panels and canvases, raw keys and e-notation, one colour meaning two things.
 
 Each problem is one line naming the panel (its title, else its position) and what is wrong.
 """
@@ -26,6 +29,8 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
+
+from normbench.analysis.figure_lint import lint_figure
 
 TEXT_PANEL = "_normbench_text_panel"
 """The attribute `mark_text_panel` sets on an axes that holds text only (no data by design)."""
@@ -242,4 +247,7 @@ def check_figure(fig: Figure) -> list[str]:
     renderer = fig.canvas.get_renderer()
     out = [p for i, ax in enumerate(fig.axes) for p in axes_problems(ax, i, renderer)]
     out += [f"{what} is cut at the figure's edge" for what in cut_texts(fig, renderer)]
-    return out + [f"{pair} overlap" for pair in overlapping_texts(fig, renderer)]
+    out += [f"{pair} overlap" for pair in overlapping_texts(fig, renderer)]
+    legend_lines = {p.split(": the legend covers")[0] for p in out if ": the legend covers" in p}
+    return out + [p for p in lint_figure(fig, renderer)
+                  if not (": the legend covers" in p and p.split(": the legend covers")[0] in legend_lines)]

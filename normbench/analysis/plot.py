@@ -26,7 +26,8 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from normbench.analysis.claims import Claim, write_claims  # noqa: E402
-from normbench.analysis.figure_checks import check_figure, covered_points  # noqa: E402
+from normbench.analysis.figure_checks import check_figure  # noqa: E402
+from normbench.analysis.figure_lint import FEW_POINTS, covers  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 from normbench.base.errors import ConfigError  # noqa: E402
 
@@ -122,6 +123,7 @@ def seed_curve(
         if fill and matrix.shape[0] > 1:
             ax.vlines(xs, lo, hi, color=color, alpha=0.5)
     elif ax is not None and len(xs):
+        marker = marker or ("o" if len(xs) < FEW_POINTS else None)  # a few points joined: show where they are
         ax.plot(xs, med, color=color, label=label, linestyle=linestyle, marker=marker, markersize=3)
         if fill and matrix.shape[0] > 1:
             ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
@@ -295,7 +297,7 @@ LEGEND_SPOTS = ("upper right", "upper left", "lower left", "lower right", "cente
 
 
 def place_legends(fig: Figure) -> None:
-    """Each axes' legend that covers a data point (`figure_checks.covered_points`) goes to the first
+    """Each axes' legend that covers its drawing (`figure_lint.covers`: a point, line, bar or band) goes to the first
     of `LEGEND_SPOTS` where it covers none, else outside the axes on the right, the figure widened
     by the legend's width and the layout redone. Run on the final layout: positions are in pixels."""
     for _ in range(2):  # a legend moved outside shrinks the axes: look once more
@@ -303,11 +305,11 @@ def place_legends(fig: Figure) -> None:
         renderer, moved = fig.canvas.get_renderer(), 0.0
         for ax in fig.axes:
             legend = ax.get_legend()
-            if legend is None or not covered_points(ax, legend, renderer):
+            if legend is None or not covers(ax, legend.get_window_extent(renderer)):
                 continue
             for spot in LEGEND_SPOTS:
                 legend.set_loc(spot)
-                if not covered_points(ax, legend, renderer):
+                if not covers(ax, legend.get_window_extent(renderer)):
                     break
             else:
                 legend.set_loc("upper left")

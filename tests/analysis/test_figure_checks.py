@@ -26,7 +26,7 @@ from tests.analysis.test_leaderboard import write_job
 def two_panels(empty: bool = False):
     """Two panels, a curve in the first; the second ("other") empty or with two points."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(8.0, 3.0))
-    a.plot([0, 1, 2], [1.0, 2.0, 3.0])
+    a.plot([0, 1, 2, 3, 4], [1.0, 2.0, 3.0, 3.5, 3.8])  # 5 points: a curve, no markers needed
     a.set_title("curve")
     b.set_title("other")
     if not empty:
@@ -44,8 +44,8 @@ def test_an_empty_panel_fails_unless_turned_off_or_marked_text() -> None:
     (nan,) = b.plot([0, 1], [np.nan, np.nan])  # a curve of NaNs draws nothing either
     assert "panel 'other': no data drawn" in check_figure(fig)[0]
     nan.remove()
-    b.axis("off")
-    assert check_figure(fig) == []
+    b.axis("off")  # no empty panel any more, but half the canvas is blank (issue 57)
+    only(check_figure(fig), "of the canvas is empty")
     b.axis("on")
     b.text(0.5, 0.5, "3 of 5 runs diverged", ha="center")
     mark_text_panel(b)
