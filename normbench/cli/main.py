@@ -17,21 +17,22 @@ from omegaconf import DictConfig, open_dict
 from normbench.base.errors import ConfigError, RecordsVanished, RunInterrupted, is_environment_error, signal_name
 from normbench.base.output import error_line, info
 from normbench.cli.help import list_groups_on_demand
-from normbench.cli.store import register_configs
+from normbench.cli.store import config_dir, register_configs
 from normbench.run.loop.interrupts import STOP_SIGNALS
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
+def load_configs() -> None:
+    """The plugins imported (`normbench.base.plugins`) and every schema stored, before Hydra composes
+    anything; a plugin that fails to import is one line and exit 2."""
+    from normbench.base.plugins import PluginError
 
-def config_dir() -> str:
-    """``conf/`` beside the package in a checkout; the copy packed into the wheel otherwise."""
-    for candidate in (PACKAGE_DIR.parent / "conf", PACKAGE_DIR / "_conf"):
-        if (candidate / "config.yaml").is_file():
-            return str(candidate)
-    raise FileNotFoundError(f"normbench's conf/ not found beside {PACKAGE_DIR}")
-
-
-register_configs()
+    try:
+        register_configs(config_dir())
+    except PluginError as e:
+        if full_error():
+            raise
+        error_line(str(e))
+        sys.exit(2)
 
 
 @hydra.main(version_base="1.3", config_path=config_dir(), config_name="config")
@@ -126,6 +127,9 @@ def full_error() -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1"
 
 
+load_configs()
+
+
 SUBMITIT_LAUNCHERS = ("slurm", "submitit_slurm", "submitit_local", "submitit_slurm_resume", "submitit_local_resume")
 """``hydra/launcher`` choices that need the ``slurm`` extra (Hydra's submitit launcher plugin)."""
 
@@ -193,7 +197,12 @@ def cli() -> Any:
     if VERSION_FLAGS & set(sys.argv[1:]):  # Hydra's own --version would name Hydra's version only
         print(version_line())
         return None
+    from normbench.cli.recorded import with_recorded_overrides
+
     try:
+        sys.argv[1:], taken = with_recorded_overrides(sys.argv[1:])  # Hydra reads sys.argv
+        if taken:
+            info(f"[normbench] resuming with the run's recorded overrides: {' '.join(taken)}")
         check_modes(sys.argv[1:])
         check_launcher(sys.argv[1:])
         check_overrides(sys.argv[1:], config_dir())

@@ -110,16 +110,17 @@ def _parallel_local_sweep() -> bool:
 
 
 def configure_backends(cfg: HardwareConfig) -> None:
-    """Threads (on CPU, `default_num_threads` unless ``num_threads`` is set; one warning when the
-    machine is busier than its cores), cuDNN autotuning and deterministic algorithms, process-wide."""
+    """Threads (on CPU, `default_num_threads` unless ``num_threads`` is set, with one warning when
+    the machine is busier than its cores), cuDNN autotuning and deterministic algorithms, process-wide."""
     threads = cfg.num_threads
     if device_type(cfg) == "cpu":
         cores, load1 = usable_cores(), load_now()[0]
-        threads = threads or default_num_threads(cores, load1, _parallel_local_sweep())
-        if load1 > cores + QUIET_MARGIN:
-            many = "s" * (threads > 1)
-            warn(f"the machine's 1-minute load is {load1:.1f} on {cores} cores: this run gets less than its "
-                 f"{threads} thread{many} and its timings are not quiet (hardware.num_threads sets them)")  # fmt: skip
+        if threads is None:  # chosen here: say so when the machine is busier than its cores
+            threads = default_num_threads(cores, load1, _parallel_local_sweep())
+            if load1 > cores + QUIET_MARGIN:
+                plural = "s" * (threads > 1)
+                warn(f"the machine's 1-minute load is {load1:.1f} on {cores} cores: this run takes {threads} "
+                     f"thread{plural} and its timings are not quiet (hardware.num_threads sets them)")  # fmt: skip
     if threads:
         torch.set_num_threads(threads)
     torch.backends.cudnn.benchmark = cfg.cudnn_benchmark

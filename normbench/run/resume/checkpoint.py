@@ -76,6 +76,8 @@ FORMAT_VERSION = 1
 VOLATILE_KEYS = ("resume", "logger", "checkpoint")
 """Top-level config keys that may change between a run and its resume (how it is logged and
 saved); every other key must match the checkpoint's."""
+NEUTRAL_KEYS = ("hardware.num_threads",)
+"""Settings that cannot change a result and may differ on a resume (the segment records them)."""
 RECORD_ONLY_KEYS = ("hardware.resolved",)
 """Keys that checkpoints of earlier versions hold but the config no longer has (what ran is in
 the logged config and the summary)."""
@@ -185,7 +187,7 @@ def config_difference(saved: Mapping[str, Any], current: Mapping[str, Any], pref
         if not prefix and key in VOLATILE_KEYS:
             continue
         name = f"{prefix}{key}"
-        if name in RECORD_ONLY_KEYS:
+        if name in RECORD_ONLY_KEYS or name in NEUTRAL_KEYS:
             continue
         if key not in saved:
             return f"{name} is new here (={current[key]!r})"

@@ -1,0 +1,65 @@
+"""``normbench resume=true hydra.run.dir=R`` alone resumes the run in ``R`` as it was started.
+
+Hydra composes a config from the command line only, so a run started with overrides
+(``experiment=quickstart dataset.root=… norm=gn``) would be resumed with the defaults and refused
+as "another configuration". `with_recorded_overrides` puts the run's own overrides, as Hydra
+recorded them in ``R/.hydra/overrides.yaml`` (the accepted run's copy in ``.hydra/trained/`` first),
+before those of the command line; a key given on the command line wins, so a setting that cannot
+change a result (``hardware.num_threads``, the logger) may differ, and the checkpoint's check
+(`normbench.run.resume.checkpoint.config_difference`) refuses every other difference in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from normbench.base.errors import ConfigError
+
+RECORDED = (Path(".hydra") / "trained" / "overrides.yaml", Path(".hydra") / "overrides.yaml")
+"""Where a run directory keeps the overrides it was started with, the accepted run's copy first."""
+
+
+def override_key(arg: str) -> str:
+    """The key an override sets: ``+a.b=1`` → ``a.b``, ``~x`` → ``x``, ``norm=gn`` → ``norm``."""
+    return arg.split("=", 1)[0].lstrip("+~")
+
+
+def _value(args: Sequence[str], key: str) -> str | None:
+    found = [a.split("=", 1)[1] for a in args if "=" in a and override_key(a) == key]
+    return found[-1] if found else None
+
+
+def recorded_overrides(run_dir: Path) -> list[str] | None:
+    """The overrides ``run_dir``'s run was started with, None when it recorded none."""
+    for name in RECORDED:
+        path = run_dir / name
+        if path.is_file():
+            try:
+                found = yaml.safe_load(path.read_text())
+            except (OSError, yaml.YAMLError) as e:
+                raise ConfigError(f"resume=true: {path} cannot be read ({type(e).__name__}); "
+                                  "give the run's overrides on the command line") from None  # fmt: skip
+            if not isinstance(found, list) or not all(isinstance(a, str) for a in found):
+                raise ConfigError(f"resume=true: {path} is not a list of overrides; give the run's overrides "
+                                  "on the command line")  # fmt: skip
+            return found
+    return None
+
+
+def with_recorded_overrides(args: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``args`` with the recorded overrides of the run it resumes put first (those whose key the
+    command line does not set), and the overrides taken; ``args`` unchanged outside a single run's
+    ``resume=true hydra.run.dir=R``."""
+    args = list(args)
+    if any(a in ("-m", "--multirun") for a in args) or (_value(args, "resume") or "").lower() != "true":
+        return args, []
+    run_dir = _value(args, "hydra.run.dir")
+    recorded = recorded_overrides(Path(run_dir)) if run_dir else None
+    if not recorded:
+        return args, []
+    given = {override_key(a) for a in args if "=" in a or a.startswith("~")}
+    taken = [a for a in recorded if override_key(a) not in given and override_key(a) != "resume"]
+    return [*taken, *args], taken
