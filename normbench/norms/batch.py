@@ -174,6 +174,10 @@ class BatchNorm(Norm):
         """Batch Renormalization's correction for this step (None: plain BatchNorm)."""
         return None
 
+    def ema_momentum(self, momentum: float) -> float | Tensor:
+        """The weight of this batch in the running estimates' update (Batch Renorm bias-corrects it)."""
+        return momentum
+
     def post_affine(self, y: Tensor, w: Tensor | None) -> Tensor:
         """What follows the affine in training (noisy BatchNorm adds its noise here)."""
         return y
@@ -208,8 +212,9 @@ class BatchNorm(Norm):
             y, mean, var, n = BF.batch_norm_fused(NF.upcast(x2), w, *params, self.renorm())
         mean, var, n = mean.detach(), var.detach(), n.detach()
         self._record(mean, var, n)
-        BF.ema_update(self.running_mean, mean, momentum, n > 0)
-        BF.ema_update(self.running_var, BF.unbiased(var, n), momentum, n > 1)
+        weight = self.ema_momentum(momentum)
+        BF.ema_update(self.running_mean, mean, weight, n > 0)
+        BF.ema_update(self.running_var, BF.unbiased(var, n), weight, n > 1)
         return self.post_affine(y.reshape(x.shape), NF.token_weights(mask, y.dtype)).to(x.dtype)
 
     @torch.no_grad()
@@ -261,6 +266,11 @@ class BatchRenormConfig(BatchNormConfig):
     """Update rate of the running averages in the paper's experiments."""
     r_max: float = 3.0
     d_max: float = 5.0
+    debias: bool = True
+    """Bias-corrected running averages (Adam-style): the t-th batch enters with weight
+    momentum/(1 − (1 − momentum)^t), so the estimates are averages of the batches seen, with no
+    share left of their 0 / 1 start (momentum 0.01: 85 % of it is left after 16 steps without).
+    Off: torch's plain EMA, as before issue 56."""
     warmup_steps: int | None = None
     """Plain BatchNorm (r_max = 1, d_max = 0) for this many training steps (when set,
     ``warmup_fraction`` is not used)."""
@@ -290,10 +300,16 @@ class BatchRenorm(BatchNorm):
     r = clip(σ_B/σ, 1/r_max, r_max), d = clip((μ_B − μ)/σ, −d_max, d_max), σ = sqrt(running
     variance + eps), μ the running mean, both taken before this step's update; r and d are
     constants for the backward. Evaluation: (x − μ)/σ·γ + β, as BatchNorm. The running
-    estimates are EMAs of μ_B and of the unbiased σ²_B, exactly as in ``bn`` (the paper keeps an
-    EMA of σ_B; the variance EMA makes ``brn`` with r_max = 1, d_max = 0 equal to ``bn``, also in
-    evaluation). Schedule of the paper's experiments: plain BatchNorm for 5000 steps, then r_max
-    grows linearly to 3 at step 40k and d_max to 5 at step 25k; here each of the three points is a
+    estimates are EMAs of μ_B and of the unbiased σ²_B, as in ``bn`` (the paper keeps an EMA of
+    σ_B; the variance EMA makes ``brn`` with r_max = 1, d_max = 0, ``debias=False`` equal to
+    ``bn``, also in evaluation), bias-corrected by default (``debias``, issue 56): the t-th batch
+    enters with weight momentum/(1 − (1 − momentum)^t) (t = ``num_batches_tracked``, this batch
+    included), which keeps each estimate the (1 − momentum)^k-weighted average of the batches seen,
+    with no share of the 0 / 1 start, so that r and d correct towards the batches' own statistics
+    when the warm-up ends, however short the warm-up is against the EMA's time constant
+    1/momentum (the leaderboard's 16-step warm-up at momentum 0.01 left 85 % of the start).
+    Schedule of the paper's experiments: plain BatchNorm for 5000 steps, then r_max grows linearly
+    from 1 to 3 at step 40k and d_max from 0 to 5 at step 25k; here each of the three points is a
     step count or a fraction of the run's steps (default 5 %, 40 %, 25 %), planned by
     `plan_schedule` (`normbench.norms.schedule`; until then the warm-up does not end).
     """
@@ -316,6 +332,7 @@ class BatchRenorm(BatchNorm):
         r_max_fraction: float | None = RAMP_FRACTIONS["r_max"],
         d_max_fraction: float | None = RAMP_FRACTIONS["d_max"],
         momentum: float = 0.01,
+        debias: bool = True,
         **kw,
     ) -> None:
         if r_max < 1 or d_max < 0:
@@ -328,7 +345,7 @@ class BatchRenorm(BatchNorm):
         # the fractions that plan_schedule turns into steps (None where the step count was given)
         self.fractions = {p: schedule.checked(c, f, f"{p}_steps", f"{p}_fraction") for p, (c, f) in given.items()}
         super().__init__(num_features, momentum=momentum, **kw)
-        self.r_max, self.d_max = r_max, d_max
+        self.r_max, self.d_max, self.debias = r_max, d_max, debias
         self.warmup_steps, self.r_max_steps, self.d_max_steps = warmup_steps, r_max_steps, d_max_steps
 
     def plan_schedule(self, total_steps: int) -> None:
@@ -348,6 +365,13 @@ class BatchRenorm(BatchNorm):
         d_ramp = BF.linear_ramp(step, at["warmup_steps"], at["d_max_steps"])
         return 1 + (self.r_max - 1) * r_ramp, self.d_max * d_ramp
 
+    def ema_momentum(self, momentum: float) -> float | Tensor:
+        """momentum/(1 − (1 − momentum)^t) with ``debias`` (t: this batch's count; a tensor, read on
+        the device), else ``momentum``."""
+        if not self.debias or momentum >= 1:
+            return momentum
+        return BF.debiased_momentum(momentum, self.num_batches_tracked)
+
     def renorm(self) -> BF.Renorm:
         r_max, d_max = self.limits(BF.snapshot(self.num_batches_tracked))
         dtype = self.running_var.dtype
@@ -356,4 +380,5 @@ class BatchRenorm(BatchNorm):
 
     def extra_repr(self) -> str:
         steps = ", ".join(f"{k}={v}" for k, v in self.planned_steps().items())
-        return f"{super().extra_repr()}, r_max={self.r_max}, d_max={self.d_max}, {steps}"
+        debias = "" if self.debias else ", debias=False"
+        return f"{super().extra_repr()}, r_max={self.r_max}, d_max={self.d_max}{debias}, {steps}"

@@ -85,10 +85,21 @@ def unbiased(var: Tensor, n: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def ema_update(running: Tensor, value: Tensor, momentum: float, valid: Tensor) -> None:
+def ema_update(running: Tensor, value: Tensor, momentum: float | Tensor, valid: Tensor) -> None:
     """running ← (1 − momentum)·running + momentum·value, only where ``valid`` (a bool tensor):
-    a batch with too few real positions leaves the running estimate as it was."""
-    running.copy_(torch.where(valid, running.lerp(value.to(running.dtype), momentum), running))
+    a batch with too few real positions leaves the running estimate as it was. ``momentum`` a
+    number or a 0-dim tensor (`debiased_momentum`)."""
+    weight = momentum.to(running.dtype) if isinstance(momentum, Tensor) else momentum
+    running.copy_(torch.where(valid, running.lerp(value.to(running.dtype), weight), running))
+
+
+def debiased_momentum(momentum: float, t: Tensor) -> Tensor:
+    """momentum/(1 − (1 − momentum)^t): the weight of the t-th batch (t ≥ 1, a tensor: no host
+    sync) in a bias-corrected EMA. Updating in place with it keeps the estimate equal to Adam's
+    bias-corrected m_t/(1 − (1 − momentum)^t) of a zero-started EMA: the (1 − momentum)^k-weighted
+    average of the t batches (1 at t = 1: the first batch replaces the start)."""
+    decay = (1.0 - momentum) ** t.double().clamp_min(1)
+    return momentum / (1.0 - decay)
 
 
 def snapshot(buffer: Tensor) -> Tensor:

@@ -141,8 +141,10 @@ def test_recorded_stats_and_composed_path_match_fused(name: str, layout: str) ->
 
 
 def test_brn_with_r_max_1_d_max_0_equals_bn() -> None:
+    """Also in evaluation, with torch's plain EMA (``debias=False``; the default bias-corrected one
+    differs from BN's on purpose: tests/norms/test_brn_tracking.py)."""
     bn = with_params(build_norm("bn", C, "NTC", momentum=0.3))
-    brn = with_params(build_norm("brn", C, "NTC", momentum=0.3, r_max=1.0, d_max=0.0, warmup_steps=0))
+    brn = with_params(build_norm("brn", C, "NTC", momentum=0.3, r_max=1.0, d_max=0.0, warmup_steps=0, debias=False))
     for step in range(4):
         x, mask = seq_batch(seed=step)
         for m in (bn, brn):
