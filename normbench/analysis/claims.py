@@ -20,22 +20,31 @@ rebuilt from ``per_run.csv`` alone (`judge_rows`); `judge` is `judge_rows` on th
 Checks (``checks`` in a rules file) are conditions on the setup, fixed before the runs (a positive
 control, a plateau): *passed* when every selected run's measure is below the declared bound (or
 above it). When a check of the variant fails or selects no run, no claim of the variant gets a
-verdict: each reads "not judged: setup check failed (…)", its numbers kept. A claim marked
-``full_scale_only`` is not judged in the ``_cpu`` variant and stays out of its Holm family. Runs
-with the rules' pilot seeds are refused: pilots size an experiment, they do not confirm it.
+verdict: each reads "not judged: setup check failed (…)", its numbers kept. Runs with the rules'
+pilot seeds are refused: pilots size an experiment, they do not confirm it.
+
+Issue 56 (`normbench.analysis.verdicts`): every claim whose arms ran with at least ``min_seeds``
+values each is judged, ``full_scale_only`` or not (that key only documents what the CPU plan does
+not size); a claim is *not judged* with a ``reason`` (`verdicts.REASONS`): its arms selected no
+rows (``not_run``), too few (``too_few_seeds``), seeds of an earlier attempt (``seeds_reused``), a
+setup check failed (``check_failed``) or an arm failed its learning bound (``did_not_learn``,
+qualifier "<arm> did not learn"). Not-judged claims keep their numbers but stay out of the Holm
+family. Beside each verdict: the effect of interest, the difference detectable at the family's
+Holm level α/m, the plan's, a qualifier, the minimum-effect test's p and whether the runs are
+confirmatory. Rows are judged under the rules their ``rules_hash`` names, current or superseded
+(`normbench.rules.superseded_rules`); claims judged under superseded rules are never confirmatory.
 """
 
 from __future__ import annotations
 
-import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import numpy as np
-
+from normbench.analysis.claims_csv import CSV_FIELDS as CSV_FIELDS
+from normbench.analysis.claims_csv import claims_markdown as claims_markdown
+from normbench.analysis.claims_csv import csv_row as csv_row
+from normbench.analysis.claims_csv import write_claims as write_claims
 from normbench.analysis.per_run import MEASURES as MEASURES
 from normbench.analysis.per_run import Row, check_column, claim_columns, judged_here, per_run_rows, select_rows
 from normbench.analysis.per_run import measure as measure
@@ -47,11 +56,23 @@ from normbench.analysis.stats import (
     ArmSummary,
     Comparison,
     compare,
+    detectable_difference,
     directional_verdict,
     equivalence_verdict,
     holm,
+    p_min_effect,
     summarize_arm,
     two_sided_verdict,
+)
+from normbench.analysis.verdicts import (
+    CHECK_FAILED,
+    DID_NOT_LEARN,
+    NOT_RUN,
+    SEEDS_REUSED,
+    TOO_FEW_SEEDS,
+    arm_learning,
+    confirmatory,
+    qualifier,
 )
 from normbench.base.errors import ConfigError
 from normbench.rules import variant
@@ -82,6 +103,16 @@ class Claim:
     rules_hash: str = ""
     short: str = ""
     """The claim's short name (forest plots, the findings page); a check's: its id."""
+    effect: float | None = None
+    """The effect of interest E (the rules' ``effect.value``; an equivalence claim's: its margin)."""
+    detectable_adj: float = math.nan
+    """The difference detectable with 80 % power at the family's Holm level α/m."""
+    detectable_planned: float | None = None
+    qualifier: str = ""
+    reason: str = ""
+    """Why a claim is not judged (`normbench.analysis.verdicts.REASONS`); empty when judged."""
+    p_min_effect: float = math.nan
+    confirmatory: bool = False
 
     @property
     def measured(self) -> str:
@@ -117,27 +148,88 @@ def judge(preset: str, runs: Sequence[Run], pilot: bool = False) -> list[Claim]:
     return judge_rows(preset, per_run_rows(preset, runs), pilot)
 
 
-def judge_rows(preset: str, rows: Sequence[Row], pilot: bool = False) -> list[Claim]:
+def judge_rows(preset: str, rows: Sequence[Row], pilot: bool = False, earlier_seeds: Iterable[int] = ()) -> list[Claim]:
     """`judge` from the per-run table (`normbench.analysis.per_run.per_run_rows`, or a
-    ``per_run.csv`` read back): the claims in the rules' order, then the checks."""
-    rules = load_rules(preset)
+    ``per_run.csv`` read back), under the rules the rows' ``rules_hash`` names: the claims in the
+    rules' order, then the checks. ``earlier_seeds``: seeds of earlier attempts (a claim resting
+    on one is not judged: ``seeds_reused``)."""
+    rules = rules_of_rows(preset, rows)
     if rules is None:
         return []
     _check_rows(rules, preset, rows, pilot)
     checks = [_judge_check(c, rows, rules, preset) for c in rules.checks]
     pairs = [(_measure_claim(rule, rows, rules, preset), rule) for rule in rules.claims]
-    family = [(claim, rule) for claim, rule in pairs if claim.comparison is not None]
-    _holm_verdicts(family, rules.alpha)
     failed = [(c.id, rule.cell) for c, rule in zip(checks, rules.checks, strict=True)
               if judged_here(rule.variants, preset) and c.verdict != PASSED]  # fmt: skip
+    earlier = set(earlier_seeds)
     for claim, rule in pairs:
-        gating = [cid for cid, cell in failed if cell in ("", rule.cell)]  # a check of one cell gates that cell
-        if gating and judged_at_this_scale(rule, preset):
-            claim.verdict = NOT_JUDGED
-            claim.note = f"not judged: setup check failed ({', '.join(gating)})" + (
-                f"; {claim.note}" if claim.note else ""
-            )
+        if claim.comparison is not None:
+            _gate(claim, rule, rows, rules, preset, [cid for cid, cell in failed if cell in ("", rule.cell)], earlier)
+    family = [(claim, rule) for claim, rule in pairs if claim.comparison is not None and not claim.reason]
+    _holm_verdicts(family, rules.alpha)
+    sizes = {cell: sum(r.cell == cell for _, r in family) for cell in {r.cell for _, r in family}}
+    for claim, rule in pairs:
+        _describe(claim, rule, rows, rules, preset, sizes.get(rule.cell, 0), pilot)
     return [claim for claim, _ in pairs] + checks
+
+
+def rules_of_rows(preset: str, rows: Sequence[Row]) -> Rules | None:
+    """The rules ``rows`` were measured under (their one ``rules_hash``: current or superseded);
+    the current rules for no rows."""
+    hashes = sorted({str(r.get("rules_hash") or "") for r in rows})
+    if len(hashes) > 1:
+        raise ConfigError(f"the rows of {preset} were measured under {len(hashes)} rules ({', '.join(hashes)}); "
+                          "judge the rows of one rules hash at a time")  # fmt: skip
+    current = load_rules(preset)
+    if current is None or not hashes or hashes[0] in ("", current.hash):
+        return current
+    try:
+        return load_rules(preset, rules_hash=hashes[0])
+    except ConfigError as e:
+        source = next(r["source"] for r in rows)
+        raise ConfigError(f"the values of {source} were measured under rules {hashes[0]!r}: {e}; measure the runs "
+                          "again (normbench-figures --runs)") from None  # fmt: skip
+
+
+def _not_judged(claim: Claim, reason: str, note: str, words: str) -> None:
+    claim.verdict, claim.reason, claim.qualifier = NOT_JUDGED, reason, words
+    claim.note = f"not judged: {note}" + (f"; {claim.note}" if claim.note else "")
+
+
+def _gate(claim: Claim, rule: ClaimRule, rows: Sequence[Row], rules: Rules, preset: str, gating: list[str],
+          earlier: set[int]) -> None:  # fmt: skip
+    """A measured claim's reason not to be judged, if any: seeds of an earlier attempt, a failed
+    setup check, an arm that did not learn (in this order)."""
+    arms = [(arm.label, select_rows(rows, arm.select)) for arm in (rule.a, rule.b)]
+    if reused := sorted({r["seed"] for _, members in arms for r in members} & earlier):
+        _not_judged(claim, SEEDS_REUSED, f"seeds {reused} were used by an earlier attempt", "seeds reused")
+    elif gating:
+        _not_judged(claim, CHECK_FAILED, f"setup check failed ({', '.join(gating)})", "setup check failed")
+    elif failing := [(label, why) for label, members in arms
+                     if (why := arm_learning(members, rules.learning, preset, label))]:  # fmt: skip
+        labels = " and ".join(dict.fromkeys(label for label, _ in failing))
+        _not_judged(claim, DID_NOT_LEARN, "; ".join(why for _, why in failing), f"{labels} did not learn")
+
+
+def _describe(claim: Claim, rule: ClaimRule, rows: Sequence[Row], rules: Rules, preset: str, m: int,
+              pilot: bool) -> None:  # fmt: skip
+    """The effect of interest, the planned and the family-level detectable differences, the
+    minimum-effect test, the qualifier and whether the claim's runs are confirmatory."""
+    claim.effect = rule.effect.value if rule.effect is not None else rule.margin
+    claim.detectable_planned = rule.planned_detectable.get(variant(preset))
+    seeds = [r["seed"] for arm in (rule.a, rule.b) for r in select_rows(rows, arm.select)]
+    claim.confirmatory = not pilot and not claim.reason and confirmatory(rules, preset, seeds)
+    c = claim.comparison
+    if c is None:
+        return
+    va, vb = _arm_values(rule, rows, f"rules of {preset}, {rule.id}")
+    claim.detectable_adj = detectable_difference(va, vb, rule.test, rules.alpha / max(m, 1))
+    if rule.effect is not None:
+        claim.p_min_effect = p_min_effect(va, vb, rule.test, rule.effect.value, rule.relation)
+    if not claim.reason:
+        claim.qualifier = qualifier(claim.verdict, rule.relation, c.lo, c.hi, c.ratio,
+                                    rule.effect.value if rule.effect else None, claim.detectable_adj,
+                                    claim.p_min_effect, rules.alpha)  # fmt: skip
 
 
 def claim_values(preset: str, rows: Sequence[Row]) -> dict[str, tuple[list[float], list[float]]]:
@@ -151,11 +243,7 @@ def claim_values(preset: str, rows: Sequence[Row]) -> dict[str, tuple[list[float
 
 
 def _check_rows(rules: Rules, preset: str, rows: Sequence[Row], pilot: bool) -> None:
-    """Rows measured under other rules, and (unless ``pilot``) rows of pilot seeds, are refused."""
-    if stale := [r for r in rows if r["rules_hash"] != rules.hash]:
-        raise ConfigError(f"the values of {stale[0]['source']} were measured under rules {stale[0]['rules_hash']!r} "
-                          f"and {preset}'s rules are now {rules.hash}: measure the runs again "
-                          "(normbench-figures --runs)")  # fmt: skip
+    """Rows of pilot seeds are refused (unless ``pilot``)."""
     if not pilot and (piloted := [r for r in rows if r["seed"] in rules.pilot_seeds]):
         seeds = sorted({r["seed"] for r in piloted})
         raise ConfigError(f"{len(piloted)} runs have the pilot seeds {seeds} of {preset}'s rules (e.g. "
@@ -164,6 +252,8 @@ def _check_rows(rules: Rules, preset: str, rows: Sequence[Row], pilot: bool) -> 
 
 
 def judged_at_this_scale(rule: ClaimRule, preset: str) -> bool:
+    """Whether the plan sizes ``rule`` in ``preset`` (its variant, and not ``full_scale_only`` on the
+    CPU variant): the planning command's question. Judging asks only whether the arms ran."""
     return judged_here(rule.variants, preset) and not (rule.full_scale_only and variant(preset) == "cpu")
 
 
@@ -192,17 +282,21 @@ def _measure_claim(rule: ClaimRule, rows: Sequence[Row], rules: Rules, preset: s
                   rule.a.label, rule.b.label, relation=rule.relation, margin=rule.margin,
                   rules_hash=rules.hash, short=rule.short)  # fmt: skip
     if not judged_here(rule.variants, preset):
+        claim.reason, claim.qualifier = NOT_RUN, "not run at this scale"
         claim.note = f"not run in {preset} (the rules judge it in: {', '.join(rule.variants)})"
         return claim
-    if not judged_at_this_scale(rule, preset):
-        assert rule.full_scale_only is not None
-        claim.note = f"not judged at this scale (needs n ≈ {rule.full_scale_only.needs_n}, or the full preset)"
+    counts = [len(select_rows(rows, arm.select)) for arm in (rule.a, rule.b)]
+    if min(counts) == 0:
+        fso = f" (full-scale only: needs n ≈ {rule.full_scale_only.needs_n})" if rule.full_scale_only else ""
+        _not_judged(claim, NOT_RUN, f"not run at this scale{fso}: {claim.a_label} n = {counts[0]}, "
+                    f"{claim.b_label} n = {counts[1]}", "not run at this scale")  # fmt: skip
         return claim
     va, vb = _arm_values(rule, rows, f"rules of {preset}, {rule.id}")
     claim.a, claim.b = summarize_arm(va, rule.test, rules.alpha), summarize_arm(vb, rule.test, rules.alpha)
     if min(claim.a.n, claim.b.n) < rules.min_seeds:
-        claim.note = (f"n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per arm; "
-                      f"{claim.a_label}: {claim.a.fmt()}, {claim.b_label}: {claim.b.fmt()}")  # fmt: skip
+        claim.reason, claim.qualifier = TOO_FEW_SEEDS, "too few seeds"
+        claim.note = (f"not judged: n = {claim.a.n} and {claim.b.n}: the rules ask for {rules.min_seeds} seeds per "
+                      f"arm; {claim.a_label}: {claim.a.fmt()}, {claim.b_label}: {claim.b.fmt()}")  # fmt: skip
         claim.a = claim.b = None
         return claim
     claim.comparison = compare(va, vb, rule.test, rule.margin, rules.alpha)
@@ -257,7 +351,7 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
     if not judged_here(check.variants, preset):
         note = f"not run in {preset} (the rules check it in: {', '.join(check.variants)})"
         return Claim(check.id, check.claim, what, check.figure, NOT_JUDGED, scale, note=note, rules_hash=rules.hash,
-                     short=check.id)  # fmt: skip
+                     short=check.id, reason=NOT_RUN, qualifier="not run at this scale")  # fmt: skip
     key, column = check.params.get("key"), check_column(check)
     values = [(row_label(r, rules, preset, key), float(r[column])) for r in select_rows(rows, check.select)]
     if check.below is not None:
@@ -269,58 +363,3 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
     return Claim(check.id, check.claim, what, check.figure, PASSED if values and ok else FAILED, scale,
                  note=f"{note} (passes when every run's is {bound})", rules_hash=rules.hash,
                  short=check.id)  # fmt: skip
-
-
-CSV_FIELDS = (
-    "id", "short", "figure", "claim", "paper", "a", "a_centre", "a_lo", "a_hi", "a_n", "a_diverged", "b", "b_centre",
-    "b_lo", "b_hi", "b_n", "b_diverged", "relation", "margin", "test", "ratio", "estimate", "lo", "hi", "p", "p_holm",
-    "effect_size", "detectable", "p_eq", "p_diff", "verdict", "scale", "measured", "rules_hash",
-)  # fmt: skip
-
-
-def csv_row(c: Claim) -> dict[str, Any]:
-    """The flat row of ``claims.csv``: every number beside the one-line ``measured`` text."""
-    row: dict[str, Any] = dict.fromkeys(CSV_FIELDS, "")
-    row.update(id=c.id, short=c.short, figure=c.figure, claim=c.claim, paper=c.paper, a=c.a_label, b=c.b_label,
-               relation=c.relation, margin="" if c.margin is None else c.margin, test=c.test, verdict=c.verdict,
-               scale=c.scale, measured=c.measured, rules_hash=c.rules_hash)  # fmt: skip
-    for side, s in (("a", c.a), ("b", c.b)):
-        if s is not None:
-            row.update({f"{side}_centre": s.centre, f"{side}_lo": s.lo, f"{side}_hi": s.hi, f"{side}_n": s.n,
-                        f"{side}_diverged": s.diverged})  # fmt: skip
-    if c.comparison is not None:
-        k = c.comparison
-        row.update(ratio=k.ratio, estimate=k.estimate, lo=k.lo, hi=k.hi, p=k.p, p_holm=c.p_holm,
-                   effect_size=k.effect_size, detectable=k.detectable, p_eq=k.p_eq, p_diff=k.p_diff)  # fmt: skip
-    return row
-
-
-def claims_markdown(claims: Sequence[Claim]) -> str:
-    lines = [
-        "| claim | paper | measured (arm: mean [95 % interval]; difference or ratio [95 % interval]; test) "
-        "| verdict | scale | figure |",
-        "|---|---|---|---|---|---|",
-    ]
-    for c in claims:
-        cells = [c.claim, c.paper, c.measured, f"**{c.verdict}**", c.scale, c.figure]
-        lines.append("| " + " | ".join(s.replace("|", "/").replace("\n", " ") for s in cells) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _csv_cell(v: Any) -> Any:
-    """Floats (numpy's too) with ``repr``, so that they read back exactly."""
-    return repr(float(v)) if isinstance(v, (float, np.floating)) else v
-
-
-def write_claims(claims: Sequence[Claim], out_dir: str | Path) -> list[Path]:
-    """``claims.csv`` (`CSV_FIELDS`, one row per claim in the given order) and ``claims.md`` into
-    ``out_dir``; returns the paths written."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "claims.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for c in claims:
-            writer.writerow({k: _csv_cell(v) for k, v in csv_row(c).items()})
-    (out / "claims.md").write_text(claims_markdown(claims))
-    return [out / "claims.csv", out / "claims.md"]

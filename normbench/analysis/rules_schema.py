@@ -6,20 +6,35 @@ one-line `ConfigError` naming the key, where it stands and the valid keys, as is
 required one. What a plan still lacks (the paper's short title, an effect of interest for a
 directional claim) is not a load error but `missing_plan_keys`: rules written before the plan
 keys still load and judge.
+
+The keys of issue 56 (`normbench.analysis.rules_judging`): ``learns`` (learning bounds every
+compared arm must pass: `Rules.learning`, check-shaped so that the per-run table measures them as
+``check:<id>`` columns), ``benchmark_family`` (Benjamini–Hochberg across presets), ``seeds`` (the
+confirmatory seed block per variant) and a claim's ``detectable`` (the planned detectable
+difference per variant, beside ``n``). ``full_scale_only`` is documentation only: the CPU plan
+does not size the claim (``needs_n``); it never keeps a verdict from a claim whose arms ran.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from normbench.analysis.figure_schema import Figures, parse_figures
 from normbench.analysis.figure_schema import keyed_node as _node
+from normbench.analysis.rules_judging import (
+    BenchmarkFamily,
+    SeedBlock,
+    parse_benchmark_family,
+    parse_learns,
+    parse_seeds,
+    planned_detectable,
+)
 from normbench.analysis.stats import ALPHA, TESTS
 from normbench.base.errors import ConfigError
-from normbench.rules import load_rules_data, rules_hash
+from normbench.rules import is_superseded, load_rules_data, rules_hash
 
 RELATIONS = ("greater", "less", "equivalent", "differs")
 """``differs``: two-sided, no side claimed (a leaderboard's norm against its cell's reference)."""
@@ -29,9 +44,11 @@ SHORT_MAX = 40
 """The most characters of a claim's ``short`` name (forest plots, the findings page)."""
 
 TOP_KEYS = (("preset", "min_seeds", "scale", "claims"),
-            ("alpha", "family", "params", "checks", "paper_title", "pilot", "figures"))  # fmt: skip
+            ("alpha", "family", "params", "checks", "paper_title", "pilot", "figures", "learns", "benchmark_family",
+             "seeds"))  # fmt: skip
 CLAIM_KEYS = (("id", "figure", "claim", "measure", "a", "b", "relation", "better", "test"),
-              ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only", "cell"))  # fmt: skip
+              ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only", "cell",
+               "detectable"))  # fmt: skip
 CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "variants", "cell")
 ARM_KEYS = ("label", "select"), ("measure",)
 SCALE_KEYS = ("kind",), ("note",)
@@ -105,7 +122,11 @@ class ClaimRule:
     effect: Effect | None = None
     planned_n: dict[str, int] = field(default_factory=dict)
     """Seeds per arm the plan asks for, per variant (``normbench-plan``)."""
+    planned_detectable: dict[str, float] = field(default_factory=dict)
+    """The difference (``welch_log``: ratio) the plan can detect at 80 % power, per variant."""
     full_scale_only: FullScaleOnly | None = None
+    """Documentation only: the CPU plan does not size this claim; judged like any other where its
+    arms ran."""
     cell: str = ""
     """The claim's Holm family within the preset (a leaderboard's model and data set); claims
     without one form one family."""
@@ -145,6 +166,19 @@ class Rules:
     pilot_note: str = ""
     figures: Figures | None = None
     """What ``normbench-figures`` draws (`normbench.analysis.figure_schema`); not in the rules hash."""
+    learning: tuple[CheckRule, ...] = ()
+    """The learning bounds (``learns``): every run of an arm compared in a claim must pass those
+    that select it; measured as checks (``check:<id>``), judged per arm, never a row of their own."""
+    benchmark_family: BenchmarkFamily | None = None
+    seeds: dict[str, SeedBlock] = field(default_factory=dict)
+    """The confirmatory seed block per variant."""
+    superseded: bool = False
+    """Loaded from ``normbench/rules/superseded/`` by hash: its claims are never confirmatory."""
+
+    @property
+    def measured_checks(self) -> tuple[CheckRule, ...]:
+        """The setup checks and the learning bounds: every check-shaped rule the per-run table measures."""
+        return self.checks + self.learning
 
 
 def _variants(node: Any, where: str) -> tuple[str, ...]:
@@ -240,6 +274,7 @@ def _claim(c: Any, where: str) -> ClaimRule:
         short=str(c.get("short", c["id"])),
         effect=_effect(c["effect"], f"{where} effect") if "effect" in c else None,
         planned_n=_planned_n(c["n"], f"{where} n") if "n" in c else {},
+        planned_detectable=planned_detectable(c["detectable"], f"{where} detectable") if "detectable" in c else {},
         full_scale_only=_full_scale_only(c["full_scale_only"], f"{where} full_scale_only") if "full_scale_only" in c
         else None,
         cell=_text(c["cell"], where, "cell") if "cell" in c else "",
@@ -291,6 +326,11 @@ def parse_rules(data: Any, preset: str, digest: str) -> Rules:
         if dup := sorted({i for i in ids if ids.count(i) > 1}):
             raise ConfigError(f"{where}: {kind} id {dup[0]!r} is used twice; ids name one {kind} each")
     pilot_seeds, pilot_note = _pilot(data["pilot"], f"{where}, pilot") if "pilot" in data else ((), "")
+    learning = tuple(_learning_check(spec, f"{where}, learns {spec.id}")
+                     for spec in (parse_learns(data["learns"], where) if "learns" in data else ()))  # fmt: skip
+    ids = [r.id for r in checks + learning]
+    if dup := sorted({i for i in ids if ids.count(i) > 1}):
+        raise ConfigError(f"{where}: id {dup[0]!r} names a check and a learning bound; ids name one each")
     return Rules(
         preset=data["preset"],
         hash=digest,
@@ -304,13 +344,33 @@ def parse_rules(data: Any, preset: str, digest: str) -> Rules:
         pilot_seeds=pilot_seeds,
         pilot_note=pilot_note,
         figures=parse_figures(data["figures"], where) if "figures" in data else None,
-    )
+        learning=learning,
+        benchmark_family=parse_benchmark_family(data["benchmark_family"], where) if "benchmark_family" in data
+        else None,
+        seeds=parse_seeds(data["seeds"], where) if "seeds" in data else {},
+    )  # fmt: skip
 
 
-def load_rules(preset: str) -> Rules | None:
-    """The parsed rules of ``preset`` (None: it judges no claims), checked for bad values."""
-    data = load_rules_data(preset)
-    return None if data is None else parse_rules(data, preset, str(rules_hash(preset)))
+def _learning_check(spec: Any, where: str) -> CheckRule:
+    """A learning bound as a check-shaped rule (its ``why`` in ``claim``)."""
+    name, params = _measure_spec(spec.measure, f"{where} measure")
+    return CheckRule(spec.id, spec.why, "", name, params, spec.select, spec.below, spec.above, spec.variants)
+
+
+def load_rules(preset: str, rules_hash: str | None = None) -> Rules | None:
+    """The parsed rules of ``preset`` (None: it judges no claims), checked for bad values;
+    ``rules_hash``: the rules of that hash, current or superseded (`normbench.rules.load_rules_data`:
+    a one-line `ConfigError` listing the known hashes when none has it)."""
+    data = load_rules_data(preset) if rules_hash is None else load_rules_data(preset, rules_hash)
+    if data is None:
+        return None
+    rules = parse_rules(data, preset, rules_hash or _hash_now(preset))
+    return replace(rules, superseded=True) if rules_hash and is_superseded(preset, rules_hash) else rules
+
+
+def _hash_now(preset: str) -> str:
+    """The current rules' hash (the module's `rules_hash`, which `load_rules`' parameter shadows)."""
+    return str(rules_hash(preset))
 
 
 def missing_plan_keys(rules: Rules) -> list[str]:

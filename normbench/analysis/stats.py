@@ -285,11 +285,7 @@ def compare(
             effect = estimate / pooled * correction
         else:  # no spread in either arm: any difference is infinitely many standard deviations
             effect = 0.0 if estimate == 0 else math.copysign(math.inf, estimate)
-    fa, fb = a[np.isfinite(a)], b[np.isfinite(b)]
-    detectable = math.nan
-    if fa.size >= 2 and fb.size >= 2:
-        _, se_f, df_f = _t_parts(fa, fb, test) if fa.size == fb.size else _welch_parts(fa, fb)
-        detectable = (float(sps.t.ppf(1 - alpha / 2, df_f)) + float(sps.t.ppf(POWER, df_f))) * se_f
+    detectable = _detectable(a, b, test, alpha)
     p = min(1.0, 2 * min(_p_greater(a, b, test, 0.0), _p_greater(b, a, test, 0.0)))
     p_eq = p_diff = math.nan
     if margin is not None:
@@ -298,6 +294,48 @@ def compare(
     if ratio:
         estimate, lo, hi, detectable = math.exp(estimate), math.exp(lo), math.exp(hi), math.exp(detectable)
     return Comparison(test, estimate, lo, hi, p, effect, detectable, p_eq, p_diff, ratio)
+
+
+def _detectable(a: np.ndarray, b: np.ndarray, test: str, alpha: float) -> float:
+    """(t_{1−α/2,ν} + t_{0.8,ν})·SE from the finite values (on the scale compared: logs for a ratio)."""
+    fa, fb = a[np.isfinite(a)], b[np.isfinite(b)]
+    if fa.size < 2 or fb.size < 2:
+        return math.nan
+    _, se, df = _t_parts(fa, fb, test) if fa.size == fb.size else _welch_parts(fa, fb)
+    return (float(sps.t.ppf(1 - alpha / 2, df)) + float(sps.t.ppf(POWER, df))) * se
+
+
+def _prepared(a_values: Iterable[float], b_values: Iterable[float], test: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """Both arms as `compare` tests them: NaN dropped, logs for ``welch_log``, ``rank`` when a value is ±inf."""
+    a, b = _clean(a_values), _clean(b_values)
+    if test == "welch_log":
+        a, b = _log(a), _log(b)
+    if not (np.isfinite(a).all() and np.isfinite(b).all()):
+        test = "rank"
+    return a, b, test
+
+
+def detectable_difference(a_values: Iterable[float], b_values: Iterable[float], test: str, alpha: float) -> float:
+    """`Comparison.detectable` at level ``alpha`` (e.g. a family's α/m): the difference
+    (``welch_log``: ratio) detectable with 80 % power at two-sided ``alpha`` from these arms' spreads."""
+    a, b, used = _prepared(a_values, b_values, test)
+    d = _detectable(a, b, "welch" if used == "rank" else test, alpha)
+    return math.exp(d) if test == "welch_log" else d
+
+
+def p_min_effect(
+    a_values: Iterable[float], b_values: Iterable[float], test: str, effect: float, relation: str
+) -> float:
+    """The minimum-effect test: the one-sided p of H0 "the difference is at least the effect of
+    interest E" against "it is smaller" (Murphy & Myors' minimum-effect test, turned round: a
+    non-significant result that still excludes E). ``greater`` (E > 0): H0 d ≥ E; ``less``
+    (E < 0): H0 d ≤ E; ``differs``: H0 |d| ≥ |E|, both one-sided tests (TOST within ±|E|). For
+    ``welch_log`` E is a ratio, tested on the logs; with a diverged run: Mann–Whitney."""
+    a, b, used = _prepared(a_values, b_values, test)
+    e = math.log(effect) if test == "welch_log" else float(effect)
+    below = _p_greater(b, a, used, -abs(e))  # H0 d ≥ |E| against d < |E|
+    above = _p_greater(a, b, used, -abs(e))  # H0 d ≤ −|E| against d > −|E|
+    return max(below, above) if relation == "differs" else below if relation == "greater" else above
 
 
 def _log(v: np.ndarray) -> np.ndarray:
@@ -318,6 +356,19 @@ def holm(p_values: Sequence[float]) -> list[float]:
     running = 0.0
     for rank, i in enumerate(order):
         running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+def benjamini_hochberg(p_values: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (q-values), as ``scipy.stats.false_discovery_control``:
+    q_(i) = min over j ≥ i of m·p_(j)/j (sorted p), capped at 1; NaN entries are left out of the
+    family and stay NaN. A verdict is kept at false-discovery rate q when its q-value is ≤ q."""
+    idx = sorted((i for i, p in enumerate(p_values) if not math.isnan(p)), key=lambda i: p_values[i])
+    m, out, running = len(idx), [math.nan] * len(p_values), 1.0
+    for rank in range(m, 0, -1):
+        i = idx[rank - 1]
+        running = min(running, m * p_values[i] / rank)
         out[i] = running
     return out
 

@@ -11,6 +11,11 @@ into ``claims.csv``, and ``scripts/results_index.py --check`` fails when a resul
 judged under a hash that is no longer its preset's — changing a rule after looking means
 rerunning.
 
+Superseded rules: before a rules file changes, the file as it was is copied byte-identical to
+``superseded/<preset>-<hash>.yaml`` (its `rules_hash` is the one in its name), so that runs
+measured under it can still be judged under it (`load_rules_data` with ``rules_hash``);
+`list_rule_presets` lists the current files only.
+
 This module reads YAML only (no torch, no matplotlib), so the runner can import it.
 """
 
@@ -25,7 +30,10 @@ from typing import Any
 
 import yaml
 
+from normbench.base.errors import ConfigError
+
 RULES_DIR = Path(__file__).resolve().parent
+SUPERSEDED_DIR = RULES_DIR / "superseded"
 SCALE_SUFFIXES = ("_cpu",)
 UNHASHED = ("figures",)
 """Top-level keys of a rules file that judge nothing and stay out of `rules_hash`."""
@@ -51,9 +59,34 @@ def list_rule_presets() -> list[str]:
     return sorted(p.stem for p in RULES_DIR.glob("*.yaml"))
 
 
-def load_rules_data(preset: str) -> dict[str, Any] | None:
-    """The parsed rules file of ``preset`` (None when the preset judges no claims): the caller's own copy."""
-    return copy.deepcopy(_parsed(preset))
+def superseded_rules(preset: str) -> dict[str, Path]:
+    """The superseded rules files of ``preset``'s rules, by their hash (``superseded/<preset>-<hash>.yaml``)."""
+    base = base_preset(preset)
+    return {p.stem.rsplit("-", 1)[1]: p for p in sorted(SUPERSEDED_DIR.glob(f"{base}-*.yaml"))
+            if p.stem.rsplit("-", 1)[0] == base}  # fmt: skip
+
+
+def is_superseded(preset: str, digest: str | None) -> bool:
+    """Whether ``digest`` names a superseded rules file of ``preset`` (not its current rules)."""
+    return bool(digest) and digest != rules_hash(preset) and digest in superseded_rules(preset)
+
+
+def load_rules_data(preset: str, digest: str | None = None) -> dict[str, Any] | None:
+    """The parsed rules file of ``preset`` (None when the preset judges no claims): the caller's own
+    copy. ``digest``: the rules of that hash, the current ones or a superseded file's; a one-line
+    `ConfigError` listing the known hashes when none has it."""
+    if digest is None or digest == rules_hash(preset):
+        return copy.deepcopy(_parsed(preset))
+    known = superseded_rules(preset)
+    if digest not in known:
+        choices = ", ".join([f"{rules_hash(preset)} (current)", *known])
+        raise ConfigError(f"rules hash {digest!r} is not one of {base_preset(preset)}'s rules; known: {choices}")
+    return copy.deepcopy(_parse(known[digest].read_text()))
+
+
+def file_hash(path: Path) -> str:
+    """`rules_hash` of the rules file at ``path`` (a superseded file's: the hash in its name)."""
+    return canonical_hash({k: v for k, v in _parse(path.read_text()).items() if k not in UNHASHED})
 
 
 def _parsed(preset: str) -> Any:

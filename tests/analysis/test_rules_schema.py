@@ -191,23 +191,32 @@ def test_a_check_that_selects_no_run_fails_and_a_check_of_another_variant_does_n
     assert full["bn_above"].note == "not judged: setup check failed (gn_fits, full_only)"
 
 
-def test_a_full_scale_only_claim_is_not_judged_in_the_cpu_variant_nor_in_its_holm_family(
+def test_a_full_scale_only_claim_whose_arms_ran_is_judged_in_the_cpu_variant_and_its_holm_family(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Issue 56: ``full_scale_only`` documents what the CPU plan does not size; it never withholds
+    a verdict from arms that ran (both judged, one Holm family of two, at both scales)."""
     data = rules_data()
     data["claims"].append(claim("ln_above", "ln", full_scale_only={"needs_n": 40, "why": "a 1 % effect"}))
     use_rules(monkeypatch, data)
     rs = runs({"bn": 0.7, "ln": 0.52, "none": 0.5})
-    cpu = by_id("demo_cpu", rs)
-    assert cpu["ln_above"].verdict == NOT_JUDGED and cpu["ln_above"].comparison is None
-    assert cpu["ln_above"].measured == "not judged at this scale (needs n ≈ 40, or the full preset)"
-    bn = cpu["bn_above"].comparison
-    assert bn is not None and cpu["bn_above"].p_holm == bn.p  # a family of one
-    full = by_id("demo", rs)  # at full scale both are judged, one family of two
-    ln = full["ln_above"].comparison
-    assert ln is not None and full["ln_above"].verdict != NOT_JUDGED
-    assert [full["bn_above"].p_holm, full["ln_above"].p_holm] == pytest.approx(holm([bn.p, ln.p]))
-    assert full["bn_above"].p_holm > bn.p
+    for preset in ("demo_cpu", "demo"):
+        got = by_id(preset, rs)
+        bn, ln = got["bn_above"].comparison, got["ln_above"].comparison
+        assert bn is not None and ln is not None and got["ln_above"].verdict != NOT_JUDGED
+        assert got["ln_above"].reason == "" and got["bn_above"].reason == ""
+        assert [got["bn_above"].p_holm, got["ln_above"].p_holm] == pytest.approx(holm([bn.p, ln.p]))
+        assert got["bn_above"].p_holm > bn.p
+
+
+def test_a_claim_whose_arm_ran_no_seed_is_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = rules_data()
+    data["claims"].append(claim("ln_above", "ln", full_scale_only={"needs_n": 40, "why": "a 1 % effect"}))
+    use_rules(monkeypatch, data)
+    got = by_id("demo_cpu", runs({"bn": 0.7, "none": 0.5}))  # no ln run at this scale
+    assert got["ln_above"].verdict == NOT_JUDGED and got["ln_above"].reason == "not_run"
+    assert got["ln_above"].comparison is None and "needs n ≈ 40" in got["ln_above"].note
+    assert got["bn_above"].p_holm == got["bn_above"].comparison.p  # a family of one: not_run stays out
 
 
 def test_runs_with_pilot_seeds_are_refused_unless_planning(monkeypatch: pytest.MonkeyPatch) -> None:

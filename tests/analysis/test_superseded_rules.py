@@ -1,0 +1,82 @@
+"""Issue 56: the rules as they were before the issue's edits stay loadable by their hash
+(``normbench/rules/superseded/``), so the committed ``per_run.csv`` files are judged again with
+the new code under the rules they were measured with; the current rules name a learning bound, a
+fresh confirmatory seed block and the benchmark-wide family for every preset."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from normbench.analysis.claims import judge_rows
+from normbench.analysis.per_run import read_per_run
+from normbench.analysis.rules_schema import load_rules
+from normbench.analysis.stats import NOT_JUDGED
+from normbench.base.errors import ConfigError
+from normbench.rules import SUPERSEDED_DIR, file_hash, is_superseded, list_rule_presets, rules_hash, superseded_rules
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
+SUPERSEDED = sorted(SUPERSEDED_DIR.glob("*.yaml"))
+
+
+def test_eighteen_presets_and_none_of_the_superseded_files_is_listed() -> None:
+    presets = list_rule_presets()
+    assert len(presets) == 18 and not any("-" in p for p in presets)
+    assert {p.stem.rsplit("-", 1)[0] for p in SUPERSEDED} == set(presets)
+
+
+@pytest.mark.parametrize("path", SUPERSEDED, ids=lambda p: p.stem)
+def test_a_superseded_file_keeps_the_hash_in_its_name_and_loads_by_it(path: Path) -> None:
+    preset, digest = path.stem.rsplit("-", 1)
+    assert file_hash(path) == digest != rules_hash(preset)
+    rules = load_rules(f"{preset}_cpu", rules_hash=digest)
+    assert rules is not None and rules.hash == digest and rules.superseded and is_superseded(preset, digest)
+    assert load_rules(preset, rules_hash=rules_hash(preset)).superseded is False
+
+
+def test_an_unknown_hash_is_one_line_listing_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="is not one of gn_groups's rules; known: .*current") as e:
+        load_rules("gn_groups_cpu", rules_hash="0123456789abcdef")
+    assert "\n" not in str(e.value) and all(h in str(e.value) for h in superseded_rules("gn_groups"))
+
+
+def committed(preset: str) -> Path:
+    return RESULTS / f"{preset}_cpu" / "per_run.csv"
+
+
+@pytest.mark.parametrize("preset", ["gn_groups", "santurkar_vgg"])
+def test_a_committed_per_run_csv_is_judged_again_under_its_own_superseded_rules(preset: str) -> None:
+    rows = read_per_run(committed(preset))
+    claims = judge_rows(f"{preset}_cpu", rows)
+    digest = rows[0]["rules_hash"]
+    assert digest in superseded_rules(preset) and all(c.rules_hash == digest for c in claims)
+    assert not any(c.confirmatory for c in claims)  # superseded rules: exploratory
+    judged = [c for c in claims if c.comparison is not None]
+    assert judged and all(c.verdict != NOT_JUDGED for c in judged)  # full_scale_only withholds nothing
+    assert all(c.reason == "not_run" for c in claims if c.verdict == NOT_JUDGED)
+
+
+def earlier_seeds(preset: str) -> set[int]:
+    seeds: set[int] = set()
+    for path in (committed(preset), committed(preset).parent / "pilot" / "per_run.csv"):
+        if path.exists():
+            with open(path, newline="") as f:
+                seeds |= {int(r["seed"]) for r in csv.DictReader(f)}
+    return seeds
+
+
+@pytest.mark.parametrize("preset", list_rule_presets())
+def test_every_preset_names_learning_bounds_a_fresh_seed_block_and_the_benchmark_family(preset: str) -> None:
+    rules = load_rules(f"{preset}_cpu")
+    assert rules.learning and all(b.claim.strip() for b in rules.learning)  # each bound says why
+    block = rules.seeds["cpu"]
+    used = earlier_seeds(preset) | set(rules.pilot_seeds)
+    assert used and not [s for s in used if s in block]
+    assert rules.benchmark_family is not None and rules.benchmark_family.method == "bh"
+
+
+def test_the_seed_blocks_of_the_presets_are_disjoint() -> None:
+    blocks = sorted((load_rules(p).seeds["cpu"].start, load_rules(p).seeds["cpu"].stop) for p in list_rule_presets())
+    assert all(stop <= nxt for (_, stop), (nxt, _) in zip(blocks, blocks[1:]))
