@@ -26,7 +26,11 @@ pilot=""
 pilot_note=" (pilot: the rules' pilot seeds)"  # a quote inside \${pilot:+...} in double quotes would open a quote
 if [ "${1:-}" = --pilot ]; then pilot=1; shift; fi
 presets=("$@")
-((${#presets[@]})) || presets=(powernorm_stats_cpu powernorm_grads_cpu ln_axes_cpu powernorm_mt_cpu powernorm_chain_cpu gn_batch_size_cpu gn_groups_cpu bn_eval_stats_cpu bn_dropout_cpu bn_saturation_cpu bn_lr_range_cpu bn_padding_cpu bn_lp_cpu rmsnorm_speed_cpu rmsnorm_time_cpu prms_width_cpu santurkar_vgg_cpu)
+cpu_presets() {  # every rules preset with a _cpu variant in conf/experiment (the leaderboard runs alone: name it)
+  python -c "from pathlib import Path; from normbench.rules import list_rule_presets
+print(' '.join(p + '_cpu' for p in list_rule_presets() if p != 'leaderboard' and Path('conf/experiment', p + '_cpu.yaml').is_file()))"
+}
+((${#presets[@]})) || read -r -a presets <<< "$(cpu_presets)"
 # the tree as a run records it (normbench.sinks.files.git_state): tracked changes outside results/ and
 # outputs/, and untracked files only where they can change a run (a venv inside the checkout is not one)
 dirty=$( (git status --porcelain --untracked-files=no -- . ':!results' ':!outputs';
@@ -78,6 +82,17 @@ analyse() {  # analyse <preset> <runs dir>: the claims and figures, or the leade
     python -m normbench.analysis.figures_cli "$1" --runs "$2" --out "results/$1"
   fi
 }
+progress() {  # progress <out> <job> <exit status> <job start>: one line per finished job, with the preset's ETA
+  local k now
+  k=$(flock "$1/.progress.lock" bash -c 'k=$(( $(cat "$0" 2>/dev/null || echo 0) + 1 )); echo "$k" > "$0"; echo "$k"' "$1/.done")
+  now=$(date +%s)
+  local spent=$((now - REPRO_T0)) left=$(( (now - REPRO_T0) * (REPRO_N - k) / k ))
+  printf '[reproduce] %s [%d/%d] job %s %s in %d s; %d min %02d s so far, about %d min %02d s to go\n' \
+    "$REPRO_PRESET" "$k" "$REPRO_N" "$2" "$([ "$3" = 0 ] && echo finished || echo "failed (exit $3, see $1/$2.log)")" \
+    $((now - $4)) $((spent / 60)) $((spent % 60)) $((left / 60)) $((left % 60))
+  return "$3"
+}
+export -f progress
 total=0
 for preset in "${presets[@]}"; do
   out="outputs/repro/$preset${pilot:+-pilot}-$(date -u +%Y%m%dT%H%M%S)"
@@ -86,7 +101,10 @@ for preset in "${presets[@]}"; do
   jobs_of "$preset" > "$out/jobs.txt" || exit 2
   start=$(date -u '+%Y-%m-%d %H:%M:%S'); t0=$SECONDS; load0=$(cut -d' ' -f1-3 /proc/loadavg)
   # shellcheck disable=SC2016
-  xargs -P "$jobs" -L 1 bash -c 'python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1' "$out" < "$out/jobs.txt"
+  REPRO_T0=$(date +%s) REPRO_N=$(wc -l < "$out/jobs.txt") REPRO_PRESET=$preset; export REPRO_T0 REPRO_N REPRO_PRESET
+  echo "[reproduce] $preset: $REPRO_N runs, $jobs at a time, from $start UTC (logs: $out/<job>.log)"
+  xargs -P "$jobs" -L 1 bash -c 't=$(date +%s); python -m normbench "${@:2}" hydra.run.dir="$0/$1" > "$0/$1.log" 2>&1
+    progress "$0" "$1" $? "$t"' "$out" < "$out/jobs.txt"
   status=$?
   wall=$((SECONDS - t0)); total=$((total + wall)); load1=$(cut -d' ' -f1-3 /proc/loadavg)
   analyse "$preset" "$out" > "$out/figures.log" 2>&1

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -178,3 +180,33 @@ def test_reproduce_cpu_pilot_lists_leaderboard_cpu_at_the_rules_pilot_seeds() ->
     assert set(cells[:n_translation]) == {"transformer_enc_cpu", "transformer_cpu"}
     assert set(cells[n_translation:]) == {"resnet8_cpu"}
     assert {arm_of(row[1:]) for row in rows} == {arm_of(row[1:]) for row in shell("jobs_of leaderboard_cpu")}
+
+
+def script_function(name: str) -> str:
+    script = (REPO / "scripts" / "reproduce_cpu.sh").read_text()
+    start = script.index(f"{name}() {{")
+    return script[start : script.index("\n}\n", start) + 3]
+
+
+def test_reproduce_cpu_prints_each_finished_job_with_an_eta(tmp_path: Path) -> None:
+    """`[k/N] job … in s; … so far, about … to go`: one line per finished job, counted across the parallel jobs."""
+    env = {**os.environ, "REPRO_T0": str(int(time.time()) - 60), "REPRO_N": "4", "REPRO_PRESET": "gn_groups_cpu"}
+    call = (script_function("progress") + f"progress {tmp_path} 0 0 $(( $(date +%s) - 20 )); "
+            f"progress {tmp_path} 3 1 $(( $(date +%s) - 30 )); echo rc=$?")  # fmt: skip
+    out = subprocess.run(["bash", "-c", call], capture_output=True, text=True, env=env, check=True).stdout.splitlines()
+    assert re.fullmatch(r"\[reproduce\] gn_groups_cpu \[1/4\] job 0 finished in 2\d s; 1 min 0\d s so far, about "
+                        r"3 min 0\d s to go", out[0]), out  # fmt: skip
+    assert out[1].startswith(f"[reproduce] gn_groups_cpu [2/4] job 3 failed (exit 1, see {tmp_path}/3.log) in 3")
+    assert re.search(r"about 1 min 0\d s to go$", out[1]) and out[2] == "rc=1"
+
+
+def test_reproduce_cpu_reads_its_presets_from_the_rules() -> None:
+    """Every rules preset with a `_cpu` variant, the leaderboard aside: no hand list to keep."""
+    from normbench.rules import list_rule_presets
+
+    listed = subprocess.run(["bash", "-c", script_function("cpu_presets") + "cpu_presets"], cwd=REPO,
+                            capture_output=True, text=True, check=True,
+                            env={**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+                            ).stdout.split()  # fmt: skip
+    expected = [f"{p}_cpu" for p in list_rule_presets() if p != "leaderboard"]
+    assert listed == expected and len(listed) >= 17
