@@ -9,13 +9,17 @@ output is invariant to weight matrix re-scaling.
     python scripts/invariance_table.py --write INVARIANCES.md   # write it
     python scripts/invariance_table.py --check INVARIANCES.md   # exit 1 if the file differs
 
-``tests/norms/test_invariance.py`` runs ``--check``.
+``tests/norms/test_invariance.py`` checks the file with `check`: a row that differs from the
+measurement, or a norm no longer registered, fails; a newly registered norm without rows is a
+warning (the file is regenerated with the results, so adding a norm stays three edits), while
+``--check`` fails on it too.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from pathlib import Path
 
@@ -98,7 +102,7 @@ def diff_table(data: dict[str, dict | None]) -> list[str]:
     return lines
 
 
-def gradient_table(data: dict[str, dict[str, dict | None]]) -> list[str]:
+def gradient_table(data: dict[str, dict[str, dict | None]], names: list[str]) -> list[str]:
     """`inv.gradient_ratio` at init and after training, for each norm invariant to W → δW."""
     lines = header(
         ["norm", "layout"],
@@ -109,7 +113,7 @@ def gradient_table(data: dict[str, dict[str, dict | None]]) -> list[str]:
             f"loss: init → {inv.TRAIN_STEPS} steps",
         ],
     )
-    for name in list_norms():
+    for name in names:
         for layout in LAYOUTS:
             result = data[layout][name]
             if result is None or not result[RESCALE][0]:
@@ -125,9 +129,11 @@ def gradient_table(data: dict[str, dict[str, dict | None]]) -> list[str]:
     return lines
 
 
-def document() -> str:
-    data = inv.table_data()
-    not_invariant = [n for n in list_norms() if any(r[n] and not r[n][RESCALE][0] for r in data.values())]
+def document(names: list[str] | None = None) -> str:
+    """The file, for ``names`` (every registered norm unless given)."""
+    names = list_norms() if names is None else sorted(names)
+    data = inv.table_data(names)
+    not_invariant = [n for n in names if any(r[n] and not r[n][RESCALE][0] for r in data.values())]
     out = [
         "# Invariances of the normalization layers",
         "",
@@ -189,7 +195,7 @@ def document() -> str:
         f"random; W at initialization and after {inv.TRAIN_STEPS} plain SGD steps (lr {inv.LR}) on L.",
         f"g = ∂L/∂W; the expected ratio is 1/δ = {1 / inv.DELTA:.6f}.",
         "",
-        *gradient_table(data),
+        *gradient_table(data, names),
         "",
         f"Not listed: {', '.join(f'`{n}`' for n in not_invariant)} (output not invariant to W → δW).",
         "",
@@ -220,23 +226,42 @@ def document() -> str:
     return "\n".join(out) + "\n"
 
 
+def listed(text: str) -> set[str]:
+    """The norms a written file has rows for."""
+    return set(re.findall(r"^\| `(\w+)` \|", text, flags=re.MULTILINE))
+
+
+def check(path: Path) -> tuple[str, list[str]]:
+    """(the differences of ``path`` from the document for the norms it lists, "" if none; the
+    registered norms it lacks). A listed norm that is no longer registered is a difference."""
+    current = path.read_text() if path.exists() else ""
+    names = listed(current)
+    gone = sorted(names - set(list_norms()))
+    text = document(sorted(names - set(gone)))
+    diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(path), "measured")
+    stale = "\n".join(line.rstrip("\n") for line in diff)
+    if gone:
+        stale = f"rows for norms no longer registered: {', '.join(gone)}\n{stale}"
+    return stale, sorted(set(list_norms()) - names)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", type=Path, help="write the document to this file")
     group.add_argument("--check", type=Path, help="exit 1 unless this file equals the document")
     args = parser.parse_args(argv)
+    if args.check is not None:
+        stale, missing = check(args.check)
+        if stale or missing:
+            lacks = f" It lacks {', '.join(missing)}." if missing else ""
+            print(f"{args.check} is stale; run `{COMMAND}`.{lacks} Differences:", file=sys.stderr)
+            print(stale, file=sys.stderr)
+            return 1
+        return 0
     text = document()
     if args.write is not None:
         args.write.write_text(text)
-        return 0
-    if args.check is not None:
-        current = args.check.read_text() if args.check.exists() else ""
-        if current != text:
-            print(f"{args.check} is stale; run `{COMMAND}`. Differences:", file=sys.stderr)
-            diff = difflib.unified_diff(current.splitlines(), text.splitlines(), str(args.check), "measured")
-            print("\n".join(line.rstrip("\n") for line in diff), file=sys.stderr)
-            return 1
         return 0
     print(text, end="")
     return 0

@@ -44,6 +44,14 @@ def _container(node: Any) -> Any:
     return OmegaConf.to_container(node, resolve=False) if node is not None else None
 
 
+def _resolved(node: Any) -> Any:
+    """A sweep's params with their interpolations resolved (``norm: ${normbench.norms:}``, the
+    registered norms: `normbench.cli.store.norm_list`)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(node, resolve=True) if node is not None else None
+
+
 def _user_group(group: str) -> bool:
     """The config groups a user picks: not ``schema/…`` (typing), not Hydra's own but its launcher
     and sweeper."""
@@ -67,12 +75,12 @@ def current_hydra_job() -> HydraJob | None:
     if not job.multirun:
         return job
     job.sweep_dir, job.job_num = str(hc.sweep.dir), hc.job.get("num")
-    raw, params = [], _container(hc.sweeper.get("params"))
+    raw, params = [], _resolved(hc.sweeper.get("params"))
     saved = Path(job.sweep_dir) / "multirun.yaml"  # written by the sweeper before the first job
     if saved.is_file():
         sweep_cfg = OmegaConf.load(saved)
         raw = _container(OmegaConf.select(sweep_cfg, "hydra.overrides.task")) or []
-        params = _container(OmegaConf.select(sweep_cfg, "hydra.sweeper.params")) or params
+        params = _resolved(OmegaConf.select(sweep_cfg, "hydra.sweeper.params")) or params
     try:
         job.swept = swept_keys(raw, params)
     except Exception:  # an override this Hydra cannot parse: name the run by all its overrides

@@ -46,7 +46,15 @@ def shown_key(o: Any) -> str:
 
 
 def _choices(conf_dir: Path, group: str) -> list[str]:
-    return sorted(p.stem for p in (conf_dir / group).glob("*.yaml"))
+    """The group's files, and its options stored in the ConfigStore (a plugin's norm:
+    `normbench.cli.store.store_plugin_norms`)."""
+    from hydra.core.config_store import ConfigStore
+
+    try:
+        stored = [Path(n).stem for n in ConfigStore.instance().list(group) if n.endswith(".yaml")]
+    except OSError:  # no option of this group is stored
+        stored = []
+    return sorted({p.stem for p in (conf_dir / group).glob("*.yaml")} | set(stored))
 
 
 def _one_line(text: str) -> str:
@@ -236,6 +244,8 @@ def option_node(conf_dir: Path, group: str, option: str) -> DictConfig:
     from hydra.core.config_store import ConfigStore
     from hydra.errors import HydraException
 
+    if not (conf_dir / group / f"{option}.yaml").is_file():  # stored in the ConfigStore only (a plugin's)
+        return OmegaConf.structured(ConfigStore.instance().load(f"{group}/{option}.yaml").node)
     raw = OmegaConf.load(conf_dir / group / f"{option}.yaml")
     assert isinstance(raw, DictConfig)
     node: DictConfig = OmegaConf.create({})

@@ -242,9 +242,11 @@ def gradient_ratio(name: str, layout: str, steps: int = 0, delta: float = DELTA)
     }
 
 
-def table_data() -> dict[str, dict[str, dict[str, tuple[bool, float]] | None]]:
-    """layout → norm → `measure` (None where the norm does not support the layout)."""
+def table_data(names: list[str] | None = None) -> dict[str, dict[str, dict[str, tuple[bool, float]] | None]]:
+    """layout → norm → `measure` (None where the norm does not support the layout), for ``names``
+    (every registered norm unless given)."""
+    names = list_norms() if names is None else names
     return {
-        layout: {name: measure(name, layout) if supports(name, layout) else None for name in list_norms()}
+        layout: {name: measure(name, layout) if supports(name, layout) else None for name in names}
         for layout in LAYOUTS
     }

@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from normbench.analysis.leaderboard import refusal
 from normbench.analysis.runs import Run
+from normbench.cli.store import norm_list
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.probes import mixes_positions
 from tests.conf.test_compose import CONF, compose_cfg
@@ -76,10 +77,15 @@ def test_arm_composes_and_reads_data_from_the_env(
 
 
 def _commands(preset: str) -> dict[str, list[str]]:
-    """The comment's translation sweeps: arm -> the norms its command lists."""
+    """The comment's translation sweeps: arm -> the norms its command lists (``norm=a,b`` or the
+    registered norms of a kind, ``'hydra.sweeper.params.norm=${normbench.norms:<kind>}'``)."""
     text = (CONF / "experiment" / f"{preset}.yaml").read_text().replace("\\\n#", "")
-    found = re.findall(r"leaderboard@_global_=(transformer\w*)'\s+norm=([\w,]+) hydra\.sweep\.dir=", text)
-    return {arm: norms.split(",") for arm, norms in found}
+    found = re.findall(
+        r"leaderboard@_global_=(transformer\w*)'\s+(?:norm=([\w,]+)|'hydra\.sweeper\.params\.norm="
+        r"\$\{normbench\.norms:(\w*)\}') hydra\.sweep\.dir=",
+        text,
+    )
+    return {arm: (norms.split(",") if norms else norm_list(kind).split(",")) for arm, norms, kind in found}
 
 
 @pytest.mark.parametrize("preset", sorted(ARMS))
@@ -125,3 +131,28 @@ def test_cpu_norm_schedules_are_fractions_of_the_run(norm: str, planned: dict[st
     assert layer.planned_steps() == planned
     text = (CONF / "experiment" / "arms" / "leaderboard" / "resnet8_cpu.yaml").read_text()
     assert all(f" {v}" in text for v in planned.values())
+
+
+def test_the_full_preset_sweeps_the_registry_through_its_resolver() -> None:
+    """``norm: ${normbench.norms:}`` is the registered norms, and Hydra's basic sweeper makes one job
+    per norm of it; a kind given on the command line (the translation commands) sweeps that kind."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    for overrides, names in (
+        ([], list_norms()),
+        (["hydra.sweeper.params.norm=${normbench.norms:causal}"], sorted(set(list_norms()) - set(MIXING))),
+        (["hydra.sweeper.params.norm=${normbench.norms:mixing}"], MIXING),
+    ):
+        cfg = compose_cfg(["experiment=leaderboard", *overrides], hydra=True)
+        params = cfg.hydra.sweeper.params
+        lines = [f"{k}={v}" for k, v in params.items()] + ["experiment/arms/leaderboard@_global_=resnet20", "seed=0"]
+        (jobs,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
+        assert sorted(o.split("=")[1] for job in jobs for o in job if o.startswith("norm=")) == names
+
+
+def test_an_unknown_kind_of_norms_is_one_line() -> None:
+    from normbench.base.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"unknown kind 'causl'; valid choices: all, causal, mixing"):
+        norm_list("causl")

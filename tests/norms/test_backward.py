@@ -12,6 +12,7 @@ from torch.autograd import gradcheck, gradgradcheck
 
 from normbench.norms import batch_functional as BF
 from normbench.norms import build_norm, list_norms
+from tests.norms.specs import SPECS
 
 D = torch.float64
 KW = {
@@ -19,7 +20,6 @@ KW = {
     "pn": {"groups": 2},
     "brn": {"warmup_steps": 0, "r_max_steps": 1, "d_max_steps": 1, "d_max": 0.5},
 }
-APPROXIMATE_BACKWARD = {"pn"}
 C = 6
 
 
@@ -32,7 +32,7 @@ def _case(layout: str) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NTC"])
-@pytest.mark.parametrize("name", sorted(set(list_norms()) - APPROXIMATE_BACKWARD))
+@pytest.mark.parametrize("name", [n for n in list_norms() if n not in SPECS or SPECS[n].exact_backward])
 def test_gradcheck_and_gradgradcheck(name: str, layout: str) -> None:
     m = build_norm(name, C, layout, eps=0.1, **KW.get(name, {})).double()
     x, mask = _case(layout)

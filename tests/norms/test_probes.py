@@ -1,8 +1,9 @@
 """`normbench.norms.probes`: what a norm does, asked by running it.
 
-Known answers: the norm families by their definitions (batch statistics: BN, noisy BN, Batch
-Renorm, PowerNorm; statistics over positions: GN, IN, per-sample LN over (C, T); state: the
-running estimates of the batch-statistic norms), and hand-written toy norms that are in no
+Known answers: the norm families by their definitions (each norm's ``statistics`` in
+tests/norms/specs.py: batch statistics: BN, noisy BN, Batch Renorm, PowerNorm, ℓp BN; statistics
+over positions: GN, IN, per-sample LN over (C, T); state: the running estimates of the
+batch-statistic norms), and hand-written toy norms that are in no
 registry, whose answers follow from the axis they average over.
 """
 
@@ -14,11 +15,12 @@ from torch import Tensor, nn
 
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.probes import holds_state, mixes_positions, uses_batch_statistics
+from tests.norms.specs import spec
 
-BATCH_STATISTIC_NORMS = {"bn", "bn_noisy", "pn", "brn", "bn_l1", "bn_l2", "bn_linf"}
-"""Norms that normalize with statistics over the batch (the norm-zoo issue's list)."""
-POSITION_STATISTIC_NORMS = {"gn", "in", "ln_sample"}
-"""Norms whose per-sample statistics span the positions (H×W, or T) as well as channels."""
+
+def statistics(name: str) -> str:
+    """``batch``, ``positions`` or ``none``: the norm's row in tests/norms/specs.py."""
+    return spec(name).statistics
 
 
 class MeanOver(nn.Module):
@@ -35,23 +37,23 @@ class MeanOver(nn.Module):
 @pytest.mark.parametrize("name", list_norms())
 def test_batch_statistics_probe_matches_the_norm_family(name: str) -> None:
     factory = norm_factory(name)
-    assert uses_batch_statistics(factory, 8, "NCHW") == (name in BATCH_STATISTIC_NORMS)
-    assert uses_batch_statistics(factory, 8, "NTC") == (name in BATCH_STATISTIC_NORMS)
+    batch = statistics(name) == "batch"
+    assert uses_batch_statistics(factory, 8, "NCHW") == batch
+    assert uses_batch_statistics(factory, 8, "NTC") == batch
     built = factory(8, "NCHW")
-    assert uses_batch_statistics(built) == (name in BATCH_STATISTIC_NORMS)  # a built norm: same answer
+    assert uses_batch_statistics(built) == batch  # a built norm: same answer
 
 
 @pytest.mark.parametrize("name", list_norms())
 def test_position_probe_matches_the_norm_family(name: str) -> None:
     factory = norm_factory(name)
-    in_training = name in BATCH_STATISTIC_NORMS | POSITION_STATISTIC_NORMS
-    assert mixes_positions(factory, training=True) == in_training
-    assert mixes_positions(factory, training=False) == (name in POSITION_STATISTIC_NORMS)  # running estimates
+    assert mixes_positions(factory, training=True) == (statistics(name) != "none")
+    assert mixes_positions(factory, training=False) == (statistics(name) == "positions")  # running estimates
 
 
 @pytest.mark.parametrize("name", list_norms())
 def test_state_probe_matches_the_norm_family(name: str) -> None:
-    assert holds_state(norm_factory(name)) == (name in BATCH_STATISTIC_NORMS)
+    assert holds_state(norm_factory(name)) == (statistics(name) == "batch")
 
 
 @pytest.mark.parametrize(

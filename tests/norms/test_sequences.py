@@ -1,5 +1,6 @@
 """Every norm on sequences (N, T, C) with a padding mask: exact against torch / the formulas over
-the documented axes (float64), and invariant to padding in training and evaluation."""
+the documented axes (float64; each norm's row in tests/norms/specs.py), and invariant to padding in
+training and evaluation."""
 
 from __future__ import annotations
 
@@ -10,16 +11,18 @@ import torch
 import torch.nn.functional as F
 
 from normbench.norms import build_norm, list_norms
+from tests.norms.specs import C, affine, kw, spec
 
-C = 8
-KW = {"gn": {"groups": 4}, "pn": {"groups": 2}}
 LENGTHS = (7, 4, 6, 2, 7)
-MASKED = {"bn", "bn_noisy", "brn", "bn_l1", "bn_l2", "bn_linf", "pn", "gn", "in", "ln_sample", "noise_only", "none"}
-"""Norms whose outputs at padding positions do not depend on their parameters (0 or the input)."""
 
 
-def make(name: str, **kw) -> torch.nn.Module:
-    m = build_norm(name, C, "NTC", **{**KW.get(name, {}), **kw}).double()
+def masked(name: str) -> bool:
+    """Outputs at padding positions do not depend on the norm's parameters (0 or the input)."""
+    return spec(name).masked
+
+
+def make(name: str, **extra) -> torch.nn.Module:
+    m = build_norm(name, C, "NTC", **{**kw(name), **extra}).double()
     if hasattr(m, "record_noise"):
         m.record_noise = True  # the noisy norms keep their last draw, for the references
     g = torch.Generator().manual_seed(3)
@@ -35,64 +38,13 @@ def batch(lengths=LENGTHS, t: int = 7, seed: int = 0) -> tuple[torch.Tensor, tor
     return x, mask
 
 
-def affine(y: torch.Tensor, m: torch.nn.Module) -> torch.Tensor:
-    if getattr(m, "weight", None) is not None:
-        y = y * m.weight
-    if getattr(m, "bias", None) is not None:
-        y = y + m.bias
-    return y
-
-
-def reference_ntc(name: str, m: torch.nn.Module, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """The first training-mode output at real tokens, from torch's layers or the formulas."""
-    eps = m.eps
-    real = x[mask]  # (M, C): every real token
-    if name in ("bn", "brn"):
-        return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps)
-    if name.startswith("bn_l"):  # ℓp BatchNorm over the real tokens: centred, over the uncentred ℓp power mean
-        c, p = real - real.mean(0), {"bn_l1": 1.0, "bn_l2": 2.0, "bn_linf": float("inf")}[name]
-        dev = real.abs().amax(0) if p == float("inf") else real.abs().pow(p).mean(0) ** (1 / p)
-        return affine(c / (dev + eps), m)
-    if name == "bn_noisy":  # one draw per activation (test_noisy.py)
-        shift, scale = m.last_noise
-        return F.batch_norm(real, None, None, m.weight, m.bias, True, 0.0, eps) * scale[mask] + shift[mask]
-    if name == "noise_only":
-        shift, scale = m.last_noise
-        return real * scale[mask] + shift[mask]
-    if name == "none":
-        return real
-    if name == "ln":
-        return F.layer_norm(real, (C,), m.weight, m.bias, eps)
-    if name == "rms":
-        return F.rms_norm(real, (C,), m.weight, eps)
-    if name == "prms":
-        return real / torch.sqrt(real[:, : m.k].pow(2).mean(1, keepdim=True) + eps) * m.weight
-    if name == "pn":
-        g = real.view(-1, m.groups, C // m.groups)
-        xs = (g / torch.sqrt(g.pow(2).mean(-1, keepdim=True) + eps)).view_as(real)
-        return affine(xs / torch.sqrt(xs.pow(2).mean(0) + eps), m)
-    rows = []
-    for i, t in enumerate(mask.sum(1).tolist()):  # per-sentence norms over its real tokens
-        xi = x[i, :t].T[None]  # (1, C, t)
-        if name == "ln_sample":
-            yi = affine(F.layer_norm(x[i, :t], (t, C), None, None, eps), m)
-        elif name == "in":
-            yi = F.instance_norm(xi, weight=m.weight, bias=m.bias, eps=eps)[0].T
-        elif name == "gn":
-            yi = F.group_norm(xi, m.groups, m.weight, m.bias, eps)[0].T
-        else:
-            raise KeyError(name)
-        rows.append(yi)
-    return torch.cat(rows)
-
-
 @pytest.mark.parametrize("name", list_norms())
 def test_matches_reference_on_real_tokens(name: str) -> None:
     m = make(name)
     x, mask = batch()
     y = m(x, mask)
-    torch.testing.assert_close(y[mask], reference_ntc(name, m, x, mask), atol=1e-10, rtol=0)
-    if name in MASKED - {"none", "noise_only"}:
+    torch.testing.assert_close(y[mask], spec(name).ntc(x, mask, m), atol=1e-10, rtol=0)
+    if masked(name) and name not in ("none", "noise_only"):
         assert (y[~mask] == 0).all()
 
 
@@ -134,7 +86,7 @@ def test_padding_does_not_change_real_tokens(name: str, mode: str) -> None:
     n, t = x.shape[:2]
     torch.testing.assert_close(yp[:n, :t][mask], y[mask], atol=1e-10, rtol=0)
     torch.testing.assert_close(gxp[:n, :t][mask], gx[mask], atol=1e-10, rtol=0)
-    if name in MASKED:
+    if masked(name):
         for k in gp:
             torch.testing.assert_close(gpp[k], gp[k], atol=1e-10, rtol=0)
     for (k, v), (_, vp) in zip(a.named_buffers(), b.named_buffers()):
@@ -148,7 +100,7 @@ def test_mask_must_match_input(name: str) -> None:
     with pytest.raises(ValueError, match="mask must be a bool tensor of shape"):
         m(x, mask[:, :3])
     with pytest.raises(ValueError, match="masks go with layout 'NTC'"):
-        build_norm(name, C, "NCHW", **KW.get(name, {}))(torch.randn(2, C, 3, 3), mask)
+        build_norm(name, C, "NCHW", **kw(name))(torch.randn(2, C, 3, 3), mask)
 
 
 def test_ln_on_sequences_is_per_token_instance_norm_over_channels() -> None:
@@ -156,7 +108,7 @@ def test_ln_on_sequences_is_per_token_instance_norm_over_channels() -> None:
     m = make("ln")
     x, _ = batch()
     y_in = F.instance_norm(x.reshape(1, -1, C), eps=m.eps).reshape(x.shape)
-    torch.testing.assert_close(m(x), affine(y_in, m), atol=1e-12, rtol=0)
+    torch.testing.assert_close(m(x), affine(y_in, m, -1), atol=1e-12, rtol=0)
 
 
 def test_ln_sample_on_images_is_groupnorm_with_one_group() -> None:
@@ -176,7 +128,7 @@ def test_batches_with_fewer_than_two_real_tokens_keep_buffers_finite(name: str, 
     x, mask = batch(lengths=lengths, seed=2)
     y = m(x, mask)
     assert torch.isfinite(y).all()
-    if name in MASKED - {"none", "noise_only"}:
+    if masked(name) and name not in ("none", "noise_only"):
         assert (y[~mask] == 0).all()
     for k, v in m.named_buffers():
         assert torch.isfinite(v).all(), f"buffer {k} is not finite"
