@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from normbench.analysis import (
+    DRAWN_ELSEWHERE,
     figure_fn,
     figure_keys,
     load_local_runs,
@@ -39,8 +40,10 @@ from normbench.analysis import (
     usable_runs,
     write_outputs,
 )
+from normbench.analysis.claim_meta import annotate, claim_meta
 from normbench.analysis.claims import Claim, claims_markdown, csv_row, judge_rows, write_claims
-from normbench.analysis.forest import annotate, rules_meta, write_forest
+from normbench.analysis.claims_text import write_claims_markdown
+from normbench.analysis.forest import remove_forest, write_forest
 from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.plot import FigureResult, figure_formats
 from normbench.analysis.provenance import check_provenance
@@ -92,17 +95,31 @@ def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
     return path
 
 
-def forest_title(preset: str) -> str:
-    title, _ = rules_meta(preset)
+def forest_title(preset: str, judged_hash: str | None = None) -> str:
+    title, _ = claim_meta(preset, judged_hash)
     where = preset if title == base_preset(preset) else f"{title} ({preset})"
-    return f"{where}: each claim's difference (or ratio) with its 95 % interval"
+    return f"{where}: each judged claim's difference (or ratio)"
 
 
 def write_preset_forest(preset: str, rows: Sequence[dict], out: Path) -> list[Path]:
-    """The preset's forest plot from its claims' rows (``claims.csv``'s); nothing when it judges none."""
-    if not any(r.get("verdict") not in ("passed", "failed") for r in rows):
+    """The preset's forest plot from its claims' rows (``claims.csv``'s), judged claims only; when it
+    judged none, no forest (a stale one is removed)."""
+    annotated = annotate(rows, preset)
+    if not any(r.get("verdict") not in ("passed", "failed", "not judged") and r.get("estimate") not in ("", None)
+               for r in annotated):  # fmt: skip
+        for gone in remove_forest(out):
+            print(f"[figures] removed {gone}: no judged claim to draw")
         return []
-    return write_forest(annotate(rows, preset), out, title=forest_title(preset))
+    hashes = {str(r.get("rules_hash") or "") for r in rows} - {""}
+    title = forest_title(preset, next(iter(hashes)) if len(hashes) == 1 else None)
+    return write_forest(annotated, out, title=title)
+
+
+def write_presented_claims(preset: str, out: Path) -> Path:
+    """``<out>/claims.md`` rewritten from ``<out>/claims.csv`` as people read it
+    (`normbench.analysis.claims_text`: signed toward each claim, natural units, no e-notation)."""
+    with open(out / "claims.csv", newline="") as f:
+        return write_claims_markdown(preset, list(csv.DictReader(f)), out)
 
 
 def forest_only(preset: str, out: Path) -> list[Path]:
@@ -111,7 +128,7 @@ def forest_only(preset: str, out: Path) -> list[Path]:
     if not path.is_file():
         raise ConfigError(f"--forest-only reads {str(path)!r}, which does not exist; run normbench-figures first")
     with open(path, newline="") as f:
-        return write_preset_forest(preset, list(csv.DictReader(f)), out)
+        return [*write_preset_forest(preset, list(csv.DictReader(f)), out), write_presented_claims(preset, out)]
 
 
 def log_to_wandb(
@@ -179,6 +196,7 @@ def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list
     out.mkdir(parents=True, exist_ok=True)
     for written in [*write_preset_forest(preset, [csv_row(c) for c in claims], out), *write_claims(claims, out)]:
         print(f"[figures] wrote {written}")
+    write_presented_claims(preset, out)
     print(
         f"[figures] judged from {path} alone: the claims and the forest plot; no paper figures "
         "(they need the runs themselves: --runs or --wandb)"
@@ -202,6 +220,8 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
     out.mkdir(parents=True, exist_ok=True)
     forest = write_preset_forest(args.preset, [csv_row(c) for c in claims], out)  # first: what verdicts rest on
     outputs = [*forest, *write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
+    if (out / "claims.csv").is_file():
+        write_presented_claims(args.preset, out)
     for path in [*outputs, write_runs_table(runs, out / "runs.csv")]:
         print(f"[figures] wrote {path}")
     total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
@@ -217,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     out = Path(args.out or Path("results") / args.preset / ("pilot" if args.pilot else ""))
     try:
-        figure_fn(args.preset)
+        if not ((args.forest_only or args.per_run) and base_preset(args.preset) in DRAWN_ELSEWHERE):
+            figure_fn(args.preset)  # the leaderboard's forest and claims are redrawn from its folder too
         figure_formats()  # a bad NORMBENCH_FIGURE_FORMATS: one line before anything is written
         check_out(out)
         if args.log_to_wandb is not None and not (args.log_to_wandb or args.wandb):

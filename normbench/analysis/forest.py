@@ -1,13 +1,17 @@
-"""The forest plot: what every verdict of a preset rests on, in one figure.
+"""The forest plot: what every judged verdict of a preset rests on, in one figure.
 
-One row per claim (the rows of ``claims.csv``): the difference a − b (or, for a ``welch_log``
-claim, the ratio a / b) with its 95 % interval, against the line of no difference (0, or 1 on a
-log axis), with the equivalence band of an equivalence claim (±margin; for a ratio [1/m, m], as
-`normbench.analysis.stats.compare` tests it on the logarithms), coloured by verdict
-(`VERDICT_COLORS`). Claims measured in different units never share an x axis: ratios get one
-panel (log scale), differences one panel per unit (accuracy, error in %, BLEU, loss, ...). A claim
-that was not judged is listed in its panel in grey, with the reason, instead of an interval; setup
-checks (verdict passed / failed) are not claims and are left out.
+One row per judged claim (the rows of ``claims.csv`` that carry a verdict; not-judged claims and
+setup checks are left out: the findings page lists them), read as the findings page reads it
+(`normbench.analysis.present`): the difference signed toward the claim, **+ (a ratio above 1) is
+the claim's direction**, the arms named in the order subtracted ("standard − BN"), in the measure's
+natural unit (percentage points, BLEU, nats, decades of lr), with its 95 % interval, against the
+line of no difference (0, or 1 on a log axis). An equivalence claim's margin is a band (±margin; a
+ratio's [1/m, m]). Colours by verdict (`VERDICT_COLORS`), the legend at the top.
+
+Each panel holds one unit, titled in words (`normbench.analysis.units`): every ratio shares one log
+panel, whose axis spans the data (an interval that lies far outside the rest, beyond 30× either
+way, is drawn to the edge with an arrow, its numbers written beside it). The figure stays below
+2,500 px at 150 dpi however many claims it holds.
 
 `forest_figure` is the pure rows → figure function; `write_forest` writes ``forest.png``,
 ``forest.pdf`` and ``forest.csv`` (the plotted numbers, one row per claim).
@@ -33,8 +37,9 @@ from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 from matplotlib.transforms import blended_transform_factory  # noqa: E402
 
+from normbench.analysis.claim_meta import annotate as annotate  # noqa: E402  (re-exported)
 from normbench.analysis.plot import figure_formats  # noqa: E402
-from normbench.analysis.rules_schema import load_rules  # noqa: E402
+from normbench.analysis.present import Signed, num, ratio_num, signed, to_float  # noqa: E402
 from normbench.analysis.stats import (  # noqa: E402
     DIFFERENT,
     EQUIVALENT,
@@ -44,7 +49,7 @@ from normbench.analysis.stats import (  # noqa: E402
     SUPPORTED,
     VERDICTS,
 )
-from normbench.rules import base_preset  # noqa: E402
+from normbench.analysis.units import RATIO_TITLE, Unit  # noqa: E402
 
 VERDICT_COLORS = {
     SUPPORTED: "#1a9850",
@@ -57,170 +62,82 @@ VERDICT_COLORS = {
 """One fixed colour per verdict of `normbench.analysis.stats.VERDICTS` (the same on every plot)."""
 assert set(VERDICT_COLORS) == set(VERDICTS)
 
-RATIO_PANEL = "ratio a / b (log scale; 1 = no difference)"
-DIFFERENCE = "difference a − b"
-CSV_COLUMNS = ("panel", "label", "verdict", "estimate", "lo", "hi", "band_lo", "band_hi", "note")
-
-UNITS = {
-    "final_train_acc": "accuracy (fraction)",
-    "final_test_acc": "accuracy (fraction)",
-    "train_test_gap": "accuracy (fraction)",
-    "train_eval_error": "error (fraction)",
-    "error": "error (%)",
-    "bleu": "BLEU",
-    "loss_at_equal_time": "training loss",
-    "loss_at_equal_steps": "training loss",
-    "saturated_fraction": "saturated fraction",
-    "val/acc": "accuracy (fraction)",
-    "val/acc_population": "accuracy (fraction)",
-    "val/loss": "validation loss",
-    "cos": "cosine of the gradients (ICS)",
-}
-"""The unit of a measure (its name, or the W&B key it reads): difference panels are per unit."""
-
-
-def measure_unit(spec: Any) -> str:
-    """The unit a rule's ``measure`` (a name, or ``{name: ..., key: ..., metric: ...}``) is in; a
-    measure not in `UNITS` is its own unit (its key, metric or name)."""
-    if isinstance(spec, Mapping):
-        name = str(spec.get("key") or spec.get("metric") or spec.get("name"))
-    else:
-        name = str(spec)
-    return UNITS.get(name, name)
-
-
-def rules_meta(preset: str) -> tuple[str, dict[str, dict[str, str]]]:
-    """The preset's ``paper_title`` (default: the preset's name) and, per claim id, its ``short``
-    name (the rules' default: the id) and the unit of its measure, from the typed rules."""
-    rules = load_rules(preset)
-    if rules is None:
-        return base_preset(preset), {}
-    claims = {c.id: {"short": c.short or c.id, "unit": measure_unit({"name": c.measure, **c.params})}
-              for c in rules.claims}  # fmt: skip
-    return rules.paper_title or base_preset(preset), claims
-
-
-def annotate(rows: Sequence[Mapping[str, Any]], preset: str, prefix: str = "") -> list[dict[str, Any]]:
-    """``rows`` (of ``claims.csv``) with ``short`` (``prefix`` + the claim's short name) and ``unit``
-    from the preset's rules."""
-    _, meta = rules_meta(preset)
-    out = []
-    for row in rows:
-        info = meta.get(str(row.get("id")), {})
-        out.append({**row, "short": prefix + info.get("short", str(row.get("id"))), "unit": info.get("unit", "")})
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# rows → what is drawn
+RATIO_PANEL = RATIO_TITLE
+CSV_COLUMNS = ("panel", "label", "arms", "verdict", "estimate", "lo", "hi", "band_lo", "band_hi")
+MAX_HEIGHT_IN = 16.4
+"""The figure's height at most (in; × 150 dpi < 2,500 px): rows get thinner beyond it."""
+FAR = 30.0
+"""A ratio's interval wholly beyond FAR× (or 1/FAR×) does not stretch the log axis: drawn to its edge."""
 
 
 @dataclass(frozen=True)
 class ForestRow:
-    """One claim as drawn: its panel, label, verdict, estimate with interval (NaN when not judged),
-    its equivalence band (None without one) and, when not judged, the reason."""
+    """One judged claim as drawn: its panel, label, arms, verdict, signed estimate with interval
+    (natural units) and its equivalence band (None without one)."""
 
     panel: str
     label: str
+    arms: str
     verdict: str
     estimate: float
     lo: float
     hi: float
     band: tuple[float, float] | None
-    note: str
-
-    @property
-    def judged(self) -> bool:
-        return self.verdict != NOT_JUDGED
 
 
-def _float(v: Any) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def is_ratio(row: Mapping[str, Any]) -> bool:
-    """Whether a ``claims.csv`` row compares a ratio (column ``ratio``; a claim not judged: its test)."""
-    ratio = row.get("ratio")
-    if ratio in ("", None):  # not judged: the panel its rule's test would have put it in
-        return row.get("test") == "welch_log"
-    return ratio is True or str(ratio) == "True"
+def _unit(row: Mapping[str, Any]) -> Unit:
+    unit = row.get("unit")
+    return unit if isinstance(unit, Unit) else Unit(str(unit or "measure"))
 
 
 def forest_row(row: Mapping[str, Any]) -> ForestRow | None:
-    """What a ``claims.csv`` row draws; None for a setup check (not a claim)."""
+    """What a ``claims.csv`` row draws; None for a setup check or a claim not judged."""
     verdict = str(row.get("verdict", ""))
-    if verdict not in VERDICTS:
+    unit = _unit(row)
+    s: Signed | None = signed(row, unit)
+    if verdict not in VERDICTS or verdict == NOT_JUDGED or s is None:
         return None
-    ratio = is_ratio(row)
-    panel = RATIO_PANEL if ratio else f"{DIFFERENCE}: {row.get('unit') or 'measure'}"
-    label = str(row.get("short") or row.get("id"))
-    estimate, lo, hi = (_float(row.get(k)) for k in ("estimate", "lo", "hi"))
-    if verdict != NOT_JUDGED and math.isnan(estimate):
-        verdict, note = NOT_JUDGED, "no estimate"
-    else:
-        note = " ".join(str(row.get("measured", "")).split()) if verdict == NOT_JUDGED else ""
     band = None
-    margin = _float(row.get("margin"))
+    margin = to_float(row.get("margin"))
     if row.get("relation") == "equivalent" and math.isfinite(margin):
-        band = (1 / margin, margin) if ratio else (-margin, margin)
-    return ForestRow(panel, label, verdict, estimate, lo, hi, band, note)
-
-
-def not_judged_text(note: str, width: int = 100) -> str:
-    """A not-judged row's text: "not judged: <reason>", the reason's own leading "not judged"
-    dropped (claims read "not judged at this scale (needs n ≈ 14, …)"), cut at ``width``."""
-    reason = note.removeprefix("not judged").lstrip(" :")
-    text = f"not judged: {reason}" if reason else "not judged"
-    return text if len(text) <= width else text[: width - 1] + "…"
+        band = (1 / margin, margin) if s.ratio else (-margin * unit.scale, margin * unit.scale)
+    panel = RATIO_PANEL if s.ratio else unit.panel
+    return ForestRow(panel, str(row.get("short") or row.get("id")), s.arms, verdict, s.estimate, s.lo, s.hi, band)
 
 
 def panels(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[ForestRow]]:
-    """The drawn rows by panel: the ratio panel first, then the difference panels in the order
-    their first claim comes."""
+    """The drawn rows by panel: the difference panels in the order their first claim comes, the
+    ratio panel last."""
     drawn = [r for r in (forest_row(row) for row in rows) if r is not None]
-    names = sorted(dict.fromkeys(r.panel for r in drawn), key=lambda p: p != RATIO_PANEL)
+    names = sorted(dict.fromkeys(r.panel for r in drawn), key=lambda p: p == RATIO_PANEL)
     return {p: [r for r in drawn if r.panel == p] for p in names}
 
 
-def _limits(rows: Sequence[ForestRow], log: bool) -> tuple[float, float]:
-    """The x range of a panel: every finite estimate, interval end and band edge, and the reference."""
+def _near(r: ForestRow) -> bool:
+    """A ratio row that does not lie wholly beyond FAR× either way (it sets the log axis)."""
+    return not (min(r.lo, r.estimate) > FAR or max(r.hi, r.estimate) < 1 / FAR)
+
+
+def limits(rows: Sequence[ForestRow], log: bool) -> tuple[float, float]:
+    """The x range of a panel: every finite estimate, interval end and band edge, and the reference
+    (a log panel: of the rows within FAR× of 1, when any)."""
     ref = 1.0 if log else 0.0
-    values = [ref] + [v for r in rows for v in (r.estimate, r.lo, r.hi, *(r.band or ())) if math.isfinite(v)]
+    kept = ([r for r in rows if _near(r)] or list(rows)) if log else list(rows)
+    values = [ref] + [v for r in kept for v in (r.estimate, r.lo, r.hi, *(r.band or ())) if math.isfinite(v)]
     if log:
         values = [math.log10(v) for v in values if v > 0]
     lo, hi = min(values), max(values)
-    pad = 0.08 * (hi - lo) if hi > lo else 0.5
+    pad = 0.06 * (hi - lo) if hi > lo else 0.5
     lo, hi = lo - pad, hi + pad
     return (10**lo, 10**hi) if log else (lo, hi)
 
 
-def _fmt(v: float, ratio: bool, lead: bool = True) -> str:
-    """A number to 3 significant digits; the estimate (``lead``) with its sign (``+0.12``) or, for a
-    ratio, ``×1.5``; ±inf as ∞; a ratio of 0 (a log interval open to the left) as 0."""
-    if math.isnan(v):
-        return "n/a"
-    if math.isinf(v) or (ratio and v <= 0):
-        return ("∞" if v > 0 else "0") if ratio else (("+∞" if lead else "∞") if v > 0 else "−∞")
-    if ratio:
-        return f"×{v:.3g}" if lead else f"{v:.3g}"
-    return "0" if v == 0 else (f"{v:+.3g}" if lead else f"{v:.3g}").replace("-", "−")
-
-
-def interval_text(estimate: Any, lo: Any, hi: Any, ratio: bool) -> str:
-    """``+0.12 [0.08, 0.16]`` (a ratio: ``×1.5 [1.2, 1.9]``), 3 significant digits."""
-    bounds = ", ".join(_fmt(_float(v), ratio, lead=False) for v in (lo, hi))
-    return f"{_fmt(_float(estimate), ratio)} [{bounds}]"
-
-
-def numbers(row: ForestRow, ratio: bool) -> str:
-    return interval_text(row.estimate, row.lo, row.hi, ratio)
-
-
-# ---------------------------------------------------------------------------------------------
-# drawing
+def numbers(row: ForestRow, log: bool) -> str:
+    """The numbers at a row's right: ``+1.2 [0.33, 2.1]`` (a ratio ``0.44× [0.38, 0.5]``)."""
+    if log:
+        return f"{ratio_num(row.estimate)}× [{ratio_num(row.lo)}, {ratio_num(row.hi)}]"
+    sign = "+" if row.estimate > 0 else ""
+    return f"{sign}{num(row.estimate)} [{num(row.lo)}, {num(row.hi)}]"
 
 
 def _clip(v: float, xlim: tuple[float, float], log: bool) -> tuple[float, bool]:
@@ -234,79 +151,86 @@ def _clip(v: float, xlim: tuple[float, float], log: bool) -> tuple[float, bool]:
 
 def _draw_interval(ax: Axes, y: float, row: ForestRow, xlim: tuple[float, float], log: bool) -> None:
     """The interval as one line (gid ``interval``), the estimate as a dot; an end beyond the axis
-    (infinite, or a ratio's 0) is drawn to the edge with an arrowhead."""
+    is drawn to the edge with an arrowhead (gid ``beyond``)."""
     color = VERDICT_COLORS[row.verdict]
     (lo, lo_out), (hi, hi_out), (est, est_out) = (_clip(v, xlim, log) for v in (row.lo, row.hi, row.estimate))
     ax.plot([lo, hi], [y, y], color=color, linewidth=2.2, solid_capstyle="butt", gid="interval")
     for x, out, marker in ((lo, lo_out, "<"), (hi, hi_out, ">")):
         if out:
             ax.plot([x], [y], marker=marker, color=color, markersize=6, clip_on=False, gid="beyond")
-    ax.plot([est], [y], marker=">" if est_out and est == xlim[1] else "o", color=color, markersize=5,
-            markeredgecolor="white", markeredgewidth=0.6, clip_on=False, gid="estimate")  # fmt: skip
+    ax.plot([est], [y], marker="o", color=color, markersize=5, markeredgecolor="white", markeredgewidth=0.6,
+            clip_on=False, gid="estimate")  # fmt: skip
 
 
-def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow]) -> None:
-    """One panel: a row per claim from the top, the reference line, bands, intervals, labels and the
-    numbers at the right; not-judged claims as grey text."""
+def _log_ticks(ax: Axes, xlim: tuple[float, float]) -> None:
+    """Ticks at 1, 2, 5 × 10^k (powers of 10 only over > 3 decades), written as plain numbers."""
+    decades = math.log10(xlim[1] / xlim[0])
+    subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
+    ax.xaxis.set_major_locator(MaxNLocator(6) if decades < 1 else LogLocator(subs=subs, numticks=12))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: ratio_num(v)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow], fontsize: float = 7) -> None:
+    """One panel: a row per claim from the top (its label: the claim and its arms), the reference
+    line, bands, intervals and the numbers at the right."""
     log = name == RATIO_PANEL
     ax.set_xscale("log" if log else "linear")
-    xlim = _limits(rows, log)
-    if log:  # ticks at 1, 2, 5 × 10^k (powers of 10 over > 3 decades, evenly spaced within one), plain numbers
-        decades = math.log10(xlim[1] / xlim[0])
-        subs = (1.0, 2.0, 5.0) if decades <= 3 else (1.0,)
-        ax.xaxis.set_major_locator(MaxNLocator(6) if decades < 1 else LogLocator(subs=subs, numticks=12))
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+    xlim = limits(rows, log)
+    if log:
+        _log_ticks(ax, xlim)
+    else:
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: num(v, 2) if abs(v) > 1e-12 else "0"))
     ax.set_xlim(*xlim)
     ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.9, zorder=1, gid="reference")
     blend = blended_transform_factory(ax.transAxes, ax.transData)
     for y, row in enumerate(rows):
-        if row.band is not None and row.judged:
+        if row.band is not None:
             ax.fill_between(row.band, y - 0.38, y + 0.38, color=VERDICT_COLORS[EQUIVALENT], alpha=0.15,
                             linewidth=0, gid="band")  # fmt: skip
-        if row.judged:
-            _draw_interval(ax, y, row, xlim, log)
-            ax.text(1.01, y, numbers(row, log), transform=blend, va="center", fontsize=7)
-        else:
-            ax.text(0.01, y, not_judged_text(row.note), transform=blend, va="center", fontsize=7,
-                    color=VERDICT_COLORS[NOT_JUDGED], style="italic", gid="not-judged",
-                    bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.5})  # fmt: skip
-    ax.set_yticks(range(len(rows)), [r.label for r in rows], fontsize=7)
-    for tick, row in zip(ax.get_yticklabels(), rows):
-        tick.set_color("black" if row.judged else VERDICT_COLORS[NOT_JUDGED])
-    ax.set_xlabel(name, fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
+        _draw_interval(ax, y, row, xlim, log)
+        ax.text(1.02, y, numbers(row, log), transform=blend, va="center", fontsize=fontsize)
+    ax.set_yticks(range(len(rows)), [f"{r.label} ({r.arms})" for r in rows], fontsize=fontsize)
+    ax.set_xlabel(name, fontsize=fontsize + 1)
+    ax.tick_params(axis="x", labelsize=fontsize)
     ax.grid(axis="x", alpha=0.3)
 
 
-def forest_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
-    """The forest plot of ``rows`` (dicts of ``claims.csv``, with ``short`` and ``unit`` where known:
-    see `annotate`): one panel per unit, a legend of the verdicts that occur."""
-    by_panel = panels(rows)
-    if not by_panel:
-        raise ValueError("no claims to draw: every row is a setup check, or there are none")
-    heights = [len(r) + 1.6 for r in by_panel.values()]
-    longest = max(len(r.label) for rs in by_panel.values() for r in rs)
-    fig, axes = plt.subplots(len(by_panel), 1, squeeze=False, height_ratios=heights, layout="constrained",
-                             figsize=(min(14.0, 6.5 + 0.06 * longest), 0.9 + 0.24 * sum(heights)))  # fmt: skip
-    for ax, (name, drawn) in zip(axes[:, 0], by_panel.items()):
-        draw_panel(ax, name, drawn)
+def _legend_handles(by_panel: Mapping[str, Sequence[ForestRow]]) -> list[Any]:
     seen = {r.verdict for rs in by_panel.values() for r in rs}
     handles: list[Any] = [
         Line2D([], [], color=VERDICT_COLORS[v], marker="o", linewidth=2.2, label=v) for v in VERDICTS if v in seen
     ]
     if any(r.band for rs in by_panel.values() for r in rs):
-        band = plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLORS[EQUIVALENT], alpha=0.15, label="equivalence margin")
-        handles.append(band)
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=7, frameon=False)
-    if title:
-        fig.suptitle(title, fontsize=10)
+        handles.append(plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLORS[EQUIVALENT], alpha=0.15,
+                                     label="equivalence margin"))  # fmt: skip
+    return handles
+
+
+def forest_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
+    """The forest plot of ``rows`` (dicts of ``claims.csv``, with ``short`` and ``unit``: see
+    `annotate`): one panel per unit, the legend of the verdicts shown at the top."""
+    by_panel = panels(rows)
+    if not by_panel:
+        raise ValueError("no judged claims to draw: every row is a setup check or a claim not judged")
+    heights = [len(r) + 1.8 for r in by_panel.values()]
+    longest = max(len(r.label) + len(r.arms) + 3 for rs in by_panel.values() for r in rs)
+    row_in = min(0.24, (MAX_HEIGHT_IN - 1.4) / sum(heights))
+    fontsize = 7 if row_in >= 0.2 else 6
+    fig, axes = plt.subplots(len(by_panel), 1, squeeze=False, height_ratios=heights, layout="constrained",
+                             figsize=(min(15.0, 6.5 + 0.055 * longest), 1.4 + row_in * sum(heights)))  # fmt: skip
+    for ax, (name, drawn) in zip(axes[:, 0], by_panel.items()):
+        draw_panel(ax, name, drawn, fontsize)
+    handles = _legend_handles(by_panel)
+    fig.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
+    head = "+ is the claim's direction (a ratio: above 1); 95 % intervals"
+    axes[0, 0].set_title(f"{title}\n{head}" if title else head, fontsize=9)
     return fig
 
 
 def forest_table(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The plotted numbers, one dict per claim (`CSV_COLUMNS`)."""
+    """The plotted numbers, one dict per judged claim (`CSV_COLUMNS`)."""
     out = []
     for drawn in panels(rows).values():
         for r in drawn:
@@ -334,3 +258,12 @@ def write_forest(rows: Sequence[Mapping[str, Any]], out_dir: str | Path, title: 
         for row in forest_table(rows):
             writer.writerow({k: repr(v) if isinstance(v, float) else v for k, v in row.items()})
     return [*written, out / "forest.csv"]
+
+
+def remove_forest(out_dir: str | Path) -> list[Path]:
+    """Remove ``forest.*`` from ``out_dir`` (a folder with no judged claim draws none: no stale one
+    stays); the paths removed."""
+    gone = [p for p in (Path(out_dir) / f"forest.{ext}" for ext in ("png", "pdf", "csv")) if p.is_file()]
+    for p in gone:
+        p.unlink()
+    return gone
