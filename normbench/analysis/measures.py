@@ -111,10 +111,20 @@ def layer_mean_series(run: Run) -> tuple[np.ndarray, np.ndarray]:
     return steps, np.mean(np.stack([v for _, v in found if len(v) == len(steps)]), axis=0)
 
 
+def weight_layer_keys(run: Run) -> list[str]:
+    """The run's ``saturation/<layer>/grad_norm`` keys of the model's own layers (convs and linears),
+    in model order: a norm's γ/β (a run logged before issue 56 kept them under ``grad_norm`` too; the
+    norms are the layers its ``saturated`` keys name) are no layer, so layer k is the k-th conv or
+    linear in every arm, with BN or without."""
+    norms = {SATURATED.match(k).group(1) for k in layer_keys(run, SATURATED)}  # type: ignore[union-attr]
+    return [k for k in layer_keys(run, GRAD_NORM) if GRAD_NORM.match(k).group(1) not in norms]  # type: ignore[union-attr]
+
+
 @series("grad_norm_by_depth")
 def grad_norm_by_depth(run: Run) -> tuple[np.ndarray, np.ndarray]:
-    """(layer index in model order, the last call's gradient norm of that layer)."""
-    values = [v[-1] for v in (run.series(k)[1] for k in layer_keys(run, GRAD_NORM)) if len(v)]
+    """(layer index in model order: the k-th conv/linear, `weight_layer_keys`; the last call's
+    gradient norm of that layer)."""
+    values = [v[-1] for v in (run.series(k)[1] for k in weight_layer_keys(run)) if len(v)]
     return np.arange(len(values), dtype=np.float64), np.asarray(values)
 
 

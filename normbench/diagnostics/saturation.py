@@ -10,11 +10,17 @@ conv nets. Logged per layer:
 - ``<norm layer>/saturated``: the fraction of its output elements with |z| > ``threshold`` (real
   tokens only under a padding mask). tanh′(2) = 0.07 and σ′(4) = 0.018: a unit beyond the
   threshold passes almost no gradient;
-- ``<module>/grad_norm``: ‖∂L/∂θ‖₂ over each module's own parameters (weights and biases), from
+- ``<module>/grad_norm``: ‖∂L/∂θ‖₂ over each of the model's own layers' parameters (weights and
+  biases of every conv and linear: every module with parameters that is not a norm), from
   ``torch.autograd.grad`` (the step's ``.grad`` is not touched). Vanishing gradients show as the
-  first layers' norms falling by orders of magnitude.
+  first layers' norms falling by orders of magnitude;
+- ``<norm layer>/affine_grad_norm``: the same over a norm's own γ and β (BN has them, ``none`` not).
 
-The W&B layout adds ``first_layer/…`` and ``layer_mean/…`` headlines of each.
+So the k-th ``grad_norm`` key is the model's k-th conv/linear layer and the k-th ``saturated`` key
+its k-th norm position (the input of its k-th nonlinearity) in every arm: a norm's parameters never
+shift the layer count (before issue 56 they were logged as ``grad_norm`` too, so layer k of a BN
+network was not layer k of a standard one). The W&B layout adds ``first_layer/…`` and
+``layer_mean/…`` headlines of each.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from torch import Tensor
 
 from normbench.base.errors import ConfigError
 from normbench.diagnostics.activations import norm_inputs_outputs
-from normbench.diagnostics.layers import model_layers
+from normbench.diagnostics.layers import model_layers, norm_layers
 from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook, register_diagnostic
 
 
@@ -61,11 +67,13 @@ class SaturationHook(DiagnosticHook):
         out: dict[str, Any] = {
             f"{name}/saturated": float(saturated_fraction(post, threshold)) for name, (_, post) in seen.items()
         }
+        norms = {name for name, _ in norm_layers(ctx.model)}
         i = 0
         for name, own in layers:
             g = [x for x in grads[i : i + len(own)] if x is not None]
             i += len(own)
             if g:
-                out[f"{name}/grad_norm"] = float(torch.linalg.vector_norm(torch.stack([x.norm() for x in g])))
+                key = "affine_grad_norm" if name in norms else "grad_norm"
+                out[f"{name}/{key}"] = float(torch.linalg.vector_norm(torch.stack([x.norm() for x in g])))
         ctx.reset()
         return out

@@ -47,7 +47,9 @@ def test_fractions_and_gradient_norms_match_a_hand_computation(norm: str) -> Non
     assert out["saturation/fc/grad_norm"] == pytest.approx(
         torch.cat([model.fc.weight.grad.reshape(-1), model.fc.bias.grad]).norm().item(), rel=1e-10
     )
-    assert ("saturation/norm1/grad_norm" in out) == (norm == "bn")  # BN's γ, β; none has no parameters
+    assert ("saturation/norm1/affine_grad_norm" in out) == (norm == "bn")  # BN's γ, β; none has no parameters
+    # layer k is the model's k-th conv/linear in both arms: the norm's parameters are not a layer
+    assert [k for k in out if k.endswith("/grad_norm")] == ["saturation/conv/grad_norm", "saturation/fc/grad_norm"]
 
 
 def test_saturated_fraction_counts_nan_as_saturated_and_bad_threshold_fails() -> None:
