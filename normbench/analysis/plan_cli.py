@@ -1,16 +1,24 @@
-"""``normbench-plan``: how many seeds per arm a preset needs, read from its pilot runs.
+"""``normbench-plan``: how many seeds per arm a preset needs, read from its pilot runs and every
+earlier attempt of the same recipe.
 
     normbench-plan santurkar_vgg_cpu --pilot results/santurkar_vgg_cpu/pilot/per_run.csv
+    normbench-plan santurkar_vgg_cpu --pilot … --earlier results/santurkar_vgg_cpu
 
 The pilot runs are the preset's sweep at the rules' pilot seeds (``pilot: {seeds: [...]}`` in
 ``normbench/rules/<preset>.yaml``; ``bash scripts/reproduce_cpu.sh --pilot <preset>`` runs them and
-writes their ``per_run.csv``). Per claim of the preset's variant: the pilot's spread, the effect of
-interest the rules name (an equivalence claim: its margin), the seeds per arm for 80 % power at
-the preset's α after Holm (planned at Holm's first step, α/k), or for equivalence the n at which
-TOST passes with 80 % power at a true difference of 0, the difference the rules' current seeds
-could detect, and what the n costs on 2 cores (`normbench.analysis.plan`). Below the table: the
-preset's whole sweep at the largest n any judged claim needs, against the budget. A claim whose
-n does not fit belongs in the rules as ``full_scale_only: {needs_n: …}``.
+writes their ``per_run.csv``); ``--earlier`` adds earlier attempts' tables (a results folder: its
+``per_run.csv`` and ``pilot/per_run.csv``), pooled per arm (`normbench.analysis.plan_inputs`).
+Every table is vouched for (no run twice, no empty table, no NaN, status honoured, one commit and
+rules hash: `normbench.analysis.evidence`); a pilot table holds pilot seeds only, no table's seeds
+lie in the rules' confirmatory block, and tables of different recipes are not pooled.
+
+Per claim of the preset's variant: the pilot's spread and the upper 80 % confidence limit that n
+is sized from, the effect of interest the rules name (an equivalence claim: its margin), the seeds
+per arm for 80 % power at the claim's Holm level α/m, or for equivalence the n at which TOST passes
+with 80 % power at a true difference of 0 (not planned, in one line, where that does not fit), the
+seeds the plan runs and the difference they detect at α/m, and what the n costs on 2 cores
+(`normbench.analysis.plan`). Below the table: the preset's whole sweep at the largest n a planned
+claim runs, against the budget. ``--seconds-per-run`` and ``--budget-min`` must be > 0.
 
 The pilot's values are read as measured (``per_run.csv``): the rules may have changed since only
 by the plan's own keys (``n``, ``full_scale_only``); the hash recorded with the pilot is printed.
@@ -19,13 +27,17 @@ by the plan's own keys (``n``, ``full_scale_only``); the hash recorded with the 
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
-from normbench.analysis.claims import claim_values, judged_at_this_scale
-from normbench.analysis.per_run import Row, read_per_run
+from normbench.analysis.claims import judged_at_this_scale
+from normbench.analysis.per_run import Row, judged_here
 from normbench.analysis.plan import BUDGET_MIN, CORES, ClaimPlanInput, PlanInput, PlanRow, plan_claims, plan_table
+from normbench.analysis.plan_inputs import Table, check_same_recipe, check_seeds, pooled_values, read_tables
+from normbench.analysis.power import SD_LEVEL
 from normbench.analysis.rules_schema import Rules, load_rules
 from normbench.base.errors import ConfigError
 from normbench.rules import variant
@@ -52,10 +64,10 @@ def full_scale_only_here(rules: Rules, preset: str) -> dict[str, int]:
 
 
 def seconds_per_run(rows: Sequence[Row]) -> float:
-    """The median wall time of the pilot's runs (``summary.json``'s ``wall_time_s``)."""
+    """The median wall time of the runs (``summary.json``'s ``wall_time_s``)."""
     times = [float(r[WALL_TIME]) for r in rows if r.get(WALL_TIME) is not None]
     if not times:
-        raise ConfigError(f"the pilot's per_run.csv has no {WALL_TIME!r} column values: pass --seconds-per-run")
+        raise ConfigError(f"the tables have no {WALL_TIME!r} column values: pass --seconds-per-run")
     return statistics.median(times)
 
 
@@ -68,9 +80,10 @@ def sweep_minutes(rows: Sequence[Row], n: int, seconds: float) -> tuple[int, flo
 
 
 def summary_line(preset: str, rows: Sequence[Row], plan: Sequence[PlanRow], seconds: float, budget: float) -> str:
-    needed = [p.n for p in plan if p.n is not None]
+    """The whole sweep at the largest n a planned claim runs (``n_run``), against the budget."""
+    needed = [p.n_run for p in plan if p.n_run is not None and p.planned]
     if not needed:
-        return f"{preset}: no claim reaches 80 % power within the search range: mark them full_scale_only"
+        return f"{preset}: no claim can be planned within the budget and the search range (see each row's note)"
     n = max(needed)
     runs, minutes = sweep_minutes(rows, n, seconds)
     fits = "fits" if minutes <= budget else "does NOT fit"
@@ -78,41 +91,89 @@ def summary_line(preset: str, rows: Sequence[Row], plan: Sequence[PlanRow], seco
             f"≈ {minutes:.0f} min, {fits} the {budget:.0f} min budget")  # fmt: skip
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line (``normbench-plan: error: …``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def positive(what: str) -> Any:
+    """An argparse type: a finite number > 0 (``what``: its unit, for the message); 0 and negatives
+    are refused, never replaced."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of {what} > 0")
+        return value
+
+    return parse
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="normbench-plan", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = _Parser(prog="normbench-plan", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg_cpu")
-    parser.add_argument("--pilot", nargs="+", required=True, metavar="PER_RUN_CSV",
-                        help="the pilot runs' per_run.csv (normbench-figures --pilot writes it)")  # fmt: skip
-    parser.add_argument("--seconds-per-run", type=float, help="cost of one run (default: the pilot's median)")
-    parser.add_argument("--budget-min", type=float, default=BUDGET_MIN, help="wall-clock budget on 2 cores")
-    return parser.parse_args(argv)
+    parser.add_argument("--pilot", nargs="+", default=[], metavar="PER_RUN_CSV",
+                        help="the pilot runs' per_run.csv (normbench-figures --pilot writes it): the rules' pilot "
+                             "seeds only")  # fmt: skip
+    parser.add_argument("--earlier", nargs="+", default=[], metavar="PER_RUN_CSV_OR_FOLDER",
+                        help="earlier attempts of the same recipe (a results folder: its per_run.csv and "
+                             "pilot/per_run.csv), pooled with the pilot per arm")  # fmt: skip
+    parser.add_argument("--seconds-per-run", type=positive("seconds"),
+                        help="cost of one run, > 0 (default: the pilot's median)")  # fmt: skip
+    parser.add_argument("--budget-min", type=positive("minutes"), default=BUDGET_MIN,
+                        help="wall-clock budget on 2 cores, > 0")  # fmt: skip
+    args = parser.parse_args(argv)
+    if not args.pilot and not args.earlier:
+        parser.error("one of the arguments --pilot --earlier is required")
+    return args
+
+
+def _plan(args: argparse.Namespace) -> tuple[Rules, list[Table], list[PlanRow], dict[str, int], float]:
+    rules = load_rules(args.preset)
+    if rules is None:
+        raise ConfigError(f"preset {args.preset!r} has no rules (normbench/rules/): nothing to plan")
+    tables = read_tables(args.preset, args.pilot, args.earlier)
+    check_seeds(rules, args.preset, tables)
+    full_scale = full_scale_only_here(rules, args.preset)
+    ids = [c.id for c in rules.claims if c.id not in full_scale and judged_here(c.variants, args.preset)]
+    check_same_recipe(args.preset, rules, tables, ids)
+    values = {i: v for i, v in pooled_values(args.preset, tables).items() if i not in full_scale}  # out of Holm
+    rows = [r for t in tables for r in t.rows]
+    seconds = args.seconds_per_run if args.seconds_per_run is not None else seconds_per_run(rows)
+    plan = plan_claims(plan_input(rules, list(values)), values, variant(args.preset), seconds, args.budget_min)
+    return rules, tables, plan, full_scale, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rules = load_rules(args.preset)
-        if rules is None:
-            raise ConfigError(f"preset {args.preset!r} has no rules (normbench/rules/): nothing to plan")
-        rows = [row for path in args.pilot for row in read_per_run(path)]
-        if not rows:
-            raise ConfigError(f"the pilot's per_run.csv ({', '.join(args.pilot)}) holds no runs")
-        values = claim_values(args.preset, rows)
-        full_scale = full_scale_only_here(rules, args.preset)
-        values = {i: v for i, v in values.items() if i not in full_scale}  # they leave the Holm family here
-        seconds = args.seconds_per_run or seconds_per_run(rows)
-        plan = plan_claims(plan_input(rules, list(values)), values, variant(args.preset), seconds)
+        rules, tables, plan, full_scale, seconds = _plan(args)
     except (ConfigError, ValueError) as e:
         print(f"normbench-plan: error: {e}", file=sys.stderr)
         return 2
-    hashes = sorted({str(r["rules_hash"]) for r in rows})
-    print(f"[plan] {args.preset}: {len(rows)} pilot runs, seeds {sorted({r['seed'] for r in rows})}, "
-          f"measured under rules {', '.join(hashes)} (now {rules.hash})")  # fmt: skip
+    pilot_rows = [r for t in tables if not t.earlier for r in t.rows]
+    if pilot_rows:
+        hashes = sorted({str(r["rules_hash"]) for r in pilot_rows})
+        print(f"[plan] {args.preset}: {len(pilot_rows)} pilot runs, seeds {sorted({r['seed'] for r in pilot_rows})}, "
+              f"measured under rules {', '.join(hashes)} (now {rules.hash})")  # fmt: skip
+    for t in (t for t in tables if t.earlier):
+        print(f"[plan] pooled with an earlier attempt: {t.path}, {len(t.rows)} runs, seeds {t.seeds}, "
+              f"rules {t.rows[0]['rules_hash']}")  # fmt: skip
+    print(f"[plan] n is sized from the upper {SD_LEVEL:.0%} one-sided confidence limit of each arm's sd "
+          f"(χ², the sd pooled per arm over {len(tables)} table(s)), not the point sd; α is the Holm level α/m "
+          "of each claim's family")  # fmt: skip
     print(plan_table(plan))
+    for row in (p for p in plan if not p.planned):
+        print(f"{row.id}: {row.note}")
     for claim_id, needs in full_scale.items():
         print(f"{claim_id}: full-scale only (needs n ≈ {needs}): not planned at this scale, outside its Holm family")
-    print(summary_line(args.preset, rows, plan, seconds, args.budget_min))
+    print(summary_line(args.preset, [r for t in tables for r in t.rows], plan, seconds, args.budget_min))
     return 0
 
 

@@ -30,6 +30,15 @@ for ``paired``, the Satterthwaite approximation for Welch), and D ~ N(δ, SE²) 
 integrated numerically over X (Owen's formulation; no normal approximation of the t): 96-point
 Gauss–Legendre over the χ² quantile of X.
 
+The spreads the plan sizes from (`sd_upper`, `pooled_sd`): a pilot's sample SD s on ν degrees of
+freedom underestimates σ as often as not, and with ν = 2 by a factor up to ~2. The plan uses the
+upper one-sided confidence limit at level L (80 %), from (ν s²/σ²) ~ χ²_ν:
+
+    σ_L = s·sqrt(ν / χ²_{1−L, ν})     (χ²_{q, ν}: the q quantile; 1 − L = 0.2)
+
+and pools several attempts of one recipe per arm as s_p² = Σ ν_i s_i² / Σ ν_i on ν = Σ ν_i
+(each attempt around its own mean, so a shift between attempts does not inflate the spread).
+
 A family judged with Holm's step-down is planned at Holm's first step, α/k (`alpha_for_family`):
 the smallest p-value must beat α/k, so this is the conservative bound for every claim.
 """
@@ -37,6 +46,7 @@ the smallest p-value must beat α/k, so this is the conservative bound for every
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Integral
 
 import numpy as np
@@ -44,6 +54,8 @@ from scipy import stats as sps
 
 TESTS = ("welch", "welch_log", "paired", "rank")
 POWER = 0.8
+SD_LEVEL = 0.8
+"""The one-sided confidence level of the SD the plan sizes from (`sd_upper`)."""
 N_MAX = 1000
 _GAUSS = np.polynomial.legendre.leggauss(96)
 
@@ -214,3 +226,20 @@ def alpha_for_family(alpha: float, k: int) -> float:
     _check("alpha", alpha, isinstance(alpha, (int, float)) and 0 < alpha < 1, "0 < alpha < 1")
     _check("k", k, isinstance(k, Integral) and k >= 1, "an integer >= 1 (judged claims in the family)")
     return alpha / k
+
+
+def sd_upper(sd: float, df: int, level: float = SD_LEVEL) -> float:
+    """The upper one-sided ``level`` confidence limit of σ from a sample SD ``sd`` on ``df``
+    degrees of freedom: sd·sqrt(df / χ²_{1−level, df}) (module docstring)."""
+    _check("sd", sd, isinstance(sd, (int, float)) and math.isfinite(sd) and sd >= 0, "a finite sd >= 0")
+    _check("df", df, isinstance(df, Integral) and df >= 1, "an integer >= 1 (values - 1)")
+    _check("level", level, isinstance(level, (int, float)) and 0 < level < 1, "0 < level < 1")
+    return float(sd) * math.sqrt(df / float(sps.chi2.ppf(1 - level, df)))
+
+
+def pooled_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """(s_p, ν): the SD pooled over ``groups`` (each around its own mean), s_p² = Σ ν_i s_i² / Σ ν_i,
+    on ν = Σ ν_i, ν_i = k_i − 1; groups of one value add nothing. (NaN, 0) without a degree of freedom."""
+    sums = [(len(g) - 1, float(np.var(np.asarray(g, dtype=np.float64), ddof=1))) for g in groups if len(g) >= 2]
+    df = sum(k for k, _ in sums)
+    return (math.sqrt(sum(k * v for k, v in sums) / df), df) if df else (math.nan, 0)
