@@ -594,3 +594,49 @@ def test_runs_made_under_other_rules_or_of_another_preset_are_refused(santurkar_
                               capture_output=True, text=True, check=False)  # fmt: skip
         assert done.returncode == 2 and match in done.stderr and done.stderr.strip().count("\n") == 0
         assert not out.exists()
+
+
+# ---------------------------------------------------------------- committed figures never stale (issue 57)
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in RESULTS.glob("*_cpu")))
+def test_committed_figures_match_a_redraw_from_their_folder(folder: str) -> None:
+    """Each committed PNG that carries a spec equals a redraw from its folder's committed CSVs;
+    PNGs drawn before specs (or drawn from histories that are not committed) are skipped, named."""
+    from normbench.analysis.figure_record import stale_figures
+
+    problems, skipped = stale_figures(RESULTS / folder)
+    assert problems == []
+    checked = len(list((RESULTS / folder).glob("*.png"))) - int((RESULTS / folder / "forest.png").is_file())
+    if skipped and len(skipped) == checked:
+        pytest.skip("; ".join(skipped))
+
+
+def test_a_png_replaced_by_an_older_one_is_stale(tmp_path: Path) -> None:
+    """Redrawn from a copy of a committed folder, the figure passes; its data change and it is
+    redrawn, and then the older PNG is put back: the staleness check names it."""
+    import shutil
+
+    from normbench.analysis.figure_png import png_spec
+    from normbench.analysis.figure_record import read_rows, redraw_folder, stale_figures
+
+    folder = tmp_path / "bn_saturation_cpu"
+    shutil.copytree(RESULTS / "bn_saturation_cpu", folder)
+    written = redraw_folder(folder)
+    assert folder / "bn_saturation.png" in written
+    assert stale_figures(folder)[0] == []
+    older = (folder / "bn_saturation.png").read_bytes()
+    rows = read_rows(folder / "bn_saturation.csv")
+    with open(folder / "bn_saturation.csv", "w", newline="") as f:  # a rerun: every median 10 % higher
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows({**r, "median": 1.1 * r["median"]} for r in rows)
+    redraw_folder(folder)
+    assert stale_figures(folder)[0] == []
+    spec = png_spec(folder / "bn_saturation.png")
+    (folder / "bn_saturation.png").write_bytes(older)
+    assert png_spec(folder / "bn_saturation.png") != spec
+    assert stale_figures(folder)[0] == [f"{folder / 'bn_saturation.png'}: stale: its spec differs from a redraw "
+                                        f"from {folder}'s committed files"]  # fmt: skip

@@ -10,7 +10,7 @@
 - a raw metric key (``test/bleu``, ``token_scale/…``), a snake_case name (``best_over_lr``,
   ``pn_v``) or e-notation (``4.27e-06``) in any text a reader sees (`raw_texts`);
 - one colour meaning two things: two legend entries of the same colour that are not the same arm
-  (labels equal once a bracketed qualifier is dropped), or an arm's colour also used for
+  (labels equal up to a qualifier after ``:``, ``,`` or a bracket), or an arm's colour also used for
   "not judged" (`shared_colors`).
 """
 
@@ -296,12 +296,14 @@ def _color(artist: object) -> str | None:
 
 
 def _arm(label: str) -> str:
-    return re.sub(r"\s*\([^)]*\)\s*$", "", label).strip().lower()
+    """The arm a legend label names: the label up to its first ``:``, ``,`` or bracket (``BN (mixed)``,
+    ``BN, batch 2`` and ``BN: test`` are all BN)."""
+    return re.split(r"[:,(]", label, maxsplit=1)[0].strip().lower()
 
 
 def shared_colors(fig: Figure) -> list[str]:
     """Colours that mean two things: legend entries of one colour with labels of different arms
-    (`_arm`: the label less a trailing bracket), or an arm's colour on a "not judged" text."""
+    (`_arm`), or an arm's colour on a "not judged" text."""
     meaning: dict[str, set[str]] = {}
     for label, handle in _legend_entries(fig):
         color = _color(handle)

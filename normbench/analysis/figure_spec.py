@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 
+from normbench.analysis.figure_names import titled
 from normbench.analysis.figure_schema import SERIES, ArmsBy, ArmSpec, FigureSpec, LineSpec, PanelSpec
 from normbench.analysis.per_run import call_measure, registered_measure
-from normbench.analysis.plot import NORM_COLORS, FigureResult, bar_panel, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot import NORM_COLORS, FigureResult, add_point_rows, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot_rows import draw_rows, number, point_rows, rows_of
 from normbench.analysis.rules_schema import load_rules
 from normbench.analysis.runs import Run
 from normbench.base.errors import ConfigError
@@ -130,19 +132,27 @@ def _splits(panel: PanelSpec, runs: Sequence[Run], arm: ArmRuns) -> list[tuple[A
     return [(v, [r for r in arm.runs if r.get(panel.split) == v]) for v in values]
 
 
-def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
-    """Per arm (and split value), each line: the median over seeds with the min–max shaded."""
+def _curve_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
+    """Per arm (and split value), each line: the median over seeds and their min–max, as rows."""
     for arm in arms:
         for split, members in _splits(panel, runs, arm):
             for line in panel.lines:
                 series = [s for s in (line_series(r, line, panel.x) for r in members) if len(s[0])]
-                if not series:
-                    continue
+                if series:
+                    label = line.label.format(arm=panel.split_label.format(arm=arm.label, split=split))
+                    seed_curve(None, res.rows, (line.panel or panel.panel).format(split=split), label, series)
+
+
+def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
+    """Per arm (and split value), each line drawn from its rows: the median, the min–max shaded."""
+    for arm in arms:
+        for split, _ in _splits(panel, runs, arm):
+            for line in panel.lines:
                 label = line.label.format(arm=panel.split_label.format(arm=arm.label, split=split))
                 style = line.linestyle or panel.split_styles.get(split) or arm.linestyle or "-"
                 name = (line.panel or panel.panel).format(split=split)
-                seed_curve(ax, res.rows, name, label, series, arm.color, fill=line.fill and panel.fill,
-                           linestyle=style, marker=line.marker or panel.marker)  # fmt: skip
+                draw_rows(ax, rows_of(res.rows, name, label), label, arm.color, fill=line.fill and panel.fill,
+                          linestyle=style, marker=line.marker or panel.marker)  # fmt: skip
 
 
 def _measured(panel: PanelSpec, run: Run, runs: Sequence[Run]) -> float:
@@ -151,28 +161,45 @@ def _measured(panel: PanelSpec, run: Run, runs: Sequence[Run]) -> float:
     return call_measure(registered_measure(name, f"figure panel {panel.panel!r}"), run, params, runs)
 
 
+def _bar_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
+    for i, a in enumerate(arms):
+        add_point_rows(res.rows, panel.panel, a.label, float(i), [_measured(panel, r, runs) for r in a.runs])
+
+
 def _bar(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
-    """One bar per arm: its runs' measure, median over seeds with the min–max."""
-    values = {a.label: [_measured(panel, r, runs) for r in a.runs] for a in arms}
-    bar_panel(ax, res.rows, panel.panel, values, {a.label: a.color for a in arms if a.color})
+    """One point per arm: its runs' measure, median over seeds with the min–max, on an axis scaled to
+    the points (a bar from 0 hid the gap a verdict rests on), the first two arms' difference named."""
+    rows = {a.label: rows_of(res.rows, panel.panel, a.label) for a in arms}
+    point_rows(ax, {k: v[0] for k, v in rows.items() if v}, {a.label: a.color for a in arms if a.color})
     if panel.hline is not None:
         ax.axhline(panel.hline, color="black", linewidth=0.8)
+    drawn = [(k, v[0]["median"]) for k, v in rows.items() if v and v[0]["n"]]
+    if len(drawn) >= 2:
+        (a, va), (b, vb) = drawn[0], drawn[1]
+        ax.set_title(f"{b} − {a}: {number(vb - va, signed=True)}", fontsize=8, loc="right")
 
 
-def _sweep(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
-    """Per arm, the measure against the config key ``panel.x``: one series per seed, median over seeds."""
+def _sweep_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
     for arm in arms:
         series = []
         for seed in sorted({r.seed for r in arm.runs}):
             pts = sorted((float(r.get(panel.x)), _measured(panel, r, runs)) for r in arm.runs if r.seed == seed)
             series.append((np.asarray([p[0] for p in pts]), np.asarray([p[1] for p in pts])))
-        xs, med, _, _ = seed_curve(ax, res.rows, panel.panel, arm.label, series, arm.color, marker=panel.marker or "o")
-        for x, m in zip(xs, med) if panel.mark_diverged else ():
-            diverged = sum(1 for r in arm.runs if float(r.get(panel.x)) == x and r.status == "diverged")
+        seed_curve(None, res.rows, panel.panel, arm.label, series)
+
+
+def _sweep(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
+    """Per arm, the measure against the config key ``panel.x``: the median over seeds, min–max shaded."""
+    for arm in arms:
+        rows = rows_of(res.rows, panel.panel, arm.label)
+        draw_rows(ax, rows, arm.label, arm.color, marker=panel.marker or "o")
+        for row in rows if panel.mark_diverged else ():
+            diverged = sum(1 for r in arm.runs if float(r.get(panel.x)) == row["x"] and r.status == "diverged")
             if diverged:
-                ax.annotate(f"{diverged}×div", (x, m), fontsize=7, color=arm.color)
+                ax.annotate(f"{diverged}×div", (row["x"], row["median"]), fontsize=7, color=arm.color)
 
 
+ROWS = {"curve": _curve_rows, "bar": _bar_rows, "sweep": _sweep_rows}
 DRAW = {"curve": _curve, "bar": _bar, "sweep": _sweep}
 
 
@@ -182,10 +209,15 @@ def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]
             getattr(ax, f"set_{axis}scale")("log", **({"base": 2} if scale == "log2" else {}))
     if panel.xticks:  # a sweep's values: a tick at each, labelled as the config writes it
         values = sorted({r.get(panel.x) for r in runs})
-        ax.set_xticks([float(v) for v in values], [str(v) for v in values])
+        ax.set_xticks([float(v) for v in values], [f"{float(v):g}" for v in values])
     if panel.invert_x:
         ax.invert_xaxis()
+    title = ax.get_title(loc="right")
     finish_axes(ax, panel.xlabel, panel.ylabel, panel.title, legend=panel.legend == "auto" and panel.kind != "bar")
+    if title:  # the difference named on the right: the panel's own title moves to the left
+        ax.set_title(ax.get_title(), loc="left", fontsize=9)
+        ax.set_title("")
+        ax.set_title(title, loc="right", fontsize=8)
     if panel.legend == "arms":  # one entry per arm: its first line (the colour and style say the arm)
         first = {panel.lines[0].label.format(arm=a.label): a.label for a in arms}
         entries = [(h, first[lab]) for h, lab in zip(*ax.get_legend_handles_labels()) if lab in first]
@@ -193,15 +225,32 @@ def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]
             ax.legend(*zip(*entries), fontsize=7, loc="center right")
 
 
-def render(spec: FigureSpec, runs: Sequence[Run]) -> FigureResult:
-    """``spec`` drawn from ``runs``: one row of panels, in the spec's order."""
-    fig, axes = new_figure(1, len(spec.panels), spec.title)
-    res = FigureResult(spec.name, fig)
-    arms = arm_runs(spec, runs)
+def spec_title(spec: FigureSpec, arms: list[ArmRuns], runs: Sequence[Any]) -> str:
+    """The spec's title, ``{arms}`` replaced by the arms that ran (``standard vs BN``), with the runs'
+    scope (model, width, data set, steps) beneath."""
+    return titled(spec.title.replace("{arms}", " vs ".join(a.label for a in arms)), runs)
+
+
+def draw_spec(spec: FigureSpec, arms: list[ArmRuns], rows: list[dict[str, Any]], runs: Sequence[Any]) -> FigureResult:
+    """``spec`` drawn from its ``rows`` (`render`'s, or a committed CSV's read back): one row of
+    panels, in the spec's order; ``arms`` and ``runs`` (or a per_run.csv's rows) give the arms'
+    labels, colours and styles and the title's scope."""
+    fig, axes = new_figure(1, len(spec.panels), spec_title(spec, arms, runs))
+    res = FigureResult(spec.name, fig, rows=list(rows))
     for ax, panel in zip(axes[0], spec.panels):
         DRAW[panel.kind](ax, res, panel, arms, runs)
         _finish(ax, panel, arms, runs)
     return res
+
+
+def render(spec: FigureSpec, runs: Sequence[Run]) -> FigureResult:
+    """``spec`` drawn from ``runs``: every plotted number computed first (the rows), then drawn from
+    them (`draw_spec`), as a redraw from the committed CSV draws it."""
+    res = FigureResult(spec.name, None)  # type: ignore[arg-type]
+    arms = arm_runs(spec, runs)
+    for panel in spec.panels:
+        ROWS[panel.kind](res, panel, arms, runs)
+    return draw_spec(spec, arms, res.rows, runs)
 
 
 def draw_preset(preset: str, runs: Sequence[Run]) -> list[FigureResult]:

@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from normbench.analysis.figure_names import MODEL_NAMES, arm_name, metric_name
 from normbench.analysis.leaderboard import IMAGES, NA, REFERENCE, THROUGHPUT, Row
 from normbench.analysis.leaderboard_labels import cell_title
 from normbench.analysis.plot import NORM_COLORS, finish_axes, label_points, new_figure
@@ -38,9 +39,32 @@ def _cells(rows: Sequence[Row]) -> list[tuple[str, str, list[Row], str]]:
     return out
 
 
+def _title(model: str, dataset: str) -> str:
+    """The cell's title with the model as the papers name it (``Transformer``, not its config name)."""
+    title = cell_title(model, dataset)
+    for code, name in MODEL_NAMES.items():
+        title = title.replace(code, name)
+    return title
+
+
+def _verdict(r: Row) -> str:
+    """The rules' verdict on the norm's row, short: ``not judged``, ``reference``, ``inconclusive``."""
+    return str(r.verdict).split(":")[0].strip()
+
+
+def _subtitle(rows: Sequence[Row], what: str) -> str:
+    """What the error bars are; hollow points named only when one is drawn; the verdicts' reminder."""
+    hollow = "; hollow: one seed" if any(r.score.n == 1 for r in rows) else ""
+    return f"({what}{hollow})\nin brackets: the rules' verdict; a gap without one is not decided"
+
+
+def _metric(scored: Sequence[Row], task: str) -> str:
+    return (metric_name(scored[0].metric) if scored else "score") + (" (%)" if task == IMAGES else "")
+
+
 def _point(ax: Any, x: float, y: float, r: Row, scale: float, horizontal: bool) -> None:
     """The norm's mean with its interval (hollow, no bar: one seed)."""
-    color = NORM_COLORS.get(r.swept or r.norm, "tab:gray")
+    color = NORM_COLORS.get(r.swept or r.norm, "dimgray")
     if r.score.n > 1:
         half = [[r.score.mean * scale - r.score.lo * scale], [r.score.hi * scale - r.score.mean * scale]]
         kw = {"xerr": half} if horizontal else {"yerr": half}
@@ -53,17 +77,17 @@ def score_figure(rows: Sequence[Row]) -> Any:
     """Each norm's score (mean, 95 % t-interval) per cell, norms on the y axis, best on top."""
     cells = _cells(rows)
     height = max([len(c[2]) for c in cells] + [3]) * 0.42 + 1.4
-    title = "Norm leaderboard: final score per norm\n(95 % t-interval over seeds; hollow: one seed)"
+    shown = [r for c in cells for r in c[2]]
+    title = "Norm leaderboard: final score per norm\n" + _subtitle(shown, "95 % t-interval over seeds")
     fig, axes = new_figure(1, max(len(cells), 1), title, size=(6.0 * max(len(cells), 1), height))
     for ax, (model, dataset, scored, task) in zip(axes[0], cells):
         scale = 100.0 if task == IMAGES else 1.0
         ordered = sorted(scored, key=lambda r: r.score.mean)  # the best at the top
         for y, r in enumerate(ordered):
             _point(ax, r.score.mean * scale, y, r, scale, horizontal=True)
-        ax.set_yticks(range(len(ordered)), [r.norm for r in ordered], fontsize=8)
-        ax.set_ylim(-0.7, len(ordered) - 0.3)
-        xlabel = f"{scored[0].metric if scored else 'score'}" + (" (%)" if task == IMAGES else "")
-        finish_axes(ax, xlabel, "", cell_title(model, dataset), legend=False)
+        ax.set_yticks(range(len(ordered)), [f"{arm_name(r.norm)} ({_verdict(r)})" for r in ordered], fontsize=8)
+        ax.set_ylim(-0.5, len(ordered) - 0.5)
+        finish_axes(ax, _metric(scored, task), "", _title(model, dataset), legend=False)
     return fig
 
 
@@ -71,7 +95,8 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
     """Score against throughput relative to the reference norm, one panel per cell; each point
     labelled with its norm beside it, where it overlaps no other label."""
     cells = _cells(rows)
-    title = "Norm leaderboard: score vs training throughput\n(error bars: 95 % t-interval over seeds; hollow: one seed)"
+    title = "Norm leaderboard: score vs training throughput\n" + _subtitle(
+        [r for c in cells for r in c[2]], "error bars: 95 % t-interval over seeds")
     fig, axes = new_figure(1, max(len(cells), 1), title)
     cell_labels = []
     for ax, (model, dataset, scored, task) in zip(axes[0], cells):
@@ -81,11 +106,11 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
         for r in scored:
             x = r.relative_throughput if relative else r.throughput
             _point(ax, x, r.score.mean * scale, r, scale, horizontal=False)
-            labels.append((x, r.score.mean * scale, r.norm, NORM_COLORS.get(r.swept or r.norm, "tab:gray")))
+            labels.append((x, r.score.mean * scale, f"{arm_name(r.norm)} ({_verdict(r)})",
+                           NORM_COLORS.get(r.swept or r.norm, "dimgray")))  # fmt: skip
         cell_labels.append((ax, labels))
-        xlabel = f"throughput × {REFERENCE[task]}" if relative else THROUGHPUT[task]
-        ylabel = f"{scored[0].metric if scored else 'score'}" + (" (%)" if task == IMAGES else "")
-        finish_axes(ax, xlabel, ylabel, cell_title(model, dataset), legend=False)
+        xlabel = f"throughput × {arm_name(REFERENCE[task])}" if relative else THROUGHPUT[task]
+        finish_axes(ax, xlabel, _metric(scored, task), _title(model, dataset), legend=False)
     fig.tight_layout()  # the axes' final size first: labels are placed in points on the page
     for ax, labels in cell_labels:
         label_points(ax, labels)

@@ -27,7 +27,9 @@ from matplotlib.transforms import Bbox  # noqa: E402
 
 from normbench.analysis.claims import Claim, write_claims  # noqa: E402
 from normbench.analysis.figure_checks import check_figure  # noqa: E402
-from normbench.analysis.figure_lint import FEW_POINTS, covers  # noqa: E402
+from normbench.analysis.figure_lint import covers  # noqa: E402
+from normbench.analysis.figure_png import save_png  # noqa: E402
+from normbench.analysis.plot_rows import draw_rows  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 from normbench.base.errors import ConfigError  # noqa: E402
 
@@ -64,7 +66,7 @@ NORM_COLORS = {
     "gn": "tab:green",
     "ln": "tab:blue",
     "ln_sample": "tab:brown",
-    "in": "tab:gray",
+    "in": "navy",  # not grey: grey is "not judged" in the forests
     "rms": "tab:cyan",
     "prms": "tab:olive",
     "pn": "goldenrod",
@@ -118,15 +120,8 @@ def seed_curve(
         rows.append(
             {"panel": panel, "series": label, "x": xs[i], "median": med[i], "lo": lo[i], "hi": hi[i], "n": int(n[i])}
         )
-    if ax is not None and len(xs) == 1:  # one point (a run evaluated once): a line would not show
-        ax.plot(xs, med, color=color, label=label, linestyle="none", marker=marker or "o", markersize=5)
-        if fill and matrix.shape[0] > 1:
-            ax.vlines(xs, lo, hi, color=color, alpha=0.5)
-    elif ax is not None and len(xs):
-        marker = marker or ("o" if len(xs) < FEW_POINTS else None)  # a few points joined: show where they are
-        ax.plot(xs, med, color=color, label=label, linestyle=linestyle, marker=marker, markersize=3)
-        if fill and matrix.shape[0] > 1:
-            ax.fill_between(xs, lo, hi, color=color, alpha=0.2, linewidth=0)
+    if ax is not None:
+        draw_rows(ax, rows[len(rows) - len(xs):], label, color, fill=fill, linestyle=linestyle, marker=marker)
     return xs, med, lo, hi
 
 
@@ -174,7 +169,8 @@ MARKER_PX = 5.0
 
 def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], fontsize: float = 7) -> None:
     """Label each ``(x, y, text, color)`` beside its point, at the first of `LABEL_OFFSETS` where the
-    label lies inside the axes and overlaps no label placed before it and no point (the first
+    label lies inside the axes and overlaps no label placed before it, no point and nothing drawn
+    (`figure_lint.covers`: error bars, lines, bands; the first
     offset if every one does). Points are placed from the top down; the axes' limits are fixed
     first (labels in points do not move them)."""
     ax.autoscale_view()
@@ -189,7 +185,8 @@ def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], font
             box = label.get_window_extent(renderer)
             inside = ax.bbox.containsx(box.x0) and ax.bbox.containsx(box.x1) and ax.bbox.containsy(box.y0) \
                 and ax.bbox.containsy(box.y1)  # fmt: skip
-            if i == len(LABEL_OFFSETS) or (inside and not any(box.overlaps(other) for other in placed + markers)):
+            free = inside and not any(box.overlaps(other) for other in placed + markers) and not covers(ax, box)
+            if i == len(LABEL_OFFSETS) or free:
                 placed.append(box)
                 break
             label.remove()
@@ -212,7 +209,7 @@ def write_outputs(
         res.problems = check_figure(res.fig)
         for ext in figure_formats():
             path = out / f"{res.name}.{ext}"
-            res.fig.savefig(path, dpi=150)
+            save_png(res.fig, path) if ext == "png" else res.fig.savefig(path, dpi=150)  # the PNG: with its spec
             written.append(path)
         path = out / f"{res.name}.csv"
         with open(path, "w", newline="") as f:

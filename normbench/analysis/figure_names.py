@@ -1,0 +1,96 @@
+"""What a figure calls things: arms as the papers name them (PN-V, not ``pn_v``), metrics in words
+(test BLEU, not ``test/bleu``), and the scope line every title carries (model depth and width,
+data set, steps), read from the runs' configs (issue 57)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+ARM_NAMES = {
+    "none": "Standard",
+    "bn": "BN",
+    "bn_noisy": "noisy BN",
+    "noise_only": "noise only",
+    "brn": "BRN",
+    "gn": "GN",
+    "ln": "LN",
+    "ln_sample": "LN per sentence",
+    "in": "IN",
+    "rms": "RMSNorm",
+    "prms": "pRMSNorm",
+    "pn": "PN",
+    "pn_v": "PN-V",
+    "bn_l1": "ℓ1 BN",
+    "bn_l2": "ℓ2 BN",
+    "bn_linf": "ℓ∞ BN",
+}
+"""A norm's config name → its name in the papers (Shen et al. 2020's PN-V, Zhang & Sennrich's pRMSNorm)."""
+_ARM = re.compile(r"(?<![\w-])(" + "|".join(sorted(map(re.escape, ARM_NAMES), key=len, reverse=True)) + r")(?![\w-])")
+METRIC_NAMES = {
+    "test/bleu": "test BLEU",
+    "val/bleu": "validation BLEU",
+    "val/acc": "validation accuracy",
+    "test/acc": "test accuracy",
+    "val/loss": "validation loss",
+    "train/loss": "training loss",
+    "train/batch_loss": "training loss",
+}
+MODEL_NAMES = {"transformer_tiny": "Transformer", "transformer_iwslt": "Transformer", "vgg11": "VGG11",
+               "vgg16": "VGG16", "resnet20": "ResNet20"}  # fmt: skip
+DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "iwslt14": "IWSLT14 de-en",
+                 "synthetic_images": "synthetic images", "synthetic_translation": "synthetic translation"}  # fmt: skip
+
+
+def arm_name(label: str) -> str:
+    """``label`` with every norm's config name replaced by the paper's: ``pn_v`` → ``PN-V``,
+    ``bn masked (mixed)`` → ``BN masked (mixed)``, ``pn (enc) / ln (dec)`` → ``PN (enc) / LN (dec)``."""
+    return _ARM.sub(lambda m: ARM_NAMES[m.group(1)], label)
+
+
+def metric_name(key: str) -> str:
+    """A logged key in words: ``test/bleu`` → ``test BLEU``; an unknown key: its last part, spaced."""
+    return METRIC_NAMES.get(key, key.rsplit("/", 1)[-1].replace("_", " "))
+
+
+def _one(values: Sequence[Any]) -> str:
+    """The values as one string: ``128`` when all agree, ``64-128`` (numbers) or ``a / b`` when not,
+    ``""`` when none."""
+    got = {v for v in values if v is not None and v != ""}
+    if not got:
+        return ""
+    if all(isinstance(v, (int, float)) for v in got):
+        return str(min(got)) if len(got) == 1 else f"{min(got)}-{max(got)}"
+    return " / ".join(sorted(map(str, got)))
+
+
+def scope(runs: Sequence[Any]) -> str:
+    """What the runs are, for a title: ``Transformer 2+2 layers, width 128, IWSLT14 de-en, 300 steps``
+    (image models: their name and depth, e.g. ``ResNet8``); parts the configs do not give are left out."""
+    if not runs:
+        return ""
+    model = _one([r.get("model.name") for r in runs])
+    parts = [MODEL_NAMES.get(model, model)]
+    enc, dec = _one([r.get("model.encoder_layers") for r in runs]), _one([r.get("model.decoder_layers") for r in runs])
+    if enc or dec:
+        parts[0] += f" {enc or '?'}+{dec or '?'} layers"
+    depth = _one([r.get("model.depth") for r in runs])
+    if depth and model.startswith("resnet"):
+        parts[0] = f"ResNet{depth}"
+    width = _one([r.get("model.d_model") or r.get("model.width") for r in runs])
+    if width:
+        parts.append(f"width {width}")
+    datasets = sorted({str(r.get("dataset.name")) for r in runs if r.get("dataset.name")})
+    if datasets:
+        parts.append(" / ".join(DATASET_NAMES.get(d, d) for d in datasets))
+    steps = _one([r.final_step for r in runs if r.final_step])
+    if steps:
+        parts.append(f"{steps} steps")
+    return ", ".join(p for p in parts if p)
+
+
+def titled(title: str, runs: Sequence[Any]) -> str:
+    """``title`` with the runs' `scope` on a second line."""
+    where = scope(runs)
+    return f"{title}\n{where}" if where else title
