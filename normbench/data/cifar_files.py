@@ -165,21 +165,27 @@ def _missing_error(root: Path, verify_checksums: bool, reason: str) -> DatasetMi
 
 def check_files(root: Path, names: list[str], download: bool, verify_checksums: bool) -> None:
     """The files are there (downloaded first if asked and absent) and, if ``verify_checksums``,
-    have the MD5 sums of the original release (torchvision's list)."""
-    from torchvision.datasets import CIFAR10
-    from torchvision.datasets.utils import check_integrity, download_and_extract_archive
-
+    have the MD5 sums of the original release (torchvision's list). torchvision (~2 s to import, with
+    torch._dynamo) only where a checksum or a download needs it."""
     folder = root / BASE_FOLDER
-    md5 = {**dict(CIFAR10.train_list + CIFAR10.test_list), META_FILE: CIFAR10.meta["md5"]}
 
     def problems() -> list[str]:
         missing = [n for n in names if not (folder / n).is_file()]
         if missing:
             return [f"missing: {', '.join(missing)}"]
-        changed = [n for n in names if verify_checksums and not check_integrity(str(folder / n), md5[n])]
+        if not verify_checksums:
+            return []
+        from torchvision.datasets import CIFAR10
+        from torchvision.datasets.utils import check_integrity
+
+        md5 = {**dict(CIFAR10.train_list + CIFAR10.test_list), META_FILE: CIFAR10.meta["md5"]}
+        changed = [n for n in names if not check_integrity(str(folder / n), md5[n])]
         return [f"{MD5_DIFFERS} for {', '.join(changed)}"] if changed else []
 
     if download and problems():
+        from torchvision.datasets import CIFAR10
+        from torchvision.datasets.utils import download_and_extract_archive
+
         try:
             download_and_extract_archive(CIFAR10.url, str(root), filename=CIFAR10.filename, md5=CIFAR10.tgz_md5)
         except Exception as e:  # no network, a bad archive

@@ -10,8 +10,8 @@ line that names the keys:
 - the model's positions hold the longest sentence the data set keeps (``model.max_positions`` >=
   ``dataset.max_positions``), so that no batch indexes past the position table mid-run;
 - the norm compiles exactly where ``hardware.compile`` asks for it (a norm's ``COMPILE_ISSUE``);
-- the norm inside the model: the model is built on the ``meta`` device with probe norms, then the
-  real norm is built for each layer (a GroupNorm whose group count does not divide a layer's
+- the norm inside the model: the model is built with probe norms and its initialisation skipped
+  (`_SkipInit`), then the real norm is built for each layer (a GroupNorm whose group count does not divide a layer's
   channels names that layer) and tested for batch statistics when the per-device batch holds one
   sample.
 
@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from normbench.base.errors import ConfigError
 from normbench.data.registry import DatasetConfig
@@ -129,6 +130,30 @@ class _NormProbe(nn.Module):
         self.layout = layout
 
 
+_RANDOM_FILLS = frozenset(
+    {"normal_", "uniform_", "random_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_"}
+)
+
+
+class _SkipInit(TorchFunctionMode):
+    """While the probe model is built: every ``torch.nn.init`` function and every in-place random
+    fill returns its tensor untouched, so a big model's probe costs its allocation (pages of
+    ``torch.empty`` that nothing writes) and no sampling.
+
+    The probe is built on the CPU, not on ``meta``: meta kernels of many ops (``normal_``,
+    ``arange``, ...) are Python references whose wrapper imports ``torch._dynamo`` (~3 s), which a
+    run that does not compile must not pay. The probe runs inside ``fork_rng``: whatever draws it
+    makes leave the run's generator as it was."""
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__module__", None) == "torch.nn.init":
+            return args[0] if args else kwargs["tensor"]
+        if getattr(func, "__name__", None) in _RANDOM_FILLS:
+            return args[0]
+        return func(*args, **kwargs)
+
+
 def per_device_batch(batch_size: int) -> int:
     return int(batch_size) // max(int(os.environ.get("WORLD_SIZE", "1")), 1)
 
@@ -149,13 +174,13 @@ def check_norm_in_model(
     task_kwargs: Mapping[str, Any] | None = None,
     factory: NormLayer | None = None,
 ) -> bool:
-    """Build the model on ``meta`` with probe norms, then build the real norm (``factory``, the
+    """Build the model with probe norms and no initialisation (`_SkipInit`), then build the real norm (``factory``, the
     norm's factory: built from ``norm`` when not given) for each layer; True when done.
 
     A model that needs the data set's sizes (``task_kwargs``) to be built is skipped (False) when
     they are not given; the runner calls this again with them once the data set is loaded."""
     try:
-        with torch.device("meta"):
+        with torch.random.fork_rng(devices=[]), torch.device("cpu"), _SkipInit():
             probed = build_model(model, _NormProbe, **dict(task_kwargs or {}))
     except ConfigError:
         raise
