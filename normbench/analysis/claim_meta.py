@@ -8,9 +8,11 @@ preset's rules have changed since (a planned rerun), the rules as they were are 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -41,8 +43,15 @@ def rules_as_judged(preset: str, judged_hash: str | None = None) -> Rules | None
     if judged_hash and judged_hash != rules_hash(preset):
         old = RULES_DIR / "superseded" / f"{base_preset(preset)}-{judged_hash}.yaml"
         if old.is_file():
-            return parse_rules(yaml.safe_load(old.read_text()), preset, judged_hash)
+            return _superseded(str(old), preset, judged_hash)
     return load_rules(preset)
+
+
+@functools.lru_cache(maxsize=128)
+def _superseded(path: str, preset: str, judged_hash: str) -> Rules:
+    """A superseded rules file, parsed once per process (those files never change: their hash is their name)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml where built with it: the same data, ~10x faster
+    return parse_rules(yaml.load(Path(path).read_text(), Loader=loader), preset, judged_hash)  # noqa: S506 (safe)
 
 
 def _unit(measure: str, params: Mapping[str, Any]) -> Unit:

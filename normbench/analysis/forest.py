@@ -180,7 +180,7 @@ def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow], fontsize: float =
     if log:
         _log_ticks(ax, xlim)
     else:
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: num(v, 2) if abs(v) > 1e-12 else "0"))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: num(v) if abs(v) > 1e-12 else "0"))
     ax.set_xlim(*xlim)
     ax.set_ylim(len(rows) - 0.4, -0.6)
     ax.axvline(1.0 if log else 0.0, color="black", linewidth=0.9, zorder=1, gid="reference")
