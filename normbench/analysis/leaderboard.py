@@ -10,7 +10,8 @@ What each row says, over the seeds of that norm (``n`` = finished runs with a fi
 
 - the final metric (``val/acc`` for images; ``test/bleu``, else ``val/bleu``, for translation) as
   the mean and a 95 % Student-t interval, mean ± t_{0.975, n−1}·s/√n with s the sample standard
-  deviation (ddof 1); one seed gives no interval (−∞, ∞);
+  deviation (ddof 1); fewer than `MIN_SEEDS_FOR_INTERVAL` seeds give the mean and "too few seeds"
+  in place of an interval (its bounds NaN: 2 seeds spread ±12.7 s, an interval that says nothing);
 - the final ``train/loss`` (mean);
 - training throughput (``perf/samples_per_s`` or ``perf/tokens_per_s``, each run's median over
   epochs, then the mean over runs), also relative to the reference norm of the same model and
@@ -31,10 +32,10 @@ listed by mean score.
 A norm that cannot run in a cell is ``n/a`` with the reason, never dropped. The reason is a
 config-level rule (`refusal`: a decoder norm that mixes time steps; batch statistics at one sample
 per device, as `normbench.run.loop.validate` refuses), else the error of the runs' summaries (a job refused
-by config validation writes ``{"status": "failed", "error": ...}``). Every cell lists every
-registered norm (and any other met in the runs): a norm not run in a cell is ``n/a`` when a rule
-refuses it there and ``not run`` otherwise (on translation, a norm that mixes time steps is listed
-as the encoder-only row it can run as).
+by config validation writes ``{"status": "failed", "error": ...}``). Every cell lists every norm
+met in the runs, and no other (a sweep of 3 norms is a table of 3): a norm that ran in another cell
+but not in this one is ``n/a`` when a rule refuses it there and ``not run`` otherwise (on
+translation, a norm that mixes time steps is listed as the encoder-only row it can run as).
 """
 
 from __future__ import annotations
@@ -59,7 +60,6 @@ from normbench.analysis.leaderboard_labels import (
     model_label,
     norm_of,
     over_of,
-    registered_norms,
     stack_norms,
     swept_norm,
 )
@@ -76,6 +76,8 @@ REFERENCE = {IMAGES: "bn", TRANSLATION: "ln"}
 TRAIN_LOSS = "train/loss"
 
 NA, NOT_RUN, NO_RESULT = "n/a", "not run", "no result"
+MIN_SEEDS_FOR_INTERVAL = 3
+"""Seeds a row needs for its interval to be drawn; fewer: the mean and "too few seeds"."""
 NO_RULES = "not judged: no rules"
 """A scored row's verdict until the leaderboard's rules judge it (`normbench.analysis.leaderboard_verdicts`)."""
 
@@ -298,6 +300,9 @@ def _row(model: str, dataset: str, norm: str, task: str, metric: str, runs: list
     row.score = t_interval(r.final(metric) for r in finished)
     if row.score.n == 0:
         row.reason = f"no finite {metric} in the {len(finished)} finished runs"
+    elif row.score.n < MIN_SEEDS_FOR_INTERVAL:
+        row.score = dataclasses.replace(row.score, lo=math.nan, hi=math.nan)
+        row.reason = f"too few seeds (n = {row.score.n}; an interval needs {MIN_SEEDS_FOR_INTERVAL})"
     row.train_loss = _mean(r.final(TRAIN_LOSS) for r in finished)
     row.throughput = _mean(throughput_of(r, THROUGHPUT[task]) for r in finished)
     for h in HEADLINES:
@@ -326,7 +331,7 @@ def leaderboard(runs: Sequence[Run], tail: float = TAIL) -> list[Row]:
     (n/a and not-run rows last); the scored rows' verdict `NO_RULES` until the rules judge them."""
     if not runs:
         raise ConfigError("no runs to build a leaderboard from")
-    all_norms = list(dict.fromkeys([*(swept_norm(r) for r in runs), *registered_norms()]))
+    all_norms = list(dict.fromkeys(swept_norm(r) for r in runs))
     cells: dict[tuple[str, str], list[Run]] = {}
     for r in runs:
         cells.setdefault(cell_of(r), []).append(r)

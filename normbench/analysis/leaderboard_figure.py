@@ -65,7 +65,7 @@ def _metric(scored: Sequence[Row], task: str) -> str:
 def _point(ax: Any, x: float, y: float, r: Row, scale: float, horizontal: bool) -> None:
     """The norm's mean with its interval (hollow, no bar: one seed)."""
     color = NORM_COLORS.get(r.swept or r.norm, "dimgray")
-    if r.score.n > 1:
+    if math.isfinite(r.score.lo) and math.isfinite(r.score.hi):  # too few seeds: no interval drawn
         half = [[r.score.mean * scale - r.score.lo * scale], [r.score.hi * scale - r.score.mean * scale]]
         kw = {"xerr": half} if horizontal else {"yerr": half}
         ax.errorbar(x, y, fmt="o", color=color, capsize=3, **kw)

@@ -103,8 +103,8 @@ def _score(r: Row) -> str:
     s = r.score
     if s.n == 0:
         return ""
-    if s.n == 1:
-        return f"{s.mean * scale:.2f}{unit} (one seed: no interval)"
+    if not (math.isfinite(s.lo) and math.isfinite(s.hi)):
+        return f"{s.mean * scale:.2f}{unit} (n = {s.n}: too few seeds for an interval)"
     return f"{s.mean * scale:.2f}{unit} [{s.lo * scale:.2f}, {s.hi * scale:.2f}]"
 
 

@@ -159,16 +159,34 @@ def test_cells_scores_ties_and_counts(sweep: Path) -> None:
     mt_bn = r["transformer_tiny", "bn"]
     assert mt_bn.verdict == lb.NA and "future target tokens" in mt_bn.reason  # its BLEU 25 is not ranked
     assert "bn (enc) / ln (dec)" in mt_bn.reason
-    for norm in ("bn", "gn", "brn", "in", "ln_sample", "bn_noisy"):  # time-mixing: the row they can run as
+    ran = {lb.swept_norm(run) for run in load_runs([sweep])}
+    for norm in sorted(ran & {"gn", "brn", "in", "ln_sample", "bn_noisy"}):  # time-mixing: the row they can run as
         enc = r["transformer_tiny", f"{norm} (enc) / ln (dec)"]
         assert (enc.verdict, enc.reason, enc.swept) == (lb.NOT_RUN, "", norm)
-        assert ("transformer_tiny", norm) not in r or norm == "bn"
-    assert r["transformer_tiny", "none"].verdict == lb.NOT_RUN and r["transformer_tiny", "prms"].verdict == lb.NOT_RUN
-    # every registered norm in every cell (each once on images), ranked rows first
+        assert ("transformer_tiny", norm) not in r
+    assert r["transformer_tiny", "none"].verdict == lb.NOT_RUN
+    # every norm the sweep ran in every cell (each once on images), no other: ranked rows first
     assert [x.norm for x in rows if x.model == "resnet20"][:2] == ["bn", "ln"]
-    assert sorted(x.swept for x in rows if x.model == "resnet20") == sorted(list_norms())
-    assert {x.swept for x in rows if x.model == "transformer_tiny"} == set(list_norms())
-    assert r["resnet20", "pn"].verdict == lb.NOT_RUN and r["resnet20", "prms"].verdict == lb.NOT_RUN
+    assert sorted(x.swept for x in rows if x.model == "resnet20") == sorted(ran)
+    assert {x.swept for x in rows if x.model == "transformer_tiny"} == ran
+    assert len(ran) < len(list_norms()) and not any(key[1] == "prms" for key in r)  # never run: not listed
+    assert r["resnet20", "pn"].verdict == lb.NOT_RUN
+
+
+def test_fewer_than_three_seeds_give_no_interval(tmp_path: Path) -> None:
+    """A 2-seed row (issue 60: 48 % [−144, 240] from n = 2) reads "too few seeds", never an interval."""
+    root = tmp_path / "sweep"
+    for seed, acc in enumerate((0.40, 0.56)):
+        write_job(root, f"gn{seed}", norm="gn", seed=seed, score=acc)
+    for seed, acc in enumerate((0.80, 0.82, 0.84)):
+        write_job(root, f"bn{seed}", norm="bn", seed=seed, score=acc)
+    r = rows_by(lb.leaderboard(load_runs([root])))
+    gn, bn = r["resnet20", "gn"], r["resnet20", "bn"]
+    assert (gn.score.n, gn.score.mean) == (2, pytest.approx(0.48))
+    assert math.isnan(gn.score.lo) and math.isnan(gn.score.hi)
+    assert gn.reason == "too few seeds (n = 2; an interval needs 3)"
+    assert bn.score.n == 3 and math.isfinite(bn.score.lo) and bn.reason == ""
+    assert set(r) == {("resnet20", "gn"), ("resnet20", "bn")}  # only the norms that ran
 
 
 def test_rules_keys_and_cell_names() -> None:
