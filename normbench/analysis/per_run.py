@@ -13,6 +13,8 @@ it is judged with. ``rules_hash`` is the hash of the rules the values were measu
 Floats are written with ``repr`` and config values as JSON where a plain text would read back
 as another type, so that `read_per_run` returns the rows `per_run_rows` made, and the claims
 judged from the file equal those judged from the runs (`normbench.analysis.claims.judge_rows`).
+`read_per_run` vouches for what it reads (`normbench.analysis.evidence`): every run once, finished
+or diverged, no NaN measure, one commit and one rules hash, the ``status`` honoured.
 
 The measures themselves: functions of one run registered by name (`measure`) by the presets'
 analysis modules.

@@ -221,16 +221,7 @@ def plan_claim(
     if not any(s > 0 for s in (ua, ub) if s is not None):  # one constant arm is fine (Welch on the other)
         return row(n=None, power=math.nan, detectable=math.nan, runs=None, cpu_min=math.inf, fits=False,
                    planned=not equivalence, note="pilot: no spread")  # fmt: skip
-    if equivalence:
-        n = pw.n_for_tost(location, ua, ub, alpha, test=test, n_max=n_max)
-        achieved = pw.power_tost(location, ua, ub, n, alpha, test=test) if n else math.nan
-        note = "TOST at true difference 0"
-    else:
-        n = pw.n_for_power(location, ua, ub, alpha, test=test, n_max=n_max)
-        achieved = pw.power_diff(location, ua, ub, n, alpha, test=test) if n else math.nan
-        note = "rank: Welch approximation" if claim.test == "rank" else ""
-    if n is None:
-        note = f"n > {n_max}"
+    n, achieved, note = _size(claim, location, ua, ub, alpha, test, equivalence, n_max)
     per_n = 1 if claim.test == "paired" else 2
     runs = None if n is None else n * per_n
     cpu_min = math.inf if runs is None else runs * seconds_per_run / CORES / 60
@@ -247,6 +238,21 @@ def plan_claim(
     room = pw.tost_room(location, ua, ub, min_seeds, alpha, test) if equivalence and min_seeds >= 2 else math.nan
     return row(n=n, power=achieved, detectable=detect, runs=runs, cpu_min=cpu_min, fits=fits, tost_room=room,
                note=note, n_run=n_run, detectable_run=at_run[0], power_run=at_run[1], planned=planned)  # fmt: skip
+
+
+def _size(claim: ClaimPlanInput, location: float, ua: float, ub: float | None, alpha: float, test: str,
+          equivalence: bool, n_max: int) -> tuple[int | None, float, str]:  # fmt: skip
+    """(n for 80 % power, the power it reaches, the row's note): TOST's at a true difference of 0
+    for an equivalence, else the two-sided test's at the effect."""
+    if equivalence:
+        n = pw.n_for_tost(location, ua, ub, alpha, test=test, n_max=n_max)
+        achieved = pw.power_tost(location, ua, ub, n, alpha, test=test) if n else math.nan
+        note = "TOST at true difference 0"
+    else:
+        n = pw.n_for_power(location, ua, ub, alpha, test=test, n_max=n_max)
+        achieved = pw.power_diff(location, ua, ub, n, alpha, test=test) if n else math.nan
+        note = "rank: Welch approximation" if claim.test == "rank" else ""
+    return n, achieved, (f"n > {n_max}" if n is None else note)
 
 
 def _at_n(location: float, ua: float, ub: float | None, n: int | None, alpha: float, test: str, ratio: bool,
