@@ -41,6 +41,8 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from normbench.analysis.claims_csv import CSV_FIELDS as CSV_FIELDS
 from normbench.analysis.claims_csv import claims_markdown as claims_markdown
 from normbench.analysis.claims_csv import csv_row as csv_row
@@ -159,12 +161,13 @@ def judge_rows(preset: str, rows: Sequence[Row], pilot: bool = False, earlier_se
     _check_rows(rules, preset, rows, pilot)
     checks = [_judge_check(c, rows, rules, preset) for c in rules.checks]
     pairs = [(_measure_claim(rule, rows, rules, preset), rule) for rule in rules.claims]
-    failed = [(c.id, rule.cell) for c, rule in zip(checks, rules.checks, strict=True)
-              if judged_here(rule.variants, preset) and c.verdict != PASSED]  # fmt: skip
+    failed = [check for c, check in zip(checks, rules.checks, strict=True)
+              if judged_here(check.variants, preset) and c.verdict != PASSED]  # fmt: skip
     earlier = set(earlier_seeds)
     for claim, rule in pairs:
+        gating = [c.id for c in failed if c.cell in ("", rule.cell) and (not c.gates or rule.id in c.gates)]
         if claim.comparison is not None:
-            _gate(claim, rule, rows, rules, preset, [cid for cid, cell in failed if cell in ("", rule.cell)], earlier)
+            _gate(claim, rule, rows, rules, preset, gating, earlier)
     family = [(claim, rule) for claim, rule in pairs if claim.comparison is not None and not claim.reason]
     _holm_verdicts(family, rules.alpha)
     sizes = {cell: sum(r.cell == cell for _, r in family) for cell in {r.cell for _, r in family}}
@@ -353,6 +356,8 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
         return Claim(check.id, check.claim, what, check.figure, NOT_JUDGED, scale, note=note, rules_hash=rules.hash,
                      short=check.id, reason=NOT_RUN, qualifier="not run at this scale")  # fmt: skip
     key, column = check.params.get("key"), check_column(check)
+    if check.tracks is not None:
+        return _judge_tracks(check, rows, rules, scale)
     values = [(row_label(r, rules, preset, key), float(r[column])) for r in select_rows(rows, check.select)]
     if check.below is not None:
         ok, bound = all(v < check.below for _, v in values), f"below {check.below:g}"
@@ -363,3 +368,22 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
     return Claim(check.id, check.claim, what, check.figure, PASSED if values and ok else FAILED, scale,
                  note=f"{note} (passes when every run's is {bound})", rules_hash=rules.hash,
                  short=check.id)  # fmt: skip
+
+
+def _judge_tracks(check: CheckRule, rows: Sequence[Row], rules: Rules, scale: str) -> Claim:
+    """An arm-against-arm check: the means of the ``tracks.a`` and ``tracks.b`` runs among the
+    selected ones within ``tracks.within`` of each other (`passed`); an arm without runs fails."""
+    assert check.tracks is not None
+    chosen = select_rows(rows, check.select)
+    means = []
+    for side in (check.tracks.a, check.tracks.b):
+        vals = [float(r[check_column(check)]) for r in select_rows(chosen, side)]
+        means.append((float(np.mean(vals)) if vals else math.nan, len(vals)))
+    (ma, na), (mb, nb) = means
+    apart = abs(ma - mb)
+    ok = na > 0 and nb > 0 and apart <= check.tracks.within
+    names = [", ".join(f"{k}={v}" for k, v in side.items()) for side in (check.tracks.a, check.tracks.b)]
+    note = (f"{names[0]}: mean {ma:.3g} (n={na}); {names[1]}: mean {mb:.3g} (n={nb}); {apart:.3g} apart "
+            f"(passes when within {check.tracks.within:g})")  # fmt: skip
+    return Claim(check.id, check.claim, "a check of the setup, not a paper claim", check.figure,
+                 PASSED if ok else FAILED, scale, note=note, rules_hash=rules.hash, short=check.id)  # fmt: skip

@@ -7,7 +7,9 @@
 - ``benchmark_family``: how verdicts are controlled across all presets (`BenchmarkFamily`:
   Benjamini–Hochberg at q, `normbench.analysis.stats.benjamini_hochberg`);
 - ``seeds``: the confirmatory seed block of each variant (`SeedBlock`), one no earlier attempt of
-  the preset used.
+  the preset used;
+- a check's ``tracks``: arm against arm, two arms' mean values within a distance (`Tracks`: Batch
+  Renorm at a large batch within 3 points of BN).
 
 This module imports no rules loader (`rules_schema` imports it).
 """
@@ -27,6 +29,28 @@ LEARN_KEYS = ("id", "measure", "why"), ("below", "above", "select", "variants")
 FAMILY_KEYS = ("method", "q"), ("note",)
 FAMILY_METHODS = ("bh",)
 SEED_KEYS = ("start", "stop"), ("note",)
+TRACKS_KEYS = ("a", "b", "within"), ()
+
+
+@dataclass(frozen=True)
+class Tracks:
+    """An arm-against-arm check: among the check's selected runs, those matching ``a`` and those
+    matching ``b`` have mean values within ``within`` of each other (both arms must have runs)."""
+
+    a: dict[str, Any]
+    b: dict[str, Any]
+    within: float
+
+
+def parse_tracks(node: Any, where: str) -> Tracks:
+    node = _node(node, where, TRACKS_KEYS)
+    for side in ("a", "b"):
+        if not isinstance(node[side], Mapping) or not node[side]:
+            raise ConfigError(f"{where}: {side} must map config keys to values, got {node[side]!r}")
+    within = _bound(node["within"], where, "within")
+    if within <= 0:
+        raise ConfigError(f"{where}: within must be > 0, got {within!r}")
+    return Tracks(dict(node["a"]), dict(node["b"]), within)
 
 
 @dataclass(frozen=True)

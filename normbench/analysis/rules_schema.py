@@ -27,9 +27,11 @@ from normbench.analysis.figure_schema import keyed_node as _node
 from normbench.analysis.rules_judging import (
     BenchmarkFamily,
     SeedBlock,
+    Tracks,
     parse_benchmark_family,
     parse_learns,
     parse_seeds,
+    parse_tracks,
     planned_detectable,
 )
 from normbench.analysis.stats import ALPHA, TESTS
@@ -49,7 +51,7 @@ TOP_KEYS = (("preset", "min_seeds", "scale", "claims"),
 CLAIM_KEYS = (("id", "figure", "claim", "measure", "a", "b", "relation", "better", "test"),
               ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only", "cell",
                "detectable"))  # fmt: skip
-CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "variants", "cell")
+CHECK_KEYS = ("id", "figure", "claim", "measure", "select"), ("below", "above", "tracks", "variants", "cell", "gates")
 ARM_KEYS = ("label", "select"), ("measure",)
 SCALE_KEYS = ("kind",), ("note",)
 EFFECT_KEYS = ("value",), ("source", "smallest")
@@ -135,8 +137,10 @@ class ClaimRule:
 @dataclass(frozen=True)
 class CheckRule:
     """A setup check: passes when every selected run's measure is below ``below`` (or above
-    ``above``: exactly one is set); a failed check leaves every claim of its variants unjudged (of
-    its ``cell`` only, when it names one)."""
+    ``above``), or, arm against arm, when two arms' mean values lie within ``tracks.within`` of
+    each other (exactly one of the three); a failed check leaves every claim of its variants
+    unjudged (of its ``cell`` only, when it names one; only the claims ``gates`` names, when it
+    names some)."""
 
     id: str
     claim: str
@@ -148,6 +152,8 @@ class CheckRule:
     above: float | None = None
     variants: tuple[str, ...] = VARIANTS
     cell: str = ""
+    tracks: Tracks | None = None
+    gates: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -295,13 +301,19 @@ def _check(c: Any, where: str) -> CheckRule:
     """One setup check of a rules file: exactly one of ``below`` and ``above``."""
     where = f"{where}, {c['id']}" if isinstance(c, Mapping) and "id" in c else f"{where}, a check"
     c = _node(c, where, CHECK_KEYS)
-    if ("below" in c) == ("above" in c):
-        raise ConfigError(f"{where}: give exactly one of 'below' and 'above' (the bound every selected run must pass)")
+    if sum(k in c for k in ("below", "above", "tracks")) != 1:
+        raise ConfigError(f"{where}: give exactly one of 'below', 'above' (the bound every selected run must pass) "
+                          "and 'tracks' (two arms' means within a distance)")  # fmt: skip
     bound = {k: _number(c[k], where, k) for k in ("below", "above") if k in c}
+    gates = c.get("gates", [])
+    if not isinstance(gates, list) or not all(isinstance(g, str) for g in gates):
+        raise ConfigError(f"{where}: gates must be a list of claim ids, got {gates!r}")
     return CheckRule(c["id"], c["claim"], c["figure"], *_measure_spec(c["measure"], f"{where} measure"),
                      _select(c["select"], where), **bound,
                      variants=_variants(c.get("variants", VARIANTS), where),
-                     cell=_text(c["cell"], where, "cell") if "cell" in c else "")  # fmt: skip
+                     cell=_text(c["cell"], where, "cell") if "cell" in c else "",
+                     tracks=parse_tracks(c["tracks"], f"{where} tracks") if "tracks" in c else None,
+                     gates=tuple(gates))  # fmt: skip
 
 
 def _pilot(node: Any, where: str) -> tuple[tuple[int, ...], str]:
@@ -328,6 +340,8 @@ def parse_rules(data: Any, preset: str, digest: str) -> Rules:
     pilot_seeds, pilot_note = _pilot(data["pilot"], f"{where}, pilot") if "pilot" in data else ((), "")
     learning = tuple(_learning_check(spec, f"{where}, learns {spec.id}")
                      for spec in (parse_learns(data["learns"], where) if "learns" in data else ()))  # fmt: skip
+    if bad := [g for c in checks for g in c.gates if g not in {r.id for r in claims}]:
+        raise ConfigError(f"{where}: a check gates {bad[0]!r}, which is no claim id of these rules")
     ids = [r.id for r in checks + learning]
     if dup := sorted({i for i in ids if ids.count(i) > 1}):
         raise ConfigError(f"{where}: id {dup[0]!r} names a check and a learning bound; ids name one each")

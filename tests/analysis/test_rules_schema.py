@@ -120,7 +120,7 @@ def test_an_unknown_key_fails_in_one_line_naming_it_where_and_the_valid_keys(whe
                     {"id": "c", "figure": "f", "claim": "c", "measure": "final", "select": {}, "below": 1, "above": 0}
                 ]
             ),
-            "exactly one of 'below' and 'above'",
+            "exactly one of 'below', 'above' .* and 'tracks'",
         ),  # fmt: skip
         (lambda d: d.update(pilot={"seeds": []}), "non-empty list of integers"),
         (lambda d: d["claims"].append(claim("bn_above")), "claim id 'bn_above' is used twice"),

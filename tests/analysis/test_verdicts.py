@@ -247,3 +247,33 @@ def test_judging_keys_parse() -> None:
         "lx", "final", {"key": "val/acc"}, 0.2, {"norm.name": "bn"}, ("cpu",))  # fmt: skip
     assert rules.measured_checks == rules.checks + rules.learning and 1005 in rules.seeds["cpu"]
     assert 1010 not in rules.seeds["cpu"]
+
+
+@pytest.mark.parametrize("brn, verdict", [(0.49, "passed"), (0.45, "failed")])
+def test_an_arm_against_arm_check_gates_only_the_claims_it_names(
+    monkeypatch: pytest.MonkeyPatch, brn: float, verdict: str
+) -> None:
+    """Batch Renorm within 0.03 of BN (issue 56 item 7): BN's mean 0.5; BRN 0.49 passes, 0.45 fails
+    and leaves only the claim it gates not judged (check_failed)."""
+    data = rules_data()
+    data["claims"].append(claim("brn_above", "brn", effect={"value": 0.05, "smallest": "five points"}))
+    data["checks"] = [{"id": "brn_tracks_bn", "figure": "f", "claim": "BRN tracks BN",
+                       "measure": {"name": "final", "key": "val/acc"}, "select": {},
+                       "tracks": {"a": {"norm.name": "brn"}, "b": {"norm.name": "bn"}, "within": 0.03},
+                       "gates": ["brn_above"]}]  # fmt: skip
+    use_rules(monkeypatch, data)
+    spread = [-0.02, -0.01, 0.0, 0.01, 0.02]
+    got = by_id("demo_cpu", arm_runs({"bn": [0.5 + d for d in spread], "brn": [brn + d for d in spread],
+                                      "none": [0.3 + d for d in spread]}))  # fmt: skip
+    check = got["brn_tracks_bn"]
+    assert check.verdict == verdict and f"{abs(0.5 - brn):.3g} apart" in check.note
+    assert got["bn_above"].verdict == SUPPORTED  # not gated
+    gated = got["brn_above"]
+    assert (gated.verdict, gated.reason) == ((SUPPORTED, "") if verdict == "passed" else (NOT_JUDGED, "check_failed"))
+
+
+def test_a_check_gating_an_unknown_claim_is_refused() -> None:
+    data = rules_data(checks=[{"id": "c", "figure": "f", "claim": "c", "measure": "final", "select": {},
+                               "above": 0.1, "gates": ["nope"]}])  # fmt: skip
+    with pytest.raises(ConfigError, match="gates 'nope', which is no claim id"):
+        parse_rules(data, "demo_cpu", "h0")
