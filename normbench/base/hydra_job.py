@@ -49,7 +49,10 @@ def _resolved(node: Any) -> Any:
     registered norms: `normbench.cli.store.norm_list`)."""
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(node, resolve=True) if node is not None else None
+    try:
+        return OmegaConf.to_container(node, resolve=True) if node is not None else None
+    except Exception:  # a resolver this process lacks: the values as written
+        return _container(node)
 
 
 def _user_group(group: str) -> bool:

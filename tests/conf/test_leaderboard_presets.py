@@ -139,6 +139,8 @@ def test_the_full_preset_sweeps_the_registry_through_its_resolver() -> None:
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    from normbench.base.hydra_job import _resolved, swept_keys
+
     for overrides, names in (
         ([], list_norms()),
         (["hydra.sweeper.params.norm=${normbench.norms:causal}"], sorted(set(list_norms()) - set(MIXING))),
@@ -149,6 +151,7 @@ def test_the_full_preset_sweeps_the_registry_through_its_resolver() -> None:
         lines = [f"{k}={v}" for k, v in params.items()] + ["experiment/arms/leaderboard@_global_=resnet20", "seed=0"]
         (jobs,) = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(lines), None)
         assert sorted(o.split("=")[1] for job in jobs for o in job if o.startswith("norm=")) == names
+        assert "norm" in swept_keys([], _resolved(params))  # the W&B run is named by its norm
 
 
 def test_an_unknown_kind_of_norms_is_one_line() -> None:
