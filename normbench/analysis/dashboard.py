@@ -88,6 +88,8 @@ class Dashboard:
     range: str = RANGE
     forest_run: str = ""
     """The name of the ``figures`` run whose `FOREST_KEY` image heads the report ("" for none)."""
+    group: str = ""
+    """The W&B group whose runs the report draws ("" for every group: a preset's sweeps)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,6 +3,7 @@
     normbench-dashboard --entity E --project P --preset santurkar_vgg  # writes outputs/dashboards/santurkar_vgg.json
     normbench-dashboard --entity E --project P --preset all --preset all_cpu   # every preset, both scales
     normbench-dashboard --entity E --project P --preset santurkar_vgg --create # and saves the report to W&B
+    normbench-dashboard --entity E --project P --runs multirun/2026-12-06/10-00-00   # any sweep of one's own
 
 By default it writes the specification only (``<out>/<preset>.json``: the sections, their run
 filters and groupings, the panels and their keys; see `normbench.analysis.dashboard`), and needs
@@ -21,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from normbench.analysis.dashboard import all_presets, build_dashboard
+from normbench.analysis.dashboard import Dashboard, all_presets, build_dashboard
 from normbench.analysis.dashboard_report import columns, create, filter_expression, forest_filter
 from normbench.base.errors import ConfigError
 from normbench.base.output import atomic_write_text, check_out_dir, plain_text
@@ -34,12 +35,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="normbench-dashboard", description=plain_text(__doc__.splitlines()[0]))
     parser.add_argument("--entity", required=True, help="the W&B entity (user or team) that holds the runs")
     parser.add_argument("--project", required=True, help="the W&B project the sweep logged to")
-    parser.add_argument(
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument(
         "--preset",
         action="append",
-        required=True,
         help="a paper preset (santurkar_vgg, ..., or its _cpu variant), leaderboard[_cpu], all or all_cpu; repeatable",
     )
+    what.add_argument("--runs", type=Path, metavar="SWEEP",
+                      help="any local sweep folder: its swept keys, curves, finals (no preset needed)")  # fmt: skip
+    parser.add_argument("--group", help="with --runs: the sweep's W&B group (default: sweep-<folder name>)")
     parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help="where the JSON goes (default %(default)s, git-ignored)"
     )
@@ -61,16 +65,47 @@ def specification(preset: str, entity: str, project: str) -> dict:
     if dash.forest_run:  # the report's first panel: the forest plot logged by normbench-figures
         data["wandb_forest_filter"] = forest_filter(dash)
     for section, node in zip(dash.sections, data["sections"]):
-        node["wandb_filter"] = filter_expression(dash.job_type, section.select)
+        node["wandb_filter"] = filter_expression(dash.job_type, section.select, dash.group)
         node["wandb_groupby"] = [f"config.{k}" for k in section.group_by]
         node["wandb_columns"] = columns(section)
     return data
+
+
+def sweep_specification(dash: Dashboard, entity: str, project: str) -> dict:
+    """`specification` of a sweep's dashboard (`normbench.analysis.sweep_report.sweep_dashboard`)."""
+    data = {"entity": entity, "project": project, **dash.to_json()}
+    for section, node in zip(dash.sections, data["sections"], strict=True):
+        node["wandb_filter"] = filter_expression(dash.job_type, section.select, dash.group)
+        node["wandb_groupby"] = [f"config.{k}" for k in section.group_by]
+        node["wandb_columns"] = columns(section)
+    return data
+
+
+def sweep_main(args: argparse.Namespace) -> int:
+    """``--runs SWEEP``: the report of any sweep, its runs read from the local folder."""
+    from normbench.analysis.runs import load_local_runs
+    from normbench.analysis.sweep_report import sweep_dashboard, sweep_group
+
+    runs = load_local_runs([args.runs], unfinished=True)
+    dash = sweep_dashboard(runs, args.group or sweep_group(args.runs))
+    data = sweep_specification(dash, args.entity, args.project)
+    path = args.out / f"{dash.group}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    print(f"{dash.group}: {len(runs)} runs, the sweep varies {', '.join(dash.swept) or 'nothing'} -> {path}")
+    if args.create:
+        print(f"{dash.group}: created {create(dash, args.entity, args.project)}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         check_out_dir(args.out, "the dashboards' JSON")
+        if args.runs is not None:
+            return sweep_main(args)
+        if args.group:
+            raise ConfigError("--group goes with --runs (a preset's report shows every sweep of it)")
         for preset in expand(args.preset):
             data = specification(preset, args.entity, args.project)
             path = args.out / f"{preset}.json"

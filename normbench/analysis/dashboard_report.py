@@ -20,10 +20,12 @@ from normbench.analysis.dashboard import FIGURES_JOB_TYPE, FOREST_KEY, Dashboard
 from normbench.base.errors import ConfigError
 
 
-def filter_expression(job_type: str, select: Mapping[str, list[Any]]) -> str:
-    """The run set's filter in wandb-workspaces' expression syntax: the preset's job type, and for
-    each selected key one of the arms' values."""
-    parts = [f"JobType = {job_type!r}"]
+def filter_expression(job_type: str, select: Mapping[str, list[Any]], group: str = "") -> str:
+    """The run set's filter in wandb-workspaces' expression syntax: the preset's job type (if any),
+    the sweep's group (if any), and for each selected key one of the arms' values."""
+    parts = [f"JobType = {job_type!r}"] if job_type else []
+    if group:
+        parts.append(f"Group = {group!r}")
     for key, values in select.items():
         parts.append(f"Config({key!r}) in {list(values)!r}")
     return " and ".join(parts)
@@ -97,7 +99,7 @@ def to_report(dash: Dashboard, entity: str, project: str) -> Any:
             entity=entity,
             project=project,
             name=section.figure,
-            filters=filter_expression(dash.job_type, section.select),
+            filters=filter_expression(dash.job_type, section.select, dash.group),
             groupby=[f"config.{k}" for k in section.group_by],
             pinned_columns=columns(section),
         )

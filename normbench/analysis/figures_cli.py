@@ -32,6 +32,7 @@ from pathlib import Path
 
 from normbench.analysis import (
     DRAWN_ELSEWHERE,
+    FIGURES,
     figure_fn,
     figure_keys,
     load_local_runs,
@@ -163,7 +164,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="normbench-figures", description=plain_text(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("preset", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu")
+    parser.add_argument("preset", nargs="?", help="experiment preset, e.g. santurkar_vgg or santurkar_vgg_cpu; none "
+                        "(or one without rules, e.g. quickstart) with --runs: any sweep's curves, finals")  # fmt: skip
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--runs", nargs="+", metavar="DIR", help="multirun directories (each job: metrics.jsonl ...)")
     source.add_argument("--wandb", metavar="ENTITY/PROJECT", help="read the runs from W&B")
@@ -233,8 +235,40 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
     return claims, [f"{res.name}: {problem}" for res in results for problem in res.problems]
 
 
+def is_own_sweep(preset: str | None) -> bool:
+    """No preset, or an experiment config (``conf/experiment/<preset>.yaml``) without figures or rules:
+    the runs are analysed as any sweep (`normbench.analysis.sweep_report`); a name that is neither
+    stays an unknown preset."""
+    if preset is None:
+        return True
+    from normbench.analysis.dashboard import conf_dir
+
+    known = base_preset(preset) in FIGURES or base_preset(preset) in DRAWN_ELSEWHERE
+    return not known and (conf_dir() / "experiment" / f"{preset}.yaml").is_file()
+
+
+def sweep_main(args: argparse.Namespace) -> int:
+    """``normbench-figures [preset] --runs SWEEP`` for a sweep of no paper preset: its swept keys'
+    curves and final values with intervals over seeds, into ``--out`` (default ``<SWEEP>/figures``)."""
+    from normbench.analysis.sweep_report import sweep_figures
+
+    try:
+        if not args.runs:
+            raise ConfigError("a sweep without a preset is read from its folder: --runs SWEEP")
+        out = Path(args.out or Path(args.runs[0]) / "figures")
+        check_out(out)
+        for path in sweep_figures(load_local_runs(args.runs, unfinished=True), out):
+            print(f"[figures] wrote {path}")
+    except ConfigError as e:
+        print(f"normbench-figures: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if is_own_sweep(args.preset):
+        return sweep_main(args)
     out = Path(args.out or Path("results") / args.preset / ("pilot" if args.pilot else ""))
     try:
         if not ((args.forest_only or args.per_run) and base_preset(args.preset) in DRAWN_ELSEWHERE):
