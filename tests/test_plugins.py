@@ -39,7 +39,8 @@ class Scale(Norm):
 
     def forward(self, x, mask=None):
         shape = (-1,) if self.layout == "NTC" else (-1,) + (1,) * (x.dim() - 2)
-        return x if self.weight is None else x * self.weight.view(shape) + self.bias.view(shape)
+        y = x if self.weight is None else x * self.weight.view(shape) + self.bias.view(shape)
+        return y.to(x.dtype)
 '''
 
 

@@ -36,8 +36,7 @@ class Scale(Norm):
 
     def forward(self, x: Tensor, mask: Tensor | None = None) -> Tensor:
         NF.check_mask(x, self.layout, mask)
-        shape = (-1,) if self.layout == "NTC" else (-1,) + (1,) * (x.dim() - 2)
-        return x if self.weight is None else x * self.weight.view(shape)
+        return NF.channel_affine(x, self.weight, None, self.layout).to(x.dtype)
 '''
 """A toy norm module, as a contributor writes one (``{name}``: its registered name)."""
 
