@@ -30,7 +30,9 @@ The family of claims a preset judges is controlled by Holm's step-down (`holm`).
 the smallest difference the seeds could detect with 80 % power at two-sided α, (t_{1−α/2} +
 t_{0.8})·SE on Welch's degrees of freedom (``paired``: n − 1; for ``rank`` too, from the finite values).
 
-NaN values are left out; ``n`` says how many values a number rests on.
+Issue 56: ``detectable_difference`` at any level (a family's α/m), ``p_min_effect`` (the one-sided
+test that the difference is smaller than the effect of interest) and ``benjamini_hochberg`` (q-values
+across presets). NaN values are left out; ``n`` says how many values a number rests on.
 """
 
 from __future__ import annotations
