@@ -26,13 +26,12 @@ from typing import Any
 
 from normbench.analysis import rules_schema
 from normbench.analysis.rules_schema import Rules
+from normbench.analysis.runs import RESULT_STATUSES
 from normbench.base.errors import ConfigError
 from normbench.rules import RULES_DIR, base_preset, load_rules_data
 
 BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")
 CLAIM, CHECK, FINAL = "claim:", "check:", "final:"
-RESULT_STATUSES = ("finished", "diverged")
-"""A run that ended with one of these is evidence (`normbench.run.loop.policy.RESULT_STATUSES`)."""
 
 Row = dict[str, Any]
 

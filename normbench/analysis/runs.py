@@ -29,6 +29,8 @@ __all__ = ["Run", "load_local_run", "read_record", "load_local_runs", "find_job_
 
 RECORDS = ("metrics.jsonl", "summary.json", ".hydra/overrides.yaml")
 """What makes a folder a job folder: any of these (a job refused before training has no metrics)."""
+RESULT_STATUSES = ("finished", "diverged")
+"""A run that ended with one of these is evidence (`normbench.run.loop.policy.RESULT_STATUSES`)."""
 NOT_RUNS = ("wandb", ".hydra", "checkpoints")
 """Folders of a run that are never runs themselves (W&B's own, Hydra's, the checkpoints)."""
 
@@ -60,9 +62,11 @@ def find_job_dirs(root: Path) -> list[Path]:
 
 
 def load_job(job: Path, unfinished: bool, needs: Sequence[str]) -> tuple[Run | None, str]:
-    """One job folder as a `Run`, or None and why it is not used. ``unfinished``: a job without
-    metrics (refused, killed) is a run too, with its config from Hydra's ``.hydra/config.yaml`` and
-    its status from ``summary.json`` (none: ``failed``). ``needs``: config keys a run must have."""
+    """One job folder as a `Run`, or None and why it is not used. ``unfinished``: a job that did
+    not end finished or diverged (refused, killed, crashed, still running) is a run too, with its
+    config from Hydra's ``.hydra/config.yaml`` where it has no metrics, and its status from
+    ``summary.json`` (none: ``failed``); without it such a job is not used (its metrics stop where
+    it stopped). ``needs``: config keys a run must have."""
     import yaml
 
     if job.parent.name == RESTARTS_DIR:
@@ -85,6 +89,10 @@ def load_job(job: Path, unfinished: bool, needs: Sequence[str]) -> tuple[Run | N
     run.config = run.config or config
     if not run.summary:
         run.summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
+    if not unfinished and run.status not in RESULT_STATUSES:
+        error = f": {run.summary['error']}" if run.summary.get("error") else ""
+        return None, (f"status {run.status}{error}: it ended neither finished nor diverged, so its metrics stop "
+                      "where it stopped; resume it (resume=true) or rerun it")  # fmt: skip
     return run, ""
 
 

@@ -14,6 +14,7 @@ from normbench.analysis.claims import claim_values, judge_rows, write_claims
 from normbench.analysis.figures_cli import main
 from normbench.analysis.per_run import BASE_COLUMNS, per_run_rows, read_per_run, write_per_run
 from normbench.analysis.provenance import results_root
+from normbench.analysis.rules_schema import load_rules
 from normbench.analysis.runs import load_local_runs
 from normbench.base.errors import ConfigError
 from tests.analysis.test_bn_claims import DROPOUT_ARMS
@@ -43,16 +44,20 @@ def dropout_sweep(root: Path) -> Path:
 def test_per_run_rows_hold_every_measure_once_per_run(tmp_path: Path) -> None:
     runs = load_local_runs([dropout_sweep(tmp_path / "runs")])
     rows = per_run_rows("bn_dropout_cpu", runs)
+    rules = load_rules("bn_dropout_cpu")
+    assert rules is not None  # the setup check and the learning bounds (issue 56) are check columns alike
+    checks = [f"check:{c.id}" for c in getattr(rules, "measured_checks", rules.checks) if "cpu" in c.variants]
+    assert "check:fits_training_images" in checks
     assert list(rows[0]) == [*BASE_COLUMNS, "model.dropout", "norm.name", "claim:dropout_narrows_gap",
-                             "claim:bn_narrows_gap", "claim:bn_higher_test_acc", "check:fits_training_images",
+                             "claim:bn_narrows_gap", "claim:bn_higher_test_acc", *checks,
                              "final:step", "final:test/bleu"]  # fmt: skip
     by = {(r["norm.name"], r["model.dropout"], r["seed"]): r for r in rows}
     bn = by[("bn", 0.0, 2)]
     assert (bn["status"], bn["commit"], bn["final:step"]) == ("finished", COMMIT, 210)
     assert bn["claim:bn_narrows_gap"] == pytest.approx(1.0 - 0.72) and bn["claim:bn_higher_test_acc"] == 0.72
     assert bn["check:fits_training_images"] == pytest.approx(0.0) and bn["claim:dropout_narrows_gap"] is None
-    dropout_bn = by[("bn", 0.3, 0)]  # in no arm and not checked: only its identity and finals
-    assert all(v is None for k, v in dropout_bn.items() if k.startswith(("claim:", "check:")))
+    dropout_bn = by[("bn", 0.3, 0)]  # in no arm and not the setup check's: no claim or setup-check value
+    assert all(v is None for k, v in dropout_bn.items() if k.startswith("claim:") or k == "check:fits_training_images")
     diverged = by[("none", 0.3, 4)]
     assert diverged["status"] == "diverged" and diverged["claim:dropout_narrows_gap"] == math.inf
     values = claim_values("bn_dropout_cpu", rows)["dropout_narrows_gap"]
