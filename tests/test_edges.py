@@ -419,7 +419,7 @@ def test_help_shows_whole_sentences_and_every_launcher() -> None:
     for path in (conf / "experiment").glob("*.yaml"):
         text = first_comment(path)
         assert not text or text.endswith((".", ")", ":")) or len(text.split()) < 12, (path.name, text)
-    readme = (conf.parent / "README.md").read_text()
+    readme = "".join(p.read_text() for p in [conf.parent / "README.md", *(conf.parent / "docs").glob("*.md")])
     named = {name for name in ("submitit_local_resume", "submitit_slurm_resume") if name in readme}
     from hydra import initialize_config_dir
 

@@ -80,7 +80,7 @@ def test_a_norm_module_nothing_imports_is_registered(toy_module: str) -> None:
 
 
 def readme_norms(text: str) -> list[str]:
-    """The names in the README's norm table (its first column, the rows after its header)."""
+    """The names in the docs' norm table (docs/norms.md) (its first column, the rows after its header)."""
     table = text.split("| name | normalizes over", 1)[1].split("\n\n", 1)[0]
     return [n for row in table.splitlines()[2:] for n in re.findall(r"`(\w+)`", row.split("|")[1])]
 
@@ -88,7 +88,7 @@ def readme_norms(text: str) -> list[str]:
 def test_the_readme_norm_table_names_registered_norms() -> None:
     """Checked against the registry: a name the registry lacks fails; a registered norm the table
     lacks (a norm just added) is a warning for whoever writes the README."""
-    names = readme_norms((REPO / "README.md").read_text())
+    names = readme_norms((REPO / "docs" / "norms.md").read_text())
     assert names and set(names) <= set(list_norms()), sorted(set(names) - set(list_norms()))
     missing = sorted(set(list_norms()) - set(names))
     if missing:
