@@ -80,3 +80,18 @@ def test_every_preset_names_learning_bounds_a_fresh_seed_block_and_the_benchmark
 def test_the_seed_blocks_of_the_presets_are_disjoint() -> None:
     blocks = sorted((load_rules(p).seeds["cpu"].start, load_rules(p).seeds["cpu"].stop) for p in list_rule_presets())
     assert all(stop <= nxt for (_, stop), (nxt, _) in zip(blocks, blocks[1:]))
+
+
+def test_rows_of_two_rules_hashes_are_refused_in_one_line() -> None:
+    rows = read_per_run(committed("gn_groups"))
+    rows[0] = {**rows[0], "rules_hash": rules_hash("gn_groups")}
+    with pytest.raises(ConfigError, match="measured under 2 rules") as e:
+        judge_rows("gn_groups_cpu", rows)
+    assert "\n" not in str(e.value)
+
+
+def test_rows_of_an_unknown_hash_name_it_and_the_known_ones() -> None:
+    rows = [{**r, "rules_hash": "0123456789abcdef"} for r in read_per_run(committed("gn_groups"))]
+    with pytest.raises(ConfigError, match="measured under rules '0123456789abcdef'.*known: .*current") as e:
+        judge_rows("gn_groups_cpu", rows)
+    assert "\n" not in str(e.value)
