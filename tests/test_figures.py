@@ -106,9 +106,15 @@ def build(preset: str, root: Path, out: Path, check: bool = True) -> list[Path]:
     presets'). ``check=False``: runs that log only what one claim reads leave panels empty on purpose."""
     results = make_figures(preset, load_local_runs([root]))
     written = write_outputs(results, out)
-    if check:
-        assert {res.name: res.problems for res in results} == {res.name: [] for res in results}
+    if check:  # these writers give arms the very same made-up curves: one hidden under another is theirs
+        problems = {res.name: [p for p in res.problems if SAME_POINTS not in p] for res in results}
+        assert problems == {res.name: [] for res in results}
     return written
+
+
+SAME_POINTS = "are drawn through the same points"
+"""`normbench.analysis.figure_lint`'s hidden-series problem, which `build` leaves to the jittered runs of
+`tests.analysis.figure_runs` (`tests/analysis/test_figure_checks.py`)."""
 
 
 # ---------------------------------------------------------------- Santurkar et al. 2018 (VGG)
@@ -355,8 +361,8 @@ def test_powernorm_mt_figure(tmp_path: Path) -> None:
     out = tmp_path / "out"
     build("powernorm_mt_cpu", tmp_path / "runs", out)
     rows = read_csv(out / "powernorm_mt.csv")
-    assert_point(rows, "bleu", "pn", 2.0, [20.5 + s for s in SEEDS])
-    assert_point(rows, "val_loss", "bn", 200, [5.0 - 2 - 0.1 * s - 0.1 for s in SEEDS])
+    assert_point(rows, "bleu", "PN", 2.0, [20.5 + s for s in SEEDS])  # the arms as the paper names them
+    assert_point(rows, "val_loss", "BN", 200, [5.0 - 2 - 0.1 * s - 0.1 for s in SEEDS])
     verdicts = claims(out)
     # PN over LN (n ≈ 53) and BN below LN (n ≈ 11) are judged by the full preset only (the pilot)
     assert verdicts["pn_above_ln"] == NOT_JUDGED and verdicts["bn_below_ln"] == NOT_JUDGED
@@ -371,8 +377,8 @@ def test_powernorm_chain_figure(tmp_path: Path) -> None:
     out = tmp_path / "out"
     build("powernorm_chain_cpu", tmp_path / "runs", out)
     rows = read_csv(out / "powernorm_chain.csv")
-    assert_point(rows, "bleu", "pn_v", 1.0, [19.5 + s for s in SEEDS])  # bars in the order bn, pn_v, pn, ln
-    assert_point(rows, "bleu", "pn", 2.0, [30.0 + s for s in SEEDS])
+    assert_point(rows, "bleu", "PN-V", 1.0, [19.5 + s for s in SEEDS])  # in the order BN, PN-V, PN, LN
+    assert_point(rows, "bleu", "PN", 2.0, [30.0 + s for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["pnv_above_bn"] == SUPPORTED and verdicts["pn_above_pnv"] == SUPPORTED
     # the two claims against LN need n ≈ 26-27 (the pilot): judged by the full preset only
@@ -390,7 +396,7 @@ def test_rmsnorm_speed_figure(tmp_path: Path) -> None:
     rows = read_csv(out / "rmsnorm_speed.csv")
     # throughput of a run: median over its epochs of speed·(1 + 0.1·epoch) + seed (epochs 1..3 → the 2nd);
     # eager and compiled runs are drawn (and judged) apart, never pooled as seeds
-    assert_point(rows, "tokens_per_s", "rms (eager)", 1.0, [130.0 * 1.2 + s for s in SEEDS])
+    assert_point(rows, "tokens_per_s", "RMSNorm (eager)", 1.0, [130.0 * 1.2 + s for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["rms_faster_eager"] == SUPPORTED and verdicts["rms_faster_compiled"] == SUPPORTED
     assert verdicts["prms_faster_eager"] == OPPOSITE  # slower, and reliably so: the opposite of the claim
@@ -407,7 +413,7 @@ def test_ln_axes_figure(tmp_path: Path) -> None:
     _mt_runs(tmp_path / "runs", {"ln": 20.0, "ln_sample": 24.0, "in": 15.0}, "encoder")
     out = tmp_path / "out"
     build("ln_axes_cpu", tmp_path / "runs", out)
-    assert_point(read_csv(out / "ln_axes.csv"), "bleu", "in", 2.0, [15.0 + s for s in SEEDS])
+    assert_point(read_csv(out / "ln_axes.csv"), "bleu", "IN", 2.0, [15.0 + s for s in SEEDS])
     verdicts = claims(out)
     # ln_sample above ln: at a reduced scale too, the opposite of the claim reads "opposite" (the scale is a column)
     assert verdicts["ln_bleu_above_ln_sample"] == OPPOSITE

@@ -188,7 +188,8 @@ def _all_texts(fig: Figure) -> Iterator[tuple[str, str]]:
 
 def style_lies(fig: Figure) -> list[str]:
     """Line styles and hollow markers that the text names but nothing draws, legend entries whose
-    label names another style than their handle's, and legend entries that draw nothing."""
+    label names another style than their handle's, and legend entries whose series draws nothing
+    (data given, none of it finite; a key's proxy with no data is fine)."""
     lines = [ln for ax in fig.axes for ln in ax.lines if ln.get_visible() and len(_points(ln))]
     drawn = {ln.get_linestyle() for ln in lines if _is_line(ln) and len(_points(ln)) >= 2}
     hollow = any(_has_marker(ln) and str(ln.get_markerfacecolor()) in ("none", "white", "w") for ln in lines)
@@ -206,8 +207,9 @@ def style_lies(fig: Figure) -> list[str]:
     for i, ax in enumerate(fig.axes):
         legend = ax.get_legend()
         labels = {t.get_text() for t in legend.get_texts()} if legend is not None else set()
-        for line in ax.lines:
-            if line.get_label() in labels and not (line.get_visible() and len(_points(line))):
+        for line in ax.lines:  # a key's proxy (a line with no data at all) draws nothing on purpose
+            proxy = len(line.get_xydata()) == 0
+            if line.get_label() in labels and not proxy and not (line.get_visible() and len(_points(line))):
                 out.append(f"{_name(ax, i)}: legend entry {line.get_label()!r} draws nothing")
     return out
 
@@ -252,10 +254,11 @@ def empty_panel_share(ax: Axes) -> float:
 
 
 def empty_canvas_share(fig: Figure, renderer) -> float:
-    """The share of the canvas that no axes (with its labels and ticks), legend or figure text covers
-    (sampled on a `CANVAS_CELLS` grid)."""
+    """The share of the canvas that no axes (with its labels and ticks), legend, legend column (an
+    axes turned off that holds a legend) or figure text covers (sampled on a `CANVAS_CELLS` grid)."""
     boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.axison]
     boxes += [ax.get_legend().get_window_extent(renderer) for ax in fig.axes if ax.get_legend() is not None]
+    boxes += [ax.bbox for ax in fig.axes if not ax.axison and ax.get_legend() is not None]  # a legend's own column
     boxes += [t.get_window_extent(renderer) for t in fig.texts if _visible_text(t)]
     boxes += [lg.get_window_extent(renderer) for lg in fig.legends]
     frame = fig.bbox

@@ -71,7 +71,7 @@ def scope(runs: Sequence[Any]) -> str:
     if not runs:
         return ""
     model = _one([r.get("model.name") for r in runs])
-    parts = [MODEL_NAMES.get(model, model)]
+    parts = [" / ".join(MODEL_NAMES.get(m, m) for m in model.split(" / "))]
     enc, dec = _one([r.get("model.encoder_layers") for r in runs]), _one([r.get("model.decoder_layers") for r in runs])
     if enc or dec:
         parts[0] += f" {enc or '?'}+{dec or '?'} layers"

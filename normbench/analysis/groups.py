@@ -16,9 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colors import to_hex
 
+from normbench.analysis.figure_names import titled
 from normbench.analysis.measures import TRAIN_LOSS, error
 from normbench.analysis.plot import NORM_COLORS, FigureResult, add_point_rows, finish_axes, new_figure, seed_curve
 from normbench.analysis.runs import Run, select
@@ -26,7 +29,7 @@ from normbench.analysis.runs import Run, select
 IN_X = 64
 """Where the ``in`` arm (G = C in every layer) is drawn: the widest layer's channel count."""
 ERROR_PANEL, SEEDS_PANEL = "val_error", "val_error_per_seed"
-GN_LABEL, IN_LABEL = "Group Norm (G groups in every layer)", "Instance Norm (G = C in every layer)"
+GN_LABEL, IN_LABEL = "GN (G groups in every layer)", "IN (G = C in every layer)"
 
 
 def arms(runs: Sequence[Run]) -> list[tuple[str, float, list[Run]]]:
@@ -62,7 +65,8 @@ def _error_panel(ax: Axes, res: FigureResult, arm_list: list[tuple[str, float, l
 
 
 def gn_groups(runs: Sequence[Run]) -> list[FigureResult]:
-    fig, axes = new_figure(1, 2, "Wu & He 2018, Table 3: error vs number of groups G; training loss per epoch")
+    title = titled("Wu & He 2018, Table 3: error vs number of groups G; training loss per epoch", runs)
+    fig, axes = new_figure(1, 2, title, size=(9.0, 3.6))
     res = FigureResult("gn_groups", fig)
     arm_list = arms(runs)
     ax = axes[0, 0]
@@ -72,7 +76,8 @@ def gn_groups(runs: Sequence[Run]) -> list[FigureResult]:
     ax.set_xticks(ticks, ["C (IN)" if label == "IN" else str(int(x)) for label, x, _ in arm_list])
     finish_axes(ax, "groups per norm layer G (1 = LN over C,H,W)", "validation error (%)",
                 "median over seeds, min–max; dots: each seed")  # fmt: skip
-    cmap = [f"C{i}" for i in range(10)]
+    greens = plt.get_cmap("Greens")  # GN's green in both panels: a shade per G (darker: more groups); IN its own
+    n_gn = max(sum(1 for a in arm_list if a[0] != "IN"), 1)
     for i, (label, _, arm_runs) in enumerate(arm_list):  # is the training long enough? per arm, per epoch
         curves = []
         for r in arm_runs:
@@ -81,7 +86,9 @@ def gn_groups(runs: Sequence[Run]) -> list[FigureResult]:
                 x = np.asarray([row.get("epoch", row["step"]) for row in rows])
                 curves.append((x, np.asarray([float(row[TRAIN_LOSS]) for row in rows])))
         if curves:
-            seed_curve(axes[0, 1], res.rows, f"train_loss/{label}", label, curves, color=cmap[i % 10], fill=False)
+            color = NORM_COLORS["in"] if label == "IN" else to_hex(greens(0.35 + 0.6 * i / max(n_gn - 1, 1)))
+            seed_curve(axes[0, 1], res.rows, f"train_loss/{label}", f"GN, {label}" if label != "IN" else "IN", curves,
+                       color=color, fill=False)  # fmt: skip
     axes[0, 1].set_yscale("log")
     finish_axes(axes[0, 1], "epoch", "training loss (epoch mean)", "training loss: a plateau?")
     return [res]

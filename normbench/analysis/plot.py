@@ -29,7 +29,7 @@ from normbench.analysis.claims import Claim, write_claims  # noqa: E402
 from normbench.analysis.figure_checks import check_figure  # noqa: E402
 from normbench.analysis.figure_lint import covers  # noqa: E402
 from normbench.analysis.figure_png import save_png  # noqa: E402
-from normbench.analysis.plot_rows import draw_rows  # noqa: E402
+from normbench.analysis.plot_rows import draw_rows, number  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 from normbench.base.errors import ConfigError  # noqa: E402
 
@@ -246,7 +246,7 @@ def bar_panel(
         ax.bar(i, row["median"], color=colors.get(label, "tab:gray"), alpha=0.8)
         ax.errorbar(i, row["median"], yerr=err, color="black", capsize=4, linewidth=1)
         ax.annotate(
-            f"{row['median']:.3g}",
+            number(row['median']),
             (i - 0.4, row["median"]),
             textcoords="offset points",
             xytext=(1, 2),
@@ -282,7 +282,7 @@ def point_panel(
         ax.errorbar(i, row["median"], yerr=err, fmt=markers.get(label, "o"), color=color, capsize=4, markersize=6)
         finite = [v for v in vals if np.isfinite(v)]
         ax.plot([i + 0.18] * len(finite), finite, ".", color=color, alpha=0.5, markersize=4)
-        ax.annotate(f"{row['median']:.3g}", (i, row["median"]), textcoords="offset points", xytext=(-8, 0),
+        ax.annotate(number(row['median']), (i, row["median"]), textcoords="offset points", xytext=(-8, 0),
                     ha="right", va="center", fontsize=7)  # fmt: skip
     ax.set_xticks(range(len(values)), category_labels(values), fontsize=8)
     ax.set_xlim(-0.6, len(values) - 0.4)

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from normbench.analysis.claims import measure
+from normbench.analysis.figure_names import titled
 from normbench.analysis.plot import (
     NORM_COLORS,
     FigureResult,
@@ -116,6 +117,22 @@ def _natural(s: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]
 
 
+HATCHES = ("", "////", "\\\\\\\\", "xx", "..", "++")
+"""Per norm, in the figure's order: how its band is hatched, so that overlapping bands stay apart
+(two translucent fills of red and grey blend to brown)."""
+
+
+def hatched_band(ax, x, lo, hi, color: str | None, index: int, label: str | None = None) -> None:
+    """A band between ``lo`` and ``hi``: the first norm's a light fill, the others' hatched in their
+    colour over a fainter fill, each outlined (its lower edge labelled ``label`` for a legend)."""
+    hatch = HATCHES[index % len(HATCHES)]
+    ax.fill_between(x, lo, hi, facecolor=color, alpha=0.18 if not hatch else 0.06, linewidth=0)
+    if hatch:
+        ax.fill_between(x, lo, hi, facecolor="none", edgecolor=color, hatch=hatch, linewidth=0, alpha=0.6)
+    ax.plot(x, lo, color=color, linewidth=0.5, label=label)
+    ax.plot(x, hi, color=color, linewidth=0.5)
+
+
 def activation_panel(ax, rows: list[dict], runs: Sequence[Run], norms: Sequence[str], lr: float, layer: str) -> None:
     """Seed medians of the layer's output quantiles over training: 5–95 % and 25–75 % bands, median."""
     prefix = f"activations/{layer}/post_"
@@ -131,10 +148,11 @@ def activation_panel(ax, rows: list[dict], runs: Sequence[Run], norms: Sequence[
         if not len(curves["q50"][0]):
             continue
         x = curves["q50"][0]
-        ax.fill_between(x, curves["q05"][1], curves["q95"][1], color=color, alpha=0.15, linewidth=0)
-        ax.fill_between(x, curves["q25"][1], curves["q75"][1], color=color, alpha=0.3, linewidth=0)
+        hatched_band(ax, x, curves["q25"][1], curves["q75"][1], color, norms.index(norm))
+        for q in ("q05", "q95"):  # the outer quantiles as thin dotted lines: two filled bands per norm blended
+            ax.plot(x, curves[q][1], color=color, linewidth=0.7, linestyle=":")
         ax.plot(x, curves["q50"][1], color=color, label=label(norm), linewidth=1)
-    title = f"activations after {layer}, lr {lr:g} (bands 5–95 %, 25–75 %; line: median)"
+    title = f"activations after {layer}, lr {lr:g} (band 25–75 %, dotted 5 % and 95 %; line: median)"
     finish_axes(ax, "steps", "activation", title, legend=False)
 
 
@@ -191,7 +209,9 @@ def accuracy_figure(
 ) -> FigureResult:
     """Training loss and accuracy per logged step, test accuracy (per evaluation, or at the end per
     arm), activations of one layer; the legend in a panel of its own (every panel has its series)."""
-    fig, axes = new_figure(1, 5, title, size=(19.0, 3.8), width_ratios=(1, 1, 1, 1, 0.75))
+    layer = activation_layer(runs)
+    n = 5 if layer is not None else 4  # no activations logged: no empty panel for them
+    fig, axes = new_figure(1, n, titled(title, runs), size=(3.8 * n, 3.9), width_ratios=(1,) * (n - 1) + (0.75,))
     rows: list[dict] = []
     arms: dict[str, list[Run]] = {}
     colors: dict[str, str] = {}
@@ -218,12 +238,9 @@ def accuracy_figure(
     acc_title = f"training accuracy (running mean of {SMOOTHING} logs)"
     finish_axes(axes[0, 1], "steps", "training accuracy (%)", acc_title, legend=False)
     test_panel(axes[0, 2], rows, arms, colors, shorts, markers)
-    layer = activation_layer(runs)
     if layer is not None:
         activation_panel(axes[0, 3], rows, runs, norms, lrs[0], layer)
-    else:
-        axes[0, 3].set_axis_off()
-    legend_panel(axes[0, 4], *axes[0, 0].get_legend_handles_labels())
+    legend_panel(axes[0, n - 1], *axes[0, 0].get_legend_handles_labels())
     return FigureResult(name, fig, rows)
 
 

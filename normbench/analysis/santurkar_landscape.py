@@ -24,7 +24,16 @@ import numpy as np
 from normbench.analysis.claims import measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, finish_axes, legend_panel, new_figure, seed_curve
 from normbench.analysis.runs import Run, select
-from normbench.analysis.santurkar import LOW_LR, LR_STYLES, MAIN_LR, _natural, label, learning_rates, series_of
+from normbench.analysis.santurkar import (
+    LOW_LR,
+    LR_STYLES,
+    MAIN_LR,
+    _natural,
+    hatched_band,
+    label,
+    learning_rates,
+    series_of,
+)
 from normbench.analysis.stats import median_over_steps, stack
 from normbench.rules import load_rules_data
 
@@ -109,6 +118,10 @@ def figure3(runs: Sequence[Run]) -> FigureResult:
     return res
 
 
+UNJUDGED = "#fbf3dc"
+"""The steps a claim leaves out, shaded in cream."""
+
+
 def figure4(
     runs: Sequence[Run], norms: Sequence[str] = ("none", "bn"), name: str = "santurkar_fig4", title: str | None = None
 ) -> FigureResult:
@@ -131,9 +144,7 @@ def figure4(
             x2, hi, _, _ = seed_curve(None, res.rows, f"{panel}/max", label(norm), series_of(group, key_hi))
             if len(x) and len(x2):
                 xs, both = stack([(x, lo), (x2, hi)])
-                ax.fill_between(xs, both[0], both[1], color=color, alpha=0.35, label=label(norm), linewidth=0)
-                ax.plot(xs, both[0], color=color, linewidth=0.6)
-                ax.plot(xs, both[1], color=color, linewidth=0.6)
+                hatched_band(ax, xs, both[0], both[1], color, list(groups).index(norm), label=label(norm))
         finish_axes(ax, "steps", ylabel, title, legend=False)
     for norm, group in groups.items():
         if group:
@@ -142,7 +153,7 @@ def figure4(
     finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness", legend=False)
     start = claim_window()[0] * max((r.record.max_steps or r.final_step) for r in runs)
     for ax in axes[0, :3]:
-        ax.axvspan(0.0, start, color="0.9", zorder=0)  # left out of the claims
-    legend_panel(axes[0, 3], *axes[0, 0].get_legend_handles_labels(), title="shaded steps: not judged")
+        ax.axvspan(0.0, start, color=UNJUDGED, zorder=0)  # left out of the claims (not grey: grey is Standard's band)
+    legend_panel(axes[0, 3], *axes[0, 0].get_legend_handles_labels(), title="cream steps: left out of the claims")
 
     return res

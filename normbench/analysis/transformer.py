@@ -27,17 +27,20 @@ import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from normbench.analysis.claims import measure
+from normbench.analysis.figure_names import arm_name, metric_name, titled
 from normbench.analysis.plot import (
     NORM_COLORS,
     FigureResult,
     add_point_rows,
-    bar_panel,
     finish_axes,
     new_figure,
     point_panel,
     seed_curve,
 )
+from normbench.analysis.plot_rows import draw_rows, rows_of
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
 from normbench.analysis.train_clock import has_clock, smoothed_loss, time_figure
@@ -81,10 +84,21 @@ def throughput(run: Run) -> float:
 
 
 def _groups(runs: Sequence[Run], norms: Sequence[str], by: Callable[[Run], str]) -> dict[str, list[Run]]:
+    """The runs by ``by``'s value, in ``norms``' order then the rest, named as the papers name them
+    (`figure_names.arm_name`: ``pn_v`` → ``PN-V``, ``rms (eager)`` → ``RMSNorm (eager)``)."""
     out = {n: sorted((r for r in runs if by(r) == n), key=lambda r: r.seed) for n in norms}
     extra = sorted({by(r) for r in runs} - set(norms))
     out.update({n: sorted((r for r in runs if by(r) == n), key=lambda r: r.seed) for n in extra})
-    return {n: g for n, g in out.items() if g}
+    return {arm_name(n): g for n, g in out.items() if g}
+
+
+NAMED_COLORS = {arm_name(k): v for k, v in NORM_COLORS.items()}
+"""The norms' colours by the names the figures give them."""
+
+
+def _colors(groups: dict[str, list[Run]]) -> dict[str, str]:
+    """Each group's norm's colour: ``RMSNorm (eager)`` takes RMSNorm's."""
+    return {n: NAMED_COLORS.get(n.split(" (")[0], NAMED_COLORS.get(n.split(" ")[0], "dimgray")) for n in groups}
 
 
 def _end_points(
@@ -99,36 +113,33 @@ def _end_points(
     """A point per group at the median over its runs of their final ``key`` (``val/loss`` or a BLEU
     key), the seeds' min–max as error bars and each seed beside it, on an axis scaled to the
     points (bars from 0 hid the differences); rows under ``bleu`` or ``val_loss``."""
-    panel, what = ("val_loss", "validation loss") if key == VAL_LOSS else ("bleu", f"BLEU ({key.split('/')[0]})")
+    panel, what = ("val_loss", "validation loss") if key == VAL_LOSS else ("bleu", metric_name(key))
     point_panel(ax, res.rows, panel, {n: [r.final(key) for r in g] for n, g in groups.items()}, colors, markers)
-    title = "validation loss at the end" if key == VAL_LOSS else f"BLEU at the end ({key})"
+    title = f"{metric_name(key)} at the end"
     finish_axes(ax, xlabel, what, f"{title}: median, seeds' min–max, each seed", legend=False)
 
 
 def _loss_panel(ax: Any, res: FigureResult, groups: dict[str, list[Run]], colors: dict[str, str],
                 styles: dict[str, tuple[str, str]]) -> bool:  # fmt: skip
     """Validation loss by step when the runs evaluated more than once, else the training loss (running
-    mean of 9 logged batch losses) by step. Returns whether the validation loss was drawn."""
+    mean of 9 logged batch losses) by step. Groups whose curves are the same numbers (compiled runs
+    compute the eager runs' losses) are drawn once, labelled ``a = b``. Returns whether the
+    validation loss was drawn."""
     evaluated = any(len(r.series(VAL_LOSS)[0]) > 1 for g in groups.values() for r in g)
     key, panel = (VAL_LOSS, "val_loss") if evaluated else (TRAIN_LOSS, "train_loss")
+    same: dict[bytes, list[str]] = {}
     for norm, group in groups.items():
-        linestyle, marker = styles.get(norm, ("-", "o" if evaluated else ""))
         if evaluated:
             series = [r.series(VAL_LOSS) for r in group if len(r.series(VAL_LOSS)[0])]
         else:
             series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
-            seed_curve(
-                ax,
-                res.rows,
-                panel,
-                norm,
-                series,
-                color=colors[norm],
-                linestyle=linestyle,
-                marker=marker or None,
-                fill=len(groups) <= 4,
-            )  # six bands hide each other: lines only
+            xs, med, _, _ = seed_curve(None, res.rows, panel, norm, series)
+            same.setdefault(np.round(np.stack([xs, med]), 9).tobytes(), []).append(norm)
+    for names in same.values():
+        linestyle, marker = styles.get(names[0], ("-", "o" if evaluated else ""))
+        draw_rows(ax, rows_of(res.rows, panel, names[0]), " = ".join(names), colors[names[0]],
+                  fill=len(groups) <= 4, linestyle=linestyle, marker=marker or None)  # six bands hide each other
     if evaluated:
         finish_axes(ax, "steps", "validation loss", "validation loss")
     else:
@@ -151,9 +162,9 @@ def _norm_figure(
     once = not any(len(r.series(VAL_LOSS)[0]) > 1 for r in members)
     has_curve = not once or any(len(r.series(TRAIN_LOSS)[0]) > 1 for r in members)
     n_cols = int(has_curve) + int(once) + 1 + int(with_speed)
-    fig, axes = new_figure(1, n_cols, title, size=(4.8 * n_cols, 4.0))
+    fig, axes = new_figure(1, n_cols, titled(title, members), size=(4.8 * n_cols, 4.2))
     res = FigureResult(name, fig)
-    colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}  # "rms (eager)": rms's
+    colors = _colors(groups)
     markers = {n: st[1] for n, st in styles.items() if st[1]}
     panels = iter(axes[0])
     if has_curve:
@@ -163,7 +174,8 @@ def _norm_figure(
     _end_points(next(panels), res, bleu_key(runs), groups, colors, markers=markers)
     if with_speed:
         ax = next(panels)
-        bar_panel(ax, res.rows, "tokens_per_s", {n: [throughput(r) for r in g] for n, g in groups.items()}, colors)
+        point_panel(ax, res.rows, "tokens_per_s", {n: [throughput(r) for r in g] for n, g in groups.items()}, colors,
+                    markers)  # fmt: skip
         finish_axes(ax, "norm", "training tokens / s", "throughput (median over epochs)", legend=False)
     return res
 
@@ -191,7 +203,7 @@ def padding_arm(run: Run) -> str:
 VAR_DIST = "bn_stats/first_layer/var_dist"
 TOKEN_SCALE = "token_scale/first_layer/scale"
 PADDING_SHARE = "token_scale/padding_share"
-PADDING_COLORS = {"bn masked": NORM_COLORS["bn"], "bn padded": "tab:purple", "ln": NORM_COLORS["ln"]}
+PADDING_COLORS = {"BN masked": NORM_COLORS["bn"], "BN padded": "tab:purple", "LN": NORM_COLORS["ln"]}
 
 
 def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
@@ -202,28 +214,20 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
     of sentences (median over steps, per run), the final validation loss and BLEU per arm."""
     order = [f"{n} ({b})" for b in ("bucketed", "mixed") for n in ("bn masked", "bn padded", "ln")]
     groups = _groups(runs, order, padding_arm)
-    colors = {a: PADDING_COLORS.get(a.rsplit(" (", 1)[0], "tab:gray") for a in groups}
+    colors = {a: PADDING_COLORS.get(a.rsplit(" (", 1)[0], "dimgray") for a in groups}
     title = "BatchNorm over padded batches: masked vs padding counted, length-bucketed vs mixed (decoder LN)"
-    fig, axes = new_figure(2, 3, title, size=(15.5, 8.0))
+    fig, axes = new_figure(2, 3, titled(title, [r for g in groups.values() for r in g]), size=(15.5, 8.4))
     res = FigureResult("bn_padding", fig)
-    curves = (
-        (
-            axes[0, 0],
-            VAR_DIST,
-            "var_dist",
-            "(1/d)‖σ²_B − σ²‖₂",
-            "first BN layer: batch vs running variance (a point per epoch: the mean over its steps)",
-        ),
-        (axes[0, 1], TOKEN_SCALE, "token_scale", "mean of sqrt(mean_c x̂²)", "first norm: real tokens' scale"),
-    )
-    for ax, key, panel, ylabel, panel_title in curves:
-        for arm, group in groups.items():
-            series = [r.series(key) for r in group if len(r.series(key)[0])]
-            if series:
-                style = "--" if arm.endswith("(mixed)") else "-"
-                marker = "o" if key == VAR_DIST else None  # logged once per epoch: a few points
-                seed_curve(ax, res.rows, panel, arm, series, color=colors[arm], linestyle=style, marker=marker)
-        finish_axes(ax, "steps", ylabel, panel_title)
+    bn = {a: g for a, g in groups.items() if a.startswith("BN")}
+    point_panel(axes[0, 0], res.rows, "var_dist", {a: [r.final(VAR_DIST) for r in g] for a, g in bn.items()}, colors)
+    finish_axes(axes[0, 0], "arm", "(1/d)‖σ²_B − σ²‖₂ at the end",
+                "first BN layer: batch vs running variance at the end (median, min–max, each seed)", legend=False)
+    for arm, group in groups.items():
+        series = [r.series(TOKEN_SCALE) for r in group if len(r.series(TOKEN_SCALE)[0])]
+        if series:
+            style = "--" if arm.endswith("(mixed)") else "-"
+            seed_curve(axes[0, 1], res.rows, "token_scale", arm, series, color=colors[arm], linestyle=style)
+    finish_axes(axes[0, 1], "steps", "RMS over channels of x̂ (real tokens)", "first norm: real tokens' scale")
     _padding_share_panel(axes[0, 2], res, groups)
     _halves_panel(axes[1, 0], res, groups, colors)
     _end_points(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
@@ -258,16 +262,9 @@ def _halves_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run]], col
             row = res.rows[-1]
             if row["n"]:
                 err = [[row["median"] - row["lo"]], [row["hi"] - row["median"]]]
-                ax.errorbar(
-                    x + dx,
-                    row["median"],
-                    yerr=err,
-                    fmt="o",
-                    color=colors[arm],
-                    mfc=face,
-                    capsize=3,
-                    label=f"{half} half" if x == 0 else None,
-                )
+                ax.errorbar(x + dx, row["median"], yerr=err, fmt="o", color=colors[arm], mfc=face, capsize=3)
+    for half, face in (("shorter", "white"), ("longer", "black")):  # the key in black: the colours are the arms'
+        ax.plot([], [], "o", color="black", mfc=face, label=f"{half} half of the batch's sentences")
     ax.set_xticks(range(len(names)), [textwrap.fill(n, 12) for n in names], fontsize=8)
     finish_axes(
         ax,
@@ -303,8 +300,8 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     eager and compiled (torch's fused F.layer_norm vs F.rms_norm in eager mode; inductor's code
     compiled). The layer-level numbers are `scripts/bench_norms.py`'s."""
     groups = _rms_groups(runs)
-    title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager: solid, o; compiled: dashed, s)"
-    styles = {n: MODE_STYLES["compiled" if n.endswith("(compiled)") else "eager"] for n in groups}
+    title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager: o; compiled: s)"
+    styles = {n: MODE_STYLES["compiled" if n.endswith("(compiled)") else "eager"] for n in groups}  # dashed: compiled
     out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True, styles)]
     if has_clock(runs):  # runs made before the training clock was logged have no time axis
         out += rmsnorm_time(runs)
@@ -314,7 +311,7 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
 def rmsnorm_time(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm on the training clock and on steps, from the same runs."""
     groups = _rms_groups(runs)
-    colors = {n: NORM_COLORS.get(n.split(" ")[0], "tab:gray") for n in groups}
+    colors = _colors(groups)
     title = "Zhang & Sennrich 2019: loss at equal steps and at equal training time"
     return [time_figure(groups, colors, "rmsnorm_time", title)]
 
@@ -329,9 +326,9 @@ def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm at the paper's width: the smoothed training loss (running mean
     of 9 logged batch losses) by step, and the final validation loss and BLEU per norm (the claims)."""
     groups = _groups(runs, ("ln", "rms", "prms"), run_norm)
-    colors = {n: NORM_COLORS.get(n, "tab:gray") for n in groups}
-    title = "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at d_model 512, beside RMSNorm and LN"
-    fig, axes = new_figure(1, 3, title, size=(15.0, 4.0))
+    colors = _colors(groups)
+    title = "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at model width 512, beside RMSNorm and LN"
+    fig, axes = new_figure(1, 3, titled(title, [r for g in groups.values() for r in g]), size=(15.0, 4.2))
     res = FigureResult("prms_width", fig)
     for norm, group in groups.items():
         series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
