@@ -22,6 +22,7 @@ import argparse
 import csv
 import re
 import sys
+import textwrap
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -49,13 +50,10 @@ TITLE = "# What normbench found, at CPU scale"
 
 METHOD = """## How a claim is judged
 
-Each preset's claims are data fixed before its runs (`normbench/rules/<preset>.yaml`: measure, arms,
-relation, test, seeds, effect of interest); a rule changed after the runs fails
-`python scripts/results_index.py --check`. Between arms, the difference (or ratio) with its 95 %
-interval (Welch; on logarithms for ratios; Hodges–Lehmann where a run diverged), Holm within the
-preset, Benjamini–Hochberg q over the page. Each folder's `claims.md` gives every claim in the
-paper's words. Rebuild the runs with `bash scripts/reproduce_cpu.sh`, this page, the forests and
-every `claims.md` with `python scripts/results_index.py`.
+Rules fixed before the runs (`normbench/rules/<preset>.yaml`; a rule changed after them fails
+`python scripts/results_index.py --check`); Welch intervals (on logarithms for ratios), Holm within a
+preset, Benjamini–Hochberg over the page. Rebuild the runs with `bash scripts/reproduce_cpu.sh`, this
+page, the forests and every `claims.md` with `python scripts/results_index.py`.
 """
 
 CHECKS = ("passed", "failed")
@@ -153,13 +151,20 @@ def runs_table(results: Path, folders: list[Path], problems: list[str]) -> list[
     counted = ", ".join(f"`{c}` ({n})" for c, n in sorted(commits.items(), key=lambda kv: -kv[1]))
     lines = ["## Runs", "", f"{len(folders)} folders, each with its `RUN.txt` (commit, rules hash, commands, wall "
              f"clock); run at {counted}."]  # fmt: skip
+    states = {f: rules_state(f, problems) for f in folders}
+    stale = [f.name for f, s in states.items() if s.endswith("STALE)")]
+    if stale:
+        text = (f"**STALE: the rules changed after the runs of {len(stale)} folders**, with no planned attempt on "
+                f"record in their HISTORY.md (`--check` names the hashes): {', '.join(stale)}.")  # fmt: skip
+        lines += textwrap.wrap(text, 300, break_long_words=False, break_on_hyphens=False)
     rows = []
     for folder, run in runs.items():
-        rules = rules_state(folder, problems)
-        status = run.get("status", "?")
-        if "(" in rules or rules.startswith("none") or status not in ("", "runs 0, figures 0"):
-            rows.append(f"| [{folder.name}]({folder.name}/README.md) | {run.get('commit', '?')} | {rules} "
-                        f"| {run.get('wall', '?')} | {status or '?'} |")  # fmt: skip
+        rules, status = states[folder], run.get("status", "?")
+        unusual = "(" in rules or rules.startswith("none") or status not in ("", "runs 0, figures 0")
+        if rules.endswith("STALE)") or not unusual:
+            continue
+        rows.append(f"| [{folder.name}]({folder.name}/README.md) | {run.get('commit', '?')} | {rules} "
+                    f"| {run.get('wall', '?')} | {status or '?'} |")  # fmt: skip
     if rows:
         lines += ["", "| preset | commit | rules | wall clock | exit status |", "|---|---|---|---|---|", *rows]
     return lines
@@ -313,7 +318,7 @@ def evidence_problems(results: Path = RESULTS) -> list[str]:
     except ImportError:
         return []
     problems = []
-    for folder in claims_folders(results):
+    for folder in (f for f in claims_folders(results) if f.name != "pilot"):  # pilots: their rules are not kept
         try:
             found = verify_folder(folder)
         except (ValueError, OSError) as e:  # a one-line refusal is a problem of the folder

@@ -80,6 +80,7 @@ def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
     write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))
     write_run(folder, "abc1234", "2026-12-03 08:45:51")
     monkeypatch.setattr(index, "RESULTS", results)
+    monkeypatch.setattr(index, "evidence_problems", lambda results: [])  # no per_run.csv here: see the next test
     (results / "README.md").write_text(index.build(results)[0])
     index.write_all(results)  # the forests and claims.md, as the command writes them
     assert index.main(["--check"]) == 1
@@ -87,6 +88,22 @@ def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
     assert len(err) == 1 and "results/powernorm_stats_cpu" in err[0] and "HISTORY.md" in err[0]
     history.append_entry(folder, "first run under these rules")
     assert index.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_the_check_reports_each_folder_whose_claims_differ_from_its_evidence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--check`` runs `normbench.analysis.verify.verify_folder` on every judged folder (not the pilots)."""
+    import normbench.analysis.verify as verify
+
+    index = load_index()
+    results = tmp_path / "results"
+    write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))
+    write_claims(results / "powernorm_stats_cpu" / "pilot", rules.rules_hash("powernorm_stats_cpu"))
+    seen: list[Path] = []
+    monkeypatch.setattr(verify, "verify_folder", lambda folder: seen.append(folder) or ["verdict differs"])
+    assert index.evidence_problems(results) == ["results/powernorm_stats_cpu: verdict differs"]
+    assert seen == [results / "powernorm_stats_cpu"]
 
 
 def test_history_is_append_only_and_numbers_each_attempt(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def verdict_text(row: Mapping[str, Any]) -> str:
     not judged: why."""
     verdict = str(row.get("verdict") or "")
     if verdict == NOT_JUDGED:
-        why = REASONS[not_judged_reason(row)]
+        why = " ".join(str(row.get("qualifier") or "").split()) or REASONS[not_judged_reason(row)]
         extra = needs_n(row)
         return f"not judged: {why}" + (f"; needs {extra}" if extra else "")
     qualifier = str(row.get("qualifier") or "").strip()

@@ -29,6 +29,7 @@ from normbench.analysis.present import (
     signed,
     to_float,
 )
+from normbench.analysis.units import Unit
 
 try:  # engineer "verdicts" adds it to stats (issue 56.6); until then, the same procedure here
     from normbench.analysis.stats import benjamini_hochberg
@@ -87,18 +88,23 @@ def _cell(text: Any) -> str:
     return " ".join(str(text).split()).replace("|", "/")
 
 
+def bare(unit: Unit) -> Unit:
+    """``unit`` without its suffix: the table's E and detectable columns are in the difference's unit."""
+    return Unit(unit.title, unit.scale, "", "", unit.axis)
+
+
 def detectable_cell(row: Mapping[str, Any]) -> str:
-    """``planned / achieved`` (achieved at the family's Holm α where recorded, else at α)."""
-    unit = row["unit"]
-    planned = detectable_text(row.get("detectable_planned"), row, unit)
-    achieved = detectable_text(row.get("detectable_adj") or row.get("detectable"), row, unit)
+    """``planned / achieved`` (achieved at the family's Holm α where recorded, else at α), in the
+    difference's unit (a ratio: ×)."""
+    planned = detectable_text(row.get("detectable_planned"), row, bare(row["unit"]))
+    achieved = detectable_text(row.get("detectable_adj") or row.get("detectable"), row, bare(row["unit"]))
     return f"{planned} / {achieved}"
 
 
 def paper_number(row: Mapping[str, Any]) -> str:
-    """The paper's number: the effect of interest where the rules cite the paper for it, else —."""
+    """The paper's number: the effect of interest where the rules cite the paper for it, else empty."""
     if not row.get("effect_source"):
-        return "—"
+        return ""
     return effect_text(to_float(row.get("effect_rule")), row, row["unit"])
 
 
@@ -107,12 +113,12 @@ def judged_line(row: Mapping[str, Any], paper: str, superseded: bool) -> str:
     s = signed(row, unit)
     q = to_float(row.get("q"))
     q_text = p_text(q) + (" ⚑" if q > Q_LEVEL else "")
-    verdict = f"**{row['verdict']}**"
+    verdict = f"**{row['verdict']}**" if row["verdict"] in DECIDED else row["verdict"]
     qualifier = " ".join(str(row.get("qualifier") or "").split())
     verdict += f", {SHORT_QUALIFIERS.get(qualifier, qualifier)}" if qualifier else ""
     verdict += " *(superseded)*" if superseded else ""
     cells = [paper, row["name"], paper_number(row), arms_text(row, unit, named=False),
-             s.text() if s else "—", verdict, effect_text(effect_value(row), row, unit), detectable_cell(row),
+             s.text() if s else "—", verdict, effect_text(effect_value(row), row, bare(unit)), detectable_cell(row),
              p_text(row.get("p_holm")), q_text]  # fmt: skip
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
@@ -124,7 +130,7 @@ SHORT_QUALIFIERS = {
 """The verdicts' qualifiers (``claims.csv``'s ``qualifier``) as the page's table writes them."""
 
 TABLE_HEAD = (
-    "| paper | claim | paper's number | ours (as subtracted) | signed difference [95 % CI] | verdict | E | "
+    "| paper | claim | paper's number | ours (as subtracted) | signed difference [95 % CI] | verdict | E (its unit) | "
     "detectable planned / achieved | Holm p | BH q |"
 )
 

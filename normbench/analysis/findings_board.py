@@ -16,7 +16,7 @@ from typing import Any
 
 from normbench.analysis.claims_text import short_reason, verdict_text
 from normbench.analysis.leaderboard_labels import dataset_label, model_label
-from normbench.analysis.present import level_text, signed, to_float
+from normbench.analysis.present import level_text, to_float
 from normbench.analysis.units import Unit, unit_of
 
 
@@ -56,8 +56,7 @@ def _versus(claims: Sequence[Mapping[str, Any]], row: Mapping[str, Any], referen
         return str(row.get("verdict") or "—")
     if claim.get("verdict") == "not judged":
         return f"not judged ({short_reason(claim)})"
-    s = signed(claim, claim["unit"])
-    return verdict_text(claim) + (f"; {s.text()}" if s else "")
+    return verdict_text(claim)  # its difference: in the table of judged claims
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
@@ -73,7 +72,7 @@ def board_section(folder: Path, claims: Sequence[Mapping[str, Any]]) -> list[str
     lines = [
         f"## Norm leaderboard ([{folder.name}]({folder.name}/README.md))",
         "",
-        "| cell | norm | seeds | score [95 % CI] | against the cell's reference |",
+        "| cell | norm | seeds | score [95 % CI] | against the cell's reference (above: the difference) |",
         "|---|---|---|---|---|",
     ]
     notes = []
@@ -83,10 +82,11 @@ def board_section(folder: Path, claims: Sequence[Mapping[str, Any]]) -> list[str
         reference = next((r["norm"] for r in mine if r.get("verdict") == "reference"), "")
         unit = unit_of({"name": "final", "key": mine[0].get("metric")})
         cell = " on ".join(_relabel(model, dataset))
-        for r in mine:
+        for i, r in enumerate(mine):
             mean, lo, hi = (level_text(r[k], Unit(unit.title, unit.scale)) for k in ("mean", "ci_lo", "ci_hi"))
             score = f"{mean} [{lo}, {hi}]{unit.level}"
-            lines.append(f"| {cell} | {r['norm']} | {r['n']} | {score} | {_versus(claims, r, reference)} |")
+            versus = _versus(claims, r, reference)
+            lines.append(f"| {'' if i else cell} | {r['norm']} | {r['n']} | {score} | {versus} |")
         top = separated_top(mine)
         notes.append(f"- {cell} ({unit.title}): " + (
             f"{top['norm']} highest, its interval above every other norm's." if top else

@@ -87,11 +87,11 @@ def ratio_num(v: float, digits: int = 3) -> str:
 
 
 def p_text(p: Any) -> str:
-    """A p-value (or q): 2 significant digits; below 0.0001 ``< 0.0001``; missing ``—``."""
+    """A p-value (or q): 2 significant digits; below 0.0001 ``<0.0001``; missing ``—``."""
     v = to_float(p)
     if math.isnan(v):
         return "—"
-    return "< 0.0001" if v < 1e-4 else num(v, 2)
+    return "<0.0001" if v < 1e-4 else num(v, 2)
 
 
 def is_ratio(row: Mapping[str, Any]) -> bool:
@@ -159,22 +159,18 @@ def signed(row: Mapping[str, Any], unit: Unit) -> Signed | None:
     return Signed(f"{first} {'/' if ratio else MINUS} {second}", *values, ratio, unit)
 
 
-def oriented_effect(value: float, row: Mapping[str, Any], unit: Unit) -> float:
-    """An effect of interest (stored units, a − b or a / b) signed toward the claim, natural units."""
-    return _orient(value, is_ratio(row), flips(row), unit.scale)
-
-
 def effect_text(value: float, row: Mapping[str, Any], unit: Unit) -> str:
     """The effect of interest as read: ``+2 pts``, ``2×``; an equivalence margin ``±1 BLEU``; ``—``."""
-    if math.isnan(value):
+    if math.isnan(value) or value == 0:
         return "—"
     if row.get("relation") in ("equivalent", "differs"):
         m = abs(value)
         if is_ratio(row):
             return f"{ratio_num(max(m, 1 / m))}×"
         return f"±{num(m * unit.scale)}{unit.diff}"
-    v = oriented_effect(value, row, unit)
-    return f"{ratio_num(v)}×" if is_ratio(row) else f"{signed_num(v)}{unit.diff}"
+    if is_ratio(row):  # the effect of interest lies in the claim's direction, however the rules signed it
+        return f"{ratio_num(max(value, 1 / value))}×" if value > 0 else "—"
+    return f"+{num(abs(value) * unit.scale)}{unit.diff}"
 
 
 def detectable_text(value: Any, row: Mapping[str, Any], unit: Unit) -> str:
@@ -202,5 +198,7 @@ def arms_text(row: Mapping[str, Any], unit: Unit, named: bool = True) -> str:
     sides = ("b", "a") if flips(row) else ("a", "b")
     if all(math.isnan(to_float(row.get(f"{s}_centre"))) for s in sides):
         return "—"
-    parts = [(f"{row.get(s) or s} " if named else "") + level_text(row.get(f"{s}_centre"), unit) for s in sides]
-    return " vs ".join(parts)
+    if named:
+        return " vs ".join(f"{row.get(s) or s} {level_text(row.get(f'{s}_centre'), unit)}" for s in sides)
+    bare = Unit(unit.title, unit.scale, "", unit.diff, unit.axis)  # the unit once, at the end: "6.09 vs 4.78 BLEU"
+    return " vs ".join(level_text(row.get(f"{s}_centre"), bare) for s in sides) + unit.level

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from normbench.analysis.claims import judge_rows, write_claims
+from normbench.analysis.claims_text import write_claims_markdown
 from normbench.analysis.per_run import read_per_run
 from normbench.base.errors import ConfigError
 
@@ -120,6 +121,8 @@ def verify_folder(
         return [f"{per_run}: cannot be re-judged: {e}"]
     with tempfile.TemporaryDirectory(prefix="normbench-verify-") as scratch:
         write_claims(judged, scratch)
+        with open(Path(scratch) / "claims.csv", newline="") as f:  # claims.md as people read it (issue 57)
+            write_claims_markdown(preset, list(csv.DictReader(f)), Path(scratch))
         lines = compare_claims(claims, Path(scratch) / "claims.csv")
         lines += _compare_markdown(folder / "claims.md", Path(scratch) / "claims.md")
     sub = folder / PILOT

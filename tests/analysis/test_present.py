@@ -61,7 +61,7 @@ def test_num_reads_back_within_its_rounding_and_never_in_e_notation() -> None:
 
 def test_a_tiny_ratio_reads_as_its_reciprocal_and_p_values_are_bounded() -> None:
     assert ratio_num(4.274234e-06) == "1/230,000" and ratio_num(0.44) == "0.44" and ratio_num(234_000) == "234,000"
-    assert p_text(3e-7) == "< 0.0001" and p_text(0.03421) == "0.034" and p_text("") == "—"
+    assert p_text(3e-7) == "<0.0001" and p_text(0.03421) == "0.034" and p_text("") == "—"
 
 
 def claim(**kw: str) -> dict[str, str]:

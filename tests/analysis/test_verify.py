@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from normbench.analysis.claims import judge_rows, write_claims
+from normbench.analysis.claims_text import write_claims_markdown
 from normbench.analysis.per_run import read_per_run
 from normbench.analysis.provenance import results_root
 from normbench.analysis.verify import same_cell, verify_folder
@@ -31,6 +32,8 @@ def folder(tmp_path: Path) -> Path:
     copy.mkdir()
     shutil.copy(source / "per_run.csv", copy / "per_run.csv")
     write_claims(judge_rows(PRESET, read_per_run(copy / "per_run.csv", PRESET)), copy)
+    with open(copy / "claims.csv", newline="") as f:  # claims.md as normbench-figures writes it (issue 57)
+        write_claims_markdown(PRESET, list(csv.DictReader(f)), copy)
     return copy
 
 
