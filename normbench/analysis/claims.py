@@ -54,6 +54,7 @@ from normbench.analysis.rules_schema import CheckRule, ClaimRule, Rules
 from normbench.analysis.rules_schema import load_rules as load_rules
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import (
+    INCONCLUSIVE,
     NOT_JUDGED,
     ArmSummary,
     Comparison,
@@ -69,12 +70,14 @@ from normbench.analysis.stats import (
 from normbench.analysis.verdicts import (
     CHECK_FAILED,
     DID_NOT_LEARN,
+    NO_TOST_ROOM,
     NOT_RUN,
     SEEDS_REUSED,
     TOO_FEW_SEEDS,
     arm_learning,
     confirmatory,
     qualifier,
+    tost_cannot_pass,
 )
 from normbench.base.errors import ConfigError
 from normbench.rules import variant
@@ -233,6 +236,12 @@ def _describe(claim: Claim, rule: ClaimRule, rows: Sequence[Row], rules: Rules, 
         claim.qualifier = qualifier(claim.verdict, rule.relation, c.lo, c.hi, c.ratio,
                                     rule.effect.value if rule.effect else None, claim.detectable_adj,
                                     claim.p_min_effect, rules.alpha)  # fmt: skip
+        if (
+            rule.margin is not None
+            and claim.verdict == INCONCLUSIVE
+            and tost_cannot_pass(va, vb, rule.test, rule.margin, rules.alpha / max(m, 1))
+        ):
+            claim.qualifier = NO_TOST_ROOM
 
 
 def claim_values(preset: str, rows: Sequence[Row]) -> dict[str, tuple[list[float], list[float]]]:

@@ -11,6 +11,9 @@ learning check of each compared arm, and whether the runs are confirmatory (fres
   −E); a non-significant one "could not detect the effect of interest" where ``detectable_adj``
   exceeds |E| (ratio: the larger of E and 1/E), else "smaller than the effect of interest" where
   the minimum-effect test (`normbench.analysis.stats.p_min_effect`, one-sided at α) excludes E.
+  An inconclusive equivalence claim "could not show equivalence at this n" where TOST at α/m could
+  not pass even at an observed difference of 0 (`tost_cannot_pass`: `normbench.analysis.power.tost_room`
+  ≤ 0 with the arms' sample SDs and the smaller arm's n).
 - Not judged: `REASONS`, each with its words (`REASON_TEXT`).
 - Learning (`arm_learning`): every run of a compared arm that a learning bound of the variant
   selects must pass it; a diverged run is exempt (it enters the claim at its measure's worst value,
@@ -27,7 +30,10 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from normbench.analysis.per_run import check_column, judged_here, select_rows
+from normbench.analysis.power import tost_room
 from normbench.analysis.rules_schema import CheckRule, ClaimRule, Rules
 from normbench.analysis.stats import DIFFERENT, INCONCLUSIVE, OPPOSITE, SUPPORTED
 from normbench.base.errors import ConfigError
@@ -45,6 +51,7 @@ REASON_TEXT = {
 }
 SMALLER = "smaller than the effect of interest"
 UNDETECTABLE = "could not detect the effect of interest"
+NO_TOST_ROOM = "could not show equivalence at this n"
 
 Row = dict[str, Any]
 
@@ -75,6 +82,26 @@ def qualifier(verdict: str, relation: str, lo: float, hi: float, ratio: bool, ef
         if not math.isnan(p_min) and p_min < alpha:
             return SMALLER
     return ""
+
+
+def tost_cannot_pass(a_values: Sequence[float], b_values: Sequence[float], test: str, margin: float,
+                     alpha: float) -> bool:  # fmt: skip
+    """Whether TOST at ``alpha`` could not pass even at an observed difference of 0: m − t_{1−α,ν}·SE ≤ 0
+    (`power.tost_room`) with the arms' sample SDs (``paired``: of the differences; ``welch_log``: of
+    the logs) and the smaller arm's n; diverged (±inf) values left out."""
+    a, b = np.asarray(a_values, dtype=float), np.asarray(b_values, dtype=float)
+    if test == "paired":
+        d = (a - b)[np.isfinite(a - b)]
+        sds, n = (float(d.std(ddof=1)) if d.size > 1 else 0.0, None), int(d.size)
+    else:
+        a, b = a[np.isfinite(a)], b[np.isfinite(b)]
+        if test == "welch_log":
+            a, b = np.log(a[a > 0]), np.log(b[b > 0])
+        sds, n = tuple(float(v.std(ddof=1)) if v.size > 1 else 0.0 for v in (a, b)), min(a.size, b.size)
+    try:
+        return tost_room(margin, sds[0], sds[1], n, alpha, "welch" if test == "rank" else test) <= 0
+    except ValueError:  # fewer than 2 values, or no spread at all: TOST's room is not what stops it
+        return False
 
 
 def arm_learning(rows: Sequence[Row], bounds: Iterable[CheckRule], preset: str, label: str) -> str:

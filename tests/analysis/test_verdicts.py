@@ -277,3 +277,23 @@ def test_a_check_gating_an_unknown_claim_is_refused() -> None:
                                "above": 0.1, "gates": ["nope"]}])  # fmt: skip
     with pytest.raises(ConfigError, match="gates 'nope', which is no claim id"):
         parse_rules(data, "demo_cpu", "h0")
+
+
+@pytest.mark.parametrize("spread, blocked", [(0.05, True), (0.004, False)])
+def test_an_equivalence_tost_cannot_pass_at_this_n_is_said(
+    monkeypatch: pytest.MonkeyPatch, spread: float, blocked: bool
+) -> None:
+    """TOST at Holm's α/m (m = 2) cannot pass even at an observed difference of 0 when
+    t_{1−α/2,ν}·SE ≥ the margin (scipy's t quantile, Welch's SE and ν by hand)."""
+    data = rules_data()
+    data["claims"].append(claim("ln_same", "ln", relation="equivalent", margin=0.01))
+    use_rules(monkeypatch, data)
+    offsets = np.array([-2, -1, 0, 1, 2]) * spread
+    ln, none = 0.5 + offsets + 0.006, 0.5 + offsets[::-1] * 0.9
+    got = by_id("demo_cpu", arm_runs({"bn": list(0.7 + offsets), "ln": list(ln), "none": list(none)}))
+    va, vb = ln.var(ddof=1) / 5, none.var(ddof=1) / 5
+    df = (va + vb) ** 2 / (va**2 / 4 + vb**2 / 4)
+    room = 0.01 - sps.t.ppf(1 - 0.05 / 2, df) * math.sqrt(va + vb)
+    c = got["ln_same"]
+    assert (room <= 0) == blocked and c.verdict == INCONCLUSIVE and c.effect == 0.01
+    assert c.qualifier == ("could not show equivalence at this n" if blocked else "")
