@@ -61,11 +61,14 @@ class ClaimPlanInput:
 
 @dataclass(frozen=True)
 class PlanInput:
-    """A preset's claims of one variant with the judging settings: α, family size from the claims."""
+    """A preset's claims of one variant with the judging settings: α, family size from the claims
+    and ``also_judged``: the Holm cells of claims judged but not sized here (one entry per claim;
+    a full-scale-only claim whose arms run), which enlarge their families."""
 
     claims: tuple[ClaimPlanInput, ...]
     alpha: float = 0.05
     min_seeds: int = 5
+    also_judged: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -288,7 +291,8 @@ def plan_claims(
     for name, value in [*times.items(), ("budget_min", budget_min)]:
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"{name}={value!r} is invalid; valid: a number of seconds (minutes) > 0")
-    family = {c.cell: sum(1 for d in claims if d.cell == c.cell) for c in claims}
+    cells = [c.cell for c in claims] + list(rules_like.also_judged)
+    family = {c.cell: cells.count(c.cell) for c in claims}
     rows = []
     for claim in claims:
         alpha = pw.alpha_for_family(rules_like.alpha, family[claim.cell])

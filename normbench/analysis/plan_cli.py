@@ -45,15 +45,22 @@ from normbench.rules import variant
 WALL_TIME = "final:wall_time_s"
 
 
-def plan_input(rules: Rules, ids: Sequence[str]) -> PlanInput:
-    """The claims ``ids`` of ``rules`` as the planner takes them (effect of interest, margin, ratio)."""
+def plan_input(rules: Rules, ids: Sequence[str], also_judged: Sequence[str] = ()) -> PlanInput:
+    """The claims ``ids`` of ``rules`` as the planner takes them (effect of interest, margin, ratio);
+    ``also_judged``: claims judged in their Holm family but not sized here."""
     by_id = {c.id: c for c in rules.claims}
     claims = tuple(
         ClaimPlanInput(i, by_id[i].relation, by_id[i].test, by_id[i].effect.value if by_id[i].effect else None,
                        by_id[i].margin, by_id[i].test == "welch_log", by_id[i].cell)
         for i in ids
     )  # fmt: skip
-    return PlanInput(claims, rules.alpha, rules.min_seeds)
+    return PlanInput(claims, rules.alpha, rules.min_seeds, tuple(by_id[i].cell for i in also_judged))
+
+
+def arms_run(values: dict[str, tuple[list[list[float]], list[list[float]]]], claim_id: str) -> bool:
+    """Whether the tables hold values of both arms of ``claim_id`` (so the sweep runs them)."""
+    a, b = values.get(claim_id, ([], []))
+    return any(len(g) for g in a) and any(len(g) for g in b)
 
 
 def full_scale_only_here(rules: Rules, preset: str) -> dict[str, int]:
@@ -89,6 +96,15 @@ def summary_line(preset: str, rows: Sequence[Row], plan: Sequence[PlanRow], seco
     fits = "fits" if minutes <= budget else "does NOT fit"
     return (f"{preset}: the whole sweep at n = {n} seeds per setting: {runs} runs × {seconds:.0f} s / {CORES} cores "
             f"≈ {minutes:.0f} min, {fits} the {budget:.0f} min budget")  # fmt: skip
+
+
+def rules_lines(plan: Sequence[PlanRow]) -> str:
+    """The plan's keys for the rules, per planned claim: the seeds it runs and what they detect at
+    the Holm level (``n`` and ``detectable`` of this variant)."""
+    keys = [f"  {p.id}: n: {{{p.variant}: {p.n_run}}}" + ("" if p.equivalence else
+            f", detectable: {{{p.variant}: {float(f'{p.detectable_run:.3g}')}}}")
+            for p in plan if p.planned and p.n_run is not None]  # fmt: skip
+    return "\n".join(["[plan] for the rules (each planned claim's n and detectable at its Holm level):", *keys])
 
 
 class _Parser(argparse.ArgumentParser):
@@ -134,7 +150,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _plan(args: argparse.Namespace) -> tuple[Rules, list[Table], list[PlanRow], dict[str, int], float]:
+def _plan(args: argparse.Namespace) -> tuple[Rules, list[Table], list[PlanRow], dict[str, tuple[int, bool]], float]:
     rules = load_rules(args.preset)
     if rules is None:
         raise ConfigError(f"preset {args.preset!r} has no rules (normbench/rules/): nothing to plan")
@@ -143,11 +159,13 @@ def _plan(args: argparse.Namespace) -> tuple[Rules, list[Table], list[PlanRow], 
     full_scale = full_scale_only_here(rules, args.preset)
     ids = [c.id for c in rules.claims if c.id not in full_scale and judged_here(c.variants, args.preset)]
     check_same_recipe(args.preset, rules, tables, ids)
-    values = {i: v for i, v in pooled_values(args.preset, tables).items() if i not in full_scale}  # out of Holm
+    pooled = pooled_values(args.preset, tables)
+    values = {i: v for i, v in pooled.items() if i not in full_scale}
+    judged = [i for i in full_scale if arms_run(pooled, i)]  # not sized, but judged in its Holm family
     rows = [r for t in tables for r in t.rows]
     seconds = args.seconds_per_run if args.seconds_per_run is not None else seconds_per_run(rows)
-    plan = plan_claims(plan_input(rules, list(values)), values, variant(args.preset), seconds, args.budget_min)
-    return rules, tables, plan, full_scale, seconds
+    plan = plan_claims(plan_input(rules, list(values), judged), values, variant(args.preset), seconds, args.budget_min)
+    return rules, tables, plan, {i: (n, i in judged) for i, n in full_scale.items()}, seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,10 +187,12 @@ def main(argv: list[str] | None = None) -> int:
           f"(χ², the sd pooled per arm over {len(tables)} table(s)), not the point sd; α is the Holm level α/m "
           "of each claim's family")  # fmt: skip
     print(plan_table(plan))
+    print(rules_lines(plan))
     for row in (p for p in plan if not p.planned):
         print(f"{row.id}: {row.note}")
-    for claim_id, needs in full_scale.items():
-        print(f"{claim_id}: full-scale only (needs n ≈ {needs}): not planned at this scale, outside its Holm family")
+    for claim_id, (needs, judged) in full_scale.items():
+        where = "its arms run here, so it is judged in its Holm family" if judged else "outside its Holm family"
+        print(f"{claim_id}: full-scale only (needs n ≈ {needs}): not sized at this scale; {where}")
     print(summary_line(args.preset, [r for t in tables for r in t.rows], plan, seconds, args.budget_min))
     return 0
 

@@ -138,3 +138,12 @@ def test_vouch_rows_checks_rows_made_in_memory() -> None:
     vouch_rows(rows, "the runs")
     with pytest.raises(ConfigError, match="the runs: source 'runs/bn0' is in rows 1 and 11"):
         vouch_rows(rows + rows, "the runs")
+
+
+def test_an_empty_measure_of_a_run_in_an_arm_is_refused_when_judged(toy_rules: dict, tmp_path: Path) -> None:
+    """An empty cell reads as "does not apply"; in a run of a claim's arm the judge refuses it."""
+    rows = toy_rules and toy_rows()
+    rows[3]["claim:bn_higher"] = None
+    back = read_per_run(write_per_run(rows, tmp_path / "per_run.csv"), "toy_cpu")
+    with pytest.raises(ConfigError, match="no value of claim:bn_higher for runs/bn3"):
+        judge_rows("toy_cpu", back)

@@ -96,21 +96,28 @@ def test_sweep_minutes_counts_settings_over_seeds() -> None:
     assert sweep_minutes(rows, 10, 120.0) == (40, 40.0)
 
 
-def test_a_full_scale_only_claim_leaves_the_cpu_plan_and_its_family(
-    toy_rules: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+@pytest.mark.parametrize("arms_run", [False, True])
+def test_a_full_scale_only_claim_is_not_sized_and_joins_its_family_where_its_arms_run(
+    toy_rules: dict, tmp_path: Path, capsys: pytest.CaptureFixture, arms_run: bool
 ) -> None:
-    """A second claim marked full-scale only is not planned on the CPU variant and does not halve
-    the first one's α: its n is the one of α 0.05, not 0.025."""
+    """A second claim marked full-scale only is not sized on the CPU variant. Where its arms do not
+    run (GN is not in the pilot) it leaves the first claim's α at 0.05; where they run it is judged
+    (issue 56, item 1), so the family holds two claims and the first is planned at α/2."""
     second = {**RULES["claims"][0], "id": "bn_higher_early", "full_scale_only": {"needs_n": 211, "why": "too noisy"}}
+    if not arms_run:
+        second["b"] = {"label": "GN", "select": {"norm.name": "gn"}}
     toy_rules["claims"] = [RULES["claims"][0], second]
     rows = read_per_run(pilot_csv(tmp_path / "one.csv"))
-    pilot = write_per_run([{**r, "claim:bn_higher_early": r["claim:bn_higher"]} for r in rows], tmp_path / "two.csv")
-    assert main(["toy_cpu", "--pilot", str(pilot)]) == 0
+    early = [{**r, "claim:bn_higher_early": r["claim:bn_higher"] if arms_run or r["norm.name"] == "bn" else None}
+             for r in rows]  # fmt: skip
+    assert main(["toy_cpu", "--pilot", str(write_per_run(early, tmp_path / "two.csv"))]) == 0
     out = capsys.readouterr().out
     row = next(line for line in out.splitlines() if line.startswith("| bn_higher |"))
-    assert str(n_for_power(1.0, UPPER_2DF, UPPER_2DF, 0.05)) in [c.strip() for c in row.strip("|").split("|")]
+    alpha = 0.025 if arms_run else 0.05
+    assert str(n_for_power(1.0, UPPER_2DF, UPPER_2DF, alpha)) in [c.strip() for c in row.strip("|").split("|")]
     assert not any(line.startswith("| bn_higher_early") for line in out.splitlines())
-    assert "bn_higher_early: full-scale only (needs n ≈ 211)" in out
+    where = "its arms run here, so it is judged in its Holm family" if arms_run else "outside its Holm family"
+    assert f"bn_higher_early: full-scale only (needs n ≈ 211): not sized at this scale; {where}" in out
 
 
 def one_line_error(capsys: pytest.CaptureFixture) -> str:
