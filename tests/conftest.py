@@ -45,6 +45,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
+def _threads_as_set_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-process run with hardware.num_threads=null keeps this worker's share of the cores and
+    says nothing of the machine's load (the tests run beside each other): the load it reads is the
+    one that leaves exactly that share free (`normbench.run.placement.hardware.start_load`)."""
+    import torch
+
+    from normbench.run.placement import hardware
+
+    share = torch.get_num_threads()
+    monkeypatch.setattr(hardware, "start_load", lambda: float(hardware.usable_cores() - share))
+
+
+@pytest.fixture(autouse=True)
 def _offline_wandb(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -108,6 +121,7 @@ def run_cli_inprocess(
 def cli_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(WANDB_MODE="offline", WANDB_SILENT="true", HYDRA_FULL_ERROR="0", PYTHONUNBUFFERED="1")
+    env["NORMBENCH_LOAD_WARNING"] = "off"  # the tests run beside each other: the load says nothing of a run
     env.pop("WANDB_API_KEY", None)
     # an in-process run in this pytest process started a W&B service and exported its address;
     # a subprocess must start its own, as a user's would (a shared service keeps a killed run's id "in use")

@@ -104,10 +104,10 @@ def test_null_threads_take_the_free_cores_and_a_busy_machine_warns_once(
     threads = torch.get_num_threads()
     monkeypatch.setattr(hardware, "usable_cores", lambda: 2)
     try:
-        monkeypatch.setattr(hardware, "load_now", lambda: (0.2, 0.2, 0.2))
+        monkeypatch.setattr(hardware, "start_load", lambda: 0.2)
         hardware.configure_backends(HardwareConfig(device="cpu"))
         assert torch.get_num_threads() == 2 and capsys.readouterr().err == ""
-        monkeypatch.setattr(hardware, "load_now", lambda: (9.0, 8.0, 7.0))
+        monkeypatch.setattr(hardware, "start_load", lambda: 9.0)
         hardware.configure_backends(HardwareConfig(device="cpu"))
         err = capsys.readouterr().err.strip().splitlines()
         assert torch.get_num_threads() == 1

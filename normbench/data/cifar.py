@@ -53,12 +53,13 @@ def load_cifar10_splits(
 ) -> tuple[tuple[torch.Tensor, torch.Tensor, list[str]], tuple[torch.Tensor, torch.Tensor, list[str]]]:
     """The train and test splits (`load_cifar10`), and, unless the release's MD5s were verified,
     the checks of which files these are (`normbench.data.cifar_identity`: a known checksum list,
-    no two batches the same, the test images held out), whatever ``verify_checksums`` says."""
+    no two batches the same, the test images held out, no training image with two labels),
+    whatever ``verify_checksums`` says."""
     train = load_cifar10(root, True, download, verify_checksums)
     test = load_cifar10(root, False, download, verify_checksums)
     if not verify_checksums:  # verified: the files are the release's
         folder = Path(root).expanduser() / BASE_FOLDER
-        check_identity(folder, TRAIN_FILES, TEST_FILES, train[0].numpy(), test[0].numpy())
+        check_identity(folder, TRAIN_FILES, TEST_FILES, train[0].numpy(), test[0].numpy(), train[1].numpy())
     return train, test
 
 

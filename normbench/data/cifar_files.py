@@ -132,6 +132,9 @@ def read_batch(path: Path, num_classes: int = NUM_CLASSES) -> tuple[np.ndarray, 
         raise DataFileError(f"{path}: labels are {labels.dtype} of shape {labels.shape}; expected N integers")
     if len(labels) != len(data):
         raise DataFileError(f"{path} has {len(labels)} labels for {len(data)} images")
+    if len(data) == 0:
+        raise DataFileError(f"{path} holds no images (an emptied batch?): every CIFAR-10 batch file holds some; "
+                            "restore the original file")  # fmt: skip
     bad = np.flatnonzero((labels < 0) | (labels >= num_classes))
     if len(bad):
         i = int(bad[0])

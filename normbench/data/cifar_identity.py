@@ -12,7 +12,11 @@ evaluate on training images without a word. So, unless the release's MD5s were v
 3. the test split is held out: no test image (its 3072 bytes) is also a training image. Exact
    copies across the splits are refused when they make up at least `OVERLAP_REFUSED` of the
    test images (a batch swapped or copied in); fewer are one warning with the count (a data set
-   that holds a few exact duplicates, as collections scraped from the web do).
+   that holds a few exact duplicates, as collections scraped from the web do);
+4. no training image carries two labels: the same 3072 bytes in two places of the training files
+   (two batches, or one) with different labels are refused, whatever their number (a batch's
+   images copied over another's with that batch's labels: every image then has two labels); the
+   shared subset has no duplicate at all, the release none with two labels.
 
 Cost: one SHA-256 pass over the files and one 16-byte hash per image (about 0.2 s for the CPU
 subset's 12,000 images); every failure is one `DataFileError` naming the files.
@@ -89,10 +93,37 @@ def held_out(train: np.ndarray, test: np.ndarray) -> int:
     return sum(h in seen for h in image_hashes(test))
 
 
+def relabelled(images: np.ndarray, labels: np.ndarray) -> list[tuple[int, int]]:
+    """(first, later) indices of every image whose bytes appeared earlier with another label."""
+    first: dict[bytes, int] = {}
+    found = []
+    for i, h in enumerate(image_hashes(images)):
+        j = first.setdefault(h, i)
+        if j != i and labels[j] != labels[i]:
+            found.append((j, i))
+    return found
+
+
+def check_one_label_each(folder: Path, train_names: list[str], images: np.ndarray, labels: np.ndarray) -> None:
+    """Check 4 of the module doc: a training image with two labels names the files and the count."""
+    found = relabelled(images, labels)
+    if found:
+        per_file = len(images) // max(len(train_names), 1)
+        j, i = found[0]
+        where = f"image {j} ({train_names[min(j // per_file, len(train_names) - 1)]}) and image {i} " \
+                f"({train_names[min(i // per_file, len(train_names) - 1)]})"  # fmt: skip
+        raise DataFileError(
+            f"{len(found)} training images in {folder} carry two labels (e.g. {where}, labels {labels[j]} and "
+            f"{labels[i]}): a batch copied over another with other labels? restore the original files"
+        )
+
+
 def check_identity(
-    folder: Path, train_names: list[str], test_names: list[str], train: np.ndarray, test: np.ndarray
-) -> None:
-    """Checks 1-3 of the module doc on the files of ``folder`` and their images (uint8 arrays)."""
+    folder: Path, train_names: list[str], test_names: list[str], train: np.ndarray, test: np.ndarray,
+    train_labels: np.ndarray | None = None,
+) -> None:  # fmt: skip
+    """Checks 1-4 of the module doc on the files of ``folder`` and their images (uint8 arrays;
+    ``train_labels``: the training labels, for check 4)."""
     from normbench.base.output import warn
 
     names = [*train_names, *test_names]
@@ -109,3 +140,5 @@ def check_identity(
         )
     if shared:
         warn(f"{shared} of {len(test)} test images are byte for byte training images too ({files})")
+    if train_labels is not None:
+        check_one_label_each(folder, train_names, train, train_labels)

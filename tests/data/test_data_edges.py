@@ -228,6 +228,28 @@ def _test_from_training_images(folder: Path) -> None:
         pickle.dump(batch, f, protocol=2)
 
 
+def _relabelled_copy(folder: Path) -> None:
+    """data_batch_2 re-pickled from data_batch_1's images with other labels: no file is a copy, every
+    image of the two batches has two labels."""
+    import pickle
+
+    with open(folder / "data_batch_1", "rb") as f:
+        batch = pickle.load(f)
+    batch["batch_label"], batch["labels"] = "training batch 2 of 5", [(v + 1) % 10 for v in batch["labels"]]
+    with open(folder / "data_batch_2", "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
+def _emptied(folder: Path) -> None:
+    import pickle
+
+    with open(folder / "data_batch_3", "rb") as f:
+        batch = pickle.load(f)
+    batch["data"], batch["labels"], batch["filenames"] = batch["data"][:0], [], []
+    with open(folder / "data_batch_3", "wb") as f:
+        pickle.dump(batch, f, protocol=2)
+
+
 def _with_sums(change):
     """normbench-data's SHA256SUMS beside the folder, then ``change``."""
 
@@ -253,6 +275,11 @@ CIFAR_FAULTS = {
         _test_from_training_images,
         "10 of 10 test images are also training images (test_batch and data_batch_1",
     ),
+    "a training batch made of another's images with other labels": (
+        _relabelled_copy,
+        "10 training images in {f} carry two labels (e.g. image 0 (data_batch_1) and image 10 (data_batch_2)",
+    ),
+    "a training batch with no images": (_emptied, "{f}/data_batch_3 holds no images"),
     "two batches swapped, SHA256SUMS written by normbench-data": (
         _with_sums(_swap("data_batch_2", "data_batch_3")),
         "{f}/data_batch_2, {f}/data_batch_3: SHA-256 differs from {f}/../SHA256SUMS",

@@ -104,6 +104,11 @@ def default_num_threads(cores: int, load1: float, parallel_local: bool) -> int:
     return max(1, min(cores, round(cores - load1)))
 
 
+def start_load() -> float:
+    """The 1-minute load when a run picks its threads (`configure_backends`); NaN where unknown."""
+    return load_now()[0]
+
+
 def _parallel_local_sweep() -> bool:
     job = current_hydra_job()
     return bool(job and job.multirun and job.choices.get("hydra/launcher") in PARALLEL_LOCAL_LAUNCHERS)
@@ -111,13 +116,13 @@ def _parallel_local_sweep() -> bool:
 
 def configure_backends(cfg: HardwareConfig) -> None:
     """Threads (on CPU, `default_num_threads` unless ``num_threads`` is set, with one warning when
-    the machine is busier than its cores), cuDNN autotuning and deterministic algorithms, process-wide."""
+    the machine is busier than its cores, unless ``NORMBENCH_LOAD_WARNING=off``), cuDNN autotuning and deterministic algorithms, process-wide."""
     threads = cfg.num_threads
     if device_type(cfg) == "cpu":
-        cores, load1 = usable_cores(), load_now()[0]
+        cores, load1 = usable_cores(), start_load()
         if threads is None:  # chosen here: say so when the machine is busier than its cores
             threads = default_num_threads(cores, load1, _parallel_local_sweep())
-            if load1 > cores + QUIET_MARGIN:
+            if load1 > cores + QUIET_MARGIN and os.environ.get("NORMBENCH_LOAD_WARNING", "on") != "off":
                 plural = "s" * (threads > 1)
                 warn(f"the machine's 1-minute load is {load1:.1f} on {cores} cores: this run takes {threads} "
                      f"thread{plural} and its timings are not quiet (hardware.num_threads sets them)")  # fmt: skip
