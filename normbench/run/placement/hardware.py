@@ -116,7 +116,8 @@ def _parallel_local_sweep() -> bool:
 
 def configure_backends(cfg: HardwareConfig) -> None:
     """Threads (on CPU, `default_num_threads` unless ``num_threads`` is set, with one warning when
-    the machine is busier than its cores, unless ``NORMBENCH_LOAD_WARNING=off``), cuDNN autotuning and deterministic algorithms, process-wide."""
+    the machine is busier than its cores, unless ``NORMBENCH_LOAD_WARNING=off``), cuDNN autotuning
+    and deterministic algorithms, process-wide."""
     threads = cfg.num_threads
     if device_type(cfg) == "cpu":
         cores, load1 = usable_cores(), start_load()
