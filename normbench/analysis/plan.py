@@ -84,8 +84,9 @@ class PlanRow:
     at a true difference of 0 for an equivalence); ``planned``: False for an equivalence whose TOST
     cannot reach 80 % power at ``n_run``; ``detectable`` and ``tost_room`` (equivalence only, else
     NaN: margin − t_{1−α}·SE, ≤ 0 when TOST could not pass even at an observed difference of 0) at
-    the rules' ``min_seeds``; ``cpu_min``: wall-clock minutes of the n's runs on the 2-core machine;
-    ``fits``: within the budget."""
+    the rules' ``min_seeds``; ``runs``: the claim's own runs at n; ``cpu_min``: wall-clock minutes
+    of n seeds on the 2-core machine (the claim's own runs, or the whole sweep's where the plan
+    knows it); ``fits``: within the budget."""
 
     id: str
     variant: str
@@ -183,9 +184,19 @@ def _too_few(claim: ClaimPlanInput, spread: Spread) -> None:
                          f"{MIN_PILOT} seeds per arm in one table")  # fmt: skip
 
 
-def _n_within(budget_min: float, seconds_per_run: float, runs_per_n: int, n_max: int) -> int:
+def _n_within(budget_min: float, seconds_per_run: float, runs_per_n: float, n_max: int) -> int:
     """The most seeds per arm whose runs fit ``budget_min`` on `CORES` cores."""
     return min(n_max, math.floor(budget_min * 60 * CORES / (seconds_per_run * runs_per_n) + 1e-9))
+
+
+def _cost(n: int | None, runs_per_seed: float, seconds: float, budget_min: float,
+          n_max: int) -> tuple[float, bool, int | None]:  # fmt: skip
+    """(wall-clock minutes of n seeds, whether they fit the budget, the seeds run: n where it fits,
+    else the most that fit, None below 2)."""
+    cpu_min = math.inf if n is None else n * runs_per_seed * seconds / CORES / 60
+    fits = cpu_min <= budget_min
+    n_run = n if n is not None and fits else _n_within(budget_min, seconds, runs_per_seed, n_max)
+    return cpu_min, fits, (n_run if n_run >= 2 else None)
 
 
 def plan_claim(
@@ -199,10 +210,13 @@ def plan_claim(
     budget_min: float = BUDGET_MIN,
     n_max: int = pw.N_MAX,
     sd_level: float | None = pw.SD_LEVEL,
+    runs_per_seed: float | None = None,
 ) -> PlanRow:
     """One claim's plan at ``alpha`` (already Holm's α/m) from its arms' pilot values ``a``, ``b``
     (one list, or one list per table: pooled): see `PlanRow`. n is sized from the upper
-    ``sd_level`` confidence limits of the sds (None: the point sds)."""
+    ``sd_level`` confidence limits of the sds (None: the point sds). ``runs_per_seed``: the runs
+    one more seed costs, for the budget (default: the claim's own, 2 or 1 for ``paired``; the
+    planner passes the whole sweep's settings)."""
     ratio = claim.ratio or claim.test == "welch_log"
     target, equivalence = _target(claim, ratio)
     # the power maths runs on the logs for a ratio claim; rank keeps its name (Welch with the exact floor)
@@ -225,12 +239,9 @@ def plan_claim(
         return row(n=None, power=math.nan, detectable=math.nan, runs=None, cpu_min=math.inf, fits=False,
                    planned=not equivalence, note="pilot: no spread")  # fmt: skip
     n, achieved, note = _size(claim, location, ua, ub, alpha, test, equivalence, n_max)
-    per_n = 1 if claim.test == "paired" else 2
-    runs = None if n is None else n * per_n
-    cpu_min = math.inf if runs is None else runs * seconds_per_run / CORES / 60
-    fits = cpu_min <= budget_min
-    n_run = n if n is not None and fits else _n_within(budget_min, seconds_per_run, per_n, n_max)
-    n_run = n_run if n_run >= 2 else None
+    own = 1 if claim.test == "paired" else 2
+    runs = None if n is None else n * own
+    cpu_min, fits, n_run = _cost(n, runs_per_seed or own, seconds_per_run, budget_min, n_max)
     at_run = _at_n(location, ua, ub, n_run, alpha, test, ratio, equivalence)
     planned = not equivalence or (n is not None and fits)
     if not planned:
@@ -278,11 +289,13 @@ def plan_claims(
     budget_min: float = BUDGET_MIN,
     n_max: int = pw.N_MAX,
     sd_level: float | None = pw.SD_LEVEL,
+    runs_per_seed: float | None = None,
 ) -> list[PlanRow]:
     """Plan every claim of ``rules_like`` from its pilot values ``values_by_claim[id] = (a, b)``
     (each arm one list, or one list per table to pool), at α/m (m: the number of claims in its
     family, the cell Holm controls; all the claims when they name no cell). ``seconds_per_run``:
-    one number, or one per claim id; it and ``budget_min`` must be > 0."""
+    one number, or one per claim id; it and ``budget_min`` must be > 0. ``runs_per_seed``: the
+    whole sweep's runs per seed, which the budget is spent on (default: each claim's own)."""
     claims = rules_like.claims
     missing = [c.id for c in claims if c.id not in values_by_claim]
     if missing:
@@ -299,7 +312,7 @@ def plan_claims(
         seconds = seconds_per_run[claim.id] if isinstance(seconds_per_run, Mapping) else seconds_per_run
         a, b = values_by_claim[claim.id]
         rows.append(plan_claim(claim, a, b, alpha, rules_like.min_seeds, variant, seconds, budget_min, n_max,
-                               sd_level))  # fmt: skip
+                               sd_level, runs_per_seed))  # fmt: skip
     return rows
 
 

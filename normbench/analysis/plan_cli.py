@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from normbench.analysis.claims import judged_at_this_scale
+from normbench.analysis.evidence import arm_key
 from normbench.analysis.per_run import Row, judged_here
 from normbench.analysis.plan import BUDGET_MIN, CORES, ClaimPlanInput, PlanInput, PlanRow, plan_claims, plan_table
 from normbench.analysis.plan_inputs import Table, check_same_recipe, check_seeds, pooled_values, read_tables
@@ -78,21 +79,27 @@ def seconds_per_run(rows: Sequence[Row]) -> float:
     return statistics.median(times)
 
 
-def sweep_minutes(rows: Sequence[Row], n: int, seconds: float) -> tuple[int, float]:
-    """Runs and wall-clock minutes of the preset's whole sweep at ``n`` seeds per setting: the
-    pilot's settings (its rows over its distinct seeds), ``n`` runs each, ``CORES`` at a time."""
-    settings = len(rows) / max(1, len({r["seed"] for r in rows}))
+def settings_of(tables: Sequence[Table]) -> int:
+    """The settings the sweep runs: the distinct arm identities (selector values) of the tables."""
+    return len({arm_key(r, t.selectors)[:-1] for t in tables for r in t.rows})
+
+
+def sweep_minutes(rows: Sequence[Row], n: int, seconds: float, settings: int | None = None) -> tuple[int, float]:
+    """Runs and wall-clock minutes of the preset's whole sweep at ``n`` seeds per setting:
+    ``settings`` (default: the rows over their distinct seeds), ``n`` runs each, ``CORES`` at a time."""
+    settings = settings or len(rows) / max(1, len({r["seed"] for r in rows}))
     runs = round(settings * n)
     return runs, runs * seconds / CORES / 60.0
 
 
-def summary_line(preset: str, rows: Sequence[Row], plan: Sequence[PlanRow], seconds: float, budget: float) -> str:
+def summary_line(preset: str, rows: Sequence[Row], plan: Sequence[PlanRow], seconds: float, budget: float,
+                 settings: int | None = None) -> str:  # fmt: skip
     """The whole sweep at the largest n a planned claim runs (``n_run``), against the budget."""
     needed = [p.n_run for p in plan if p.n_run is not None and p.planned]
     if not needed:
         return f"{preset}: no claim can be planned within the budget and the search range (see each row's note)"
     n = max(needed)
-    runs, minutes = sweep_minutes(rows, n, seconds)
+    runs, minutes = sweep_minutes(rows, n, seconds, settings)
     fits = "fits" if minutes <= budget else "does NOT fit"
     return (f"{preset}: the whole sweep at n = {n} seeds per setting: {runs} runs × {seconds:.0f} s / {CORES} cores "
             f"≈ {minutes:.0f} min, {fits} the {budget:.0f} min budget")  # fmt: skip
@@ -164,7 +171,9 @@ def _plan(args: argparse.Namespace) -> tuple[Rules, list[Table], list[PlanRow], 
     judged = [i for i in full_scale if arms_run(pooled, i)]  # not sized, but judged in its Holm family
     rows = [r for t in tables for r in t.rows]
     seconds = args.seconds_per_run if args.seconds_per_run is not None else seconds_per_run(rows)
-    plan = plan_claims(plan_input(rules, list(values), judged), values, variant(args.preset), seconds, args.budget_min)
+    settings = settings_of(tables)  # the whole sweep's runs per seed: what the budget buys
+    plan = plan_claims(plan_input(rules, list(values), judged), values, variant(args.preset), seconds, args.budget_min,
+                       runs_per_seed=settings)  # fmt: skip
     return rules, tables, plan, {i: (n, i in judged) for i, n in full_scale.items()}, seconds
 
 
@@ -193,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     for claim_id, (needs, judged) in full_scale.items():
         where = "its arms run here, so it is judged in its Holm family" if judged else "outside its Holm family"
         print(f"{claim_id}: full-scale only (needs n ≈ {needs}): not sized at this scale; {where}")
-    print(summary_line(args.preset, [r for t in tables for r in t.rows], plan, seconds, args.budget_min))
+    print(summary_line(args.preset, [r for t in tables for r in t.rows], plan, seconds, args.budget_min,
+                       settings_of(tables)))  # fmt: skip
     return 0
 
 

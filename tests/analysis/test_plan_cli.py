@@ -238,3 +238,21 @@ def test_an_earlier_attempt_under_rules_that_measure_otherwise_is_not_pooled(
     )
     assert main(["toy_cpu", "--earlier", str(earlier_csv(tmp_path / "v1.csv", "v1"))]) == 0
     assert "(df 5; 5)" in capsys.readouterr().out
+
+
+def test_a_claim_that_does_not_fit_runs_the_seeds_the_whole_sweep_affords(
+    toy_rules: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Three settings (GN beside the claim's two arms) at 60 s a run: 45 min on 2 cores buy
+    45·60·2 / (60·3) = 30 seeds of the whole sweep, short of the claim's n (sd 2.12: 72); the plan
+    runs 30 and states what 30 detect at α 0.05: (t_{.975,ν} + t_{.8,ν})·2.12·sqrt(2/30), ν = 58."""
+    rows = read_per_run(pilot_csv(tmp_path / "two.csv"))
+    gn = [{**r, "source": r["source"].replace("none", "gn"), "norm.name": "gn", "claim:bn_higher": None}
+          for r in rows if r["norm.name"] == "none"]  # fmt: skip
+    assert main(["toy_cpu", "--pilot", str(write_per_run(rows + gn, tmp_path / "three.csv"))]) == 0
+    out = capsys.readouterr().out
+    cells = [c.strip() for c in next(x for x in out.splitlines() if x.startswith("| bn_higher")).strip("|").split("|")]
+    detect = (sps.t.ppf(0.975, 58) + sps.t.ppf(0.8, 58)) * UPPER_2DF * math.sqrt(2 / 30)
+    assert cells[5] == str(n_for_power(1.0, UPPER_2DF, UPPER_2DF, 0.05)) and cells[9] == "no"
+    assert cells[10] == "30" and float(cells[11]) == pytest.approx(detect, rel=5e-3)
+    assert "the whole sweep at n = 30 seeds per setting: 90 runs × 60 s / 2 cores ≈ 45 min, fits" in out
