@@ -202,13 +202,13 @@ def build(results: Path = RESULTS) -> tuple[str, list[str]]:
     old = {f.name for f, rows in current if superseded(f, rows)}
     folders = annotated(current)
     checks = [r for f, rows in current for r in annotate(rows, f.name) if r["check"]]
-    lines = [TITLE, "", scope(results, folders), "", tally(folders, checks), confirmatory_line(folders),
-             *superseded_note(current), "",
+    papers = [(f, rows) for f, rows in folders if f.name != LEADERBOARD]  # the leaderboard: its own table
+    lines = [TITLE, scope(results, folders), "", tally(folders, checks), *superseded_note(current),
              "Each difference is signed toward its claim: **+ (a ratio above 1) is the claim's direction**, the "
              "arms named in the order subtracted; accuracies and errors in percentage points. E: the effect of "
              "interest (an equivalence claim: its margin). ⚑: Benjamini–Hochberg q over every judged claim above "
-             "0.05.", "", *judged_table(folders, titles, old), "", planned_line(folders), "",
-             "## Per paper", "", *paper_lines(folders, titles), "", *not_judged_section(folders)]  # fmt: skip
+             "0.05.", "", *judged_table(papers, titles, old), "", confirmatory_line(folders), planned_line(folders),
+             "", "## Per paper", "", *paper_lines(folders, titles), "", *not_judged_section(folders)]  # fmt: skip
     board = results / LEADERBOARD
     board_claims = next((rows for f, rows in folders if f.name == LEADERBOARD), [])
     lines += ["", *board_section(board, board_claims)] if (board / "leaderboard.csv").is_file() else []

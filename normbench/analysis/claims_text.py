@@ -70,6 +70,19 @@ def short_reason(row: Mapping[str, Any]) -> str:
     return {"not_run": "not run here", "full_scale_only": "left to the full preset"}.get(key, REASONS[key])
 
 
+SHORT_QUALIFIERS = {
+    "smaller than the effect of interest": "< E",
+    "could not detect the effect of interest": "E not detectable",
+}
+"""The verdicts' qualifiers (``claims.csv``'s ``qualifier``) as the findings page's tables write them."""
+
+
+def short_verdict(row: Mapping[str, Any]) -> str:
+    """The verdict with its qualifier shortened (`SHORT_QUALIFIERS`): ``inconclusive, E not detectable``."""
+    qualifier = " ".join(str(row.get("qualifier") or "").split())
+    return str(row.get("verdict")) + (f", {SHORT_QUALIFIERS.get(qualifier, qualifier)}" if qualifier else "")
+
+
 def verdict_text(row: Mapping[str, Any]) -> str:
     """The verdict with its qualifier (``supported, smaller than the effect of interest``); a claim
     not judged: why."""

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from normbench.analysis.claims_text import REASONS, effect_value, not_judged_reason
+from normbench.analysis.claims_text import REASONS, effect_value, not_judged_reason, short_verdict
 from normbench.analysis.present import (
     arms_text,
     detectable_text,
@@ -113,21 +113,14 @@ def judged_line(row: Mapping[str, Any], paper: str, superseded: bool) -> str:
     s = signed(row, unit)
     q = to_float(row.get("q"))
     q_text = p_text(q) + (" ⚑" if q > Q_LEVEL else "")
-    verdict = f"**{row['verdict']}**" if row["verdict"] in DECIDED else row["verdict"]
-    qualifier = " ".join(str(row.get("qualifier") or "").split())
-    verdict += f", {SHORT_QUALIFIERS.get(qualifier, qualifier)}" if qualifier else ""
+    verdict = short_verdict(row)
+    verdict = f"**{row['verdict']}**{verdict[len(row['verdict']) :]}" if row["verdict"] in DECIDED else verdict
     verdict += " *(superseded)*" if superseded else ""
     cells = [paper, row["name"], paper_number(row), arms_text(row, unit, named=False),
              s.text() if s else "—", verdict, effect_text(effect_value(row), row, bare(unit)), detectable_cell(row),
              p_text(row.get("p_holm")), q_text]  # fmt: skip
     return "| " + " | ".join(_cell(c) for c in cells) + " |"
 
-
-SHORT_QUALIFIERS = {
-    "smaller than the effect of interest": "< E",
-    "could not detect the effect of interest": "E not detectable",
-}
-"""The verdicts' qualifiers (``claims.csv``'s ``qualifier``) as the page's table writes them."""
 
 TABLE_HEAD = (
     "| paper | claim | paper's number | ours (as subtracted) | signed difference [95 % CI] | verdict | E (its unit) | "
@@ -334,6 +327,8 @@ def scope(results: Path, folders: Sequence[Folder]) -> str:
                      f"IWSLT14), {_span(steps_t)} steps, reaching only BLEU {_span(bleu)} on its test set")  # fmt: skip
     if n:
         parts.append(f"{min(n)}–{max(n)} seeds per judged arm")
-    return (";\n".join(parts) + ".\n*At this scale* means these models, steps and seeds: far smaller than the papers', "
+    lines = [f"{a}; {b}" for a, b in zip(parts[0::2], parts[1::2], strict=False)]
+    lines += [parts[-1]] if len(parts) % 2 else []  # the parts two to a line: the table starts sooner
+    return (";\n".join(lines) + ".\n*At this scale* means these models, steps and seeds: far smaller than the papers', "
             "so a verdict here describes these runs; a claim whose arms these presets do not run is "
             "left to the full preset (\"not run at this scale\").")  # fmt: skip

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from normbench.analysis.claims_text import short_reason, verdict_text
+from normbench.analysis.claims_text import short_reason, short_verdict
 from normbench.analysis.leaderboard_labels import dataset_label, model_label
-from normbench.analysis.present import level_text, to_float
+from normbench.analysis.present import level_text, p_text, signed, to_float
 from normbench.analysis.units import Unit, unit_of
 
 
@@ -56,7 +56,10 @@ def _versus(claims: Sequence[Mapping[str, Any]], row: Mapping[str, Any], referen
         return str(row.get("verdict") or "—")
     if claim.get("verdict") == "not judged":
         return f"not judged ({short_reason(claim)})"
-    return verdict_text(claim)  # its difference: in the table of judged claims
+    s = signed(claim, claim["unit"])
+    q = to_float(claim.get("q"))
+    return short_verdict(claim) + (f", {s.text(arms=False)}" if s else "") + (
+        f", q {p_text(q)}{' ⚑' if q > 0.05 else ''}" if q == q else "")  # fmt: skip
 
 
 def read_rows(path: Path) -> list[dict[str, str]]:
