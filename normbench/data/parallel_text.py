@@ -75,6 +75,16 @@ def _break_name(char: str) -> str:
     return f"U+{ord(char):04X} {_BREAK_NAMES[char]}"
 
 
+BOM = "\ufeff"
+"""The byte order mark some editors put at the start of a UTF-8 file: removed by every reader alike
+(`read_lines`, `without_bom` after ``datasets``), never a token of the vocabulary or a reference."""
+
+
+def without_bom(lines: list[str]) -> list[str]:
+    """``lines`` with a byte order mark at the start of the first removed (``datasets`` keeps it)."""
+    return [lines[0].removeprefix(BOM), *lines[1:]] if lines else lines
+
+
 def _open_lines(path: Path) -> Iterator[bytes]:
     r"""The raw lines of ``path`` (split at ``\n`` only; ``.gz`` read through gzip); a `DataFileError`
     naming the file for a ``.gz`` that is not gzip or is cut short."""
@@ -105,6 +115,8 @@ def read_lines(path: Path, breaks: str = "refuse") -> list[str]:
     out = []
     for number, raw in enumerate(_open_lines(path), start=1):
         raw = raw[:-2] if raw.endswith(b"\r\n") else raw.removesuffix(b"\n")
+        if number == 1:
+            raw = raw.removeprefix(BOM.encode())  # an editor's byte order mark: not text (`without_bom`)
         if b"\0" in raw:
             raise DataFileError(
                 f"{path} line {number}: a NUL byte (0x00) at column {raw.index(0) + 1}; the data files must be "
@@ -185,7 +197,7 @@ def load_parallel_folder(root: str | Path, src_lang: str, tgt_lang: str) -> dict
         raise cache_error(e, Path(datasets.config.HF_DATASETS_CACHE)) from None
     out = {}
     for split in SPLITS:
-        src, tgt = list(loaded[f"{split}.{src_lang}"]["text"]), list(loaded[f"{split}.{tgt_lang}"]["text"])
+        src, tgt = (without_bom(list(loaded[f"{split}.{lang}"]["text"])) for lang in (src_lang, tgt_lang))
         if len(src) != counts[split] or len(tgt) != counts[split]:  # the check's rule and datasets' must agree
             raise DataFileError(
                 f"{root / f'{split}.{src_lang}'}: datasets read {len(src)} / {len(tgt)} lines where the check "

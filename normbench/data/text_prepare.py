@@ -68,8 +68,12 @@ def pairs_from_rows(rows: Iterable[Mapping[str, Any]], src: str, tgt: str, where
         pair = row.get("translation", row)
         if not isinstance(pair, Mapping) or src not in pair or tgt not in pair:
             raise PrepareError(f"{where}: row {i} has no {src!r} and {tgt!r} texts (keys: {', '.join(map(str, row))})")
-        out.src.append(one_line_text(str(pair[src] or "")))
-        out.tgt.append(one_line_text(str(pair[tgt] or "")))
+        texts = [one_line_text(str(pair[lang] or "")) for lang in (src, tgt)]
+        if empty := [lang for lang, text in zip((src, tgt), texts, strict=True) if not text.strip()]:
+            raise PrepareError(f"{where}: row {i} has an empty {empty[0]!r} text; every row needs both languages "
+                               "(an empty line would be a pair of nothing)")  # fmt: skip
+        out.src.append(texts[0])
+        out.tgt.append(texts[1])
     return out
 
 
@@ -182,9 +186,12 @@ def prepare_multi30k(staging: Path, source: Path | None, target: Path) -> Report
     cut = {s: ParallelText(text[s].src[:n], text[s].tgt[:n]) for s, n in MULTI30K_LIMITS.items()}
     rule = ", ".join(f"the first {n:,} of {available[s]:,} {s} pairs" for s, n in MULTI30K_LIMITS.items())
     short = [s for s, n in MULTI30K_LIMITS.items() if available[s] < n]
-    notes = [f"Multi30k task 1 de-en from {origin}: {rule}; raw text (cased, untokenized)"]
     if short:
-        notes.append(f"fewer pairs than the rule asks in {', '.join(short)}: all of them kept")
+        s = short[0]
+        raise PrepareError(f"{origin} holds {available[s]:,} {s} pairs, fewer than the {MULTI30K_LIMITS[s]:,} that "
+                           f"de-en-subset names: not the Multi30k release (task 1 has 29,000 / 1,014 / 1,000); pass "
+                           "the release's folder")  # fmt: skip
+    notes = [f"Multi30k task 1 de-en from {origin}: {rule}; raw text (cased, untokenized)"]
     readme = MULTI30K_README.format(origin=origin, rule=rule)
     return write_text(staging, cut, "de-en-subset", notes, readme)
 

@@ -172,7 +172,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 def test_multi30k_from_the_hub_copys_files(tmp_path, monkeypatch, capsys) -> None:
     src = tmp_path / "m30k"
     src.mkdir()
-    sizes = {"train.jsonl": 25, "val.jsonl": 3, "test.jsonl": 2}
+    sizes = {"train.jsonl": 25, "val.jsonl": 3, "test.jsonl": 5}
     for f, n in sizes.items():
         write_jsonl(
             src / f, [{"en": f"A dog {i} runs.", "de": f"Ein Hund {i} läuft.\n(zwei Zeilen)"} for i in range(n)]
@@ -181,13 +181,38 @@ def test_multi30k_from_the_hub_copys_files(tmp_path, monkeypatch, capsys) -> Non
     assert main(["de-en-subset", "--root", str(tmp_path / "data"), "--from", str(src)]) == 0
     folder = tmp_path / "data" / "de-en-subset"
     text = load_parallel_folder(folder, "de", "en")  # the project's translation loader
-    assert [len(text[s].src) for s in ("train", "valid", "test")] == [20, 2, 2]
+    assert [len(text[s].src) for s in ("train", "valid", "test")] == [20, 2, 5]
     assert text["train"].src[3] == "Ein Hund 3 läuft. (zwei Zeilen)" and text["train"].tgt[3] == "A dog 3 runs."
     out = capsys.readouterr().out
-    assert "the first 20 of 25 train pairs" in out and "fewer pairs than the rule asks in test" in out
+    assert "the first 20 of 25 train pairs" in out and "the first 5 of 5 test pairs" in out
 
 
-def test_multi30k_from_the_official_raw_files(tmp_path) -> None:
+@pytest.mark.parametrize(
+    ("rows", "needle"),
+    [({"test.jsonl": 2}, "holds 2 test pairs, fewer than the 5 that de-en-subset names"),
+     ({"row": {"de": "Ein Hund."}}, "row 1 has an empty 'en' text"),  # datasets fills the missing key with None
+     ({"row": {"de": "Ein Hund.", "en": ""}}, "row 1 has an empty 'en' text")],
+    ids=["too-few-pairs", "no-en", "empty-en"],
+)  # fmt: skip
+def test_a_multi30k_source_that_cannot_make_the_subset_is_one_line(tmp_path, monkeypatch, capsys, rows, needle) -> None:
+    """A 2,000-pair source wrote a 2,000-pair "subset"; a row without "en" became an empty line (issue 59)."""
+    src = tmp_path / "m30k"
+    src.mkdir()
+    sizes = {"train.jsonl": 25, "val.jsonl": 3, "test.jsonl": rows.get("test.jsonl", 5)}
+    for f, n in sizes.items():
+        write_jsonl(src / f, [{"en": f"A dog {i} runs.", "de": f"Ein Hund {i} läuft."} for i in range(n)])
+    if "row" in rows:
+        lines = (src / "train.jsonl").read_text().splitlines()
+        lines[1] = json.dumps(rows["row"])
+        (src / "train.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(text_prepare, "MULTI30K_LIMITS", {"train": 20, "valid": 2, "test": 5})
+    code = main(["de-en-subset", "--root", str(tmp_path / "data"), "--from", str(src)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "data" / "de-en-subset").exists()
+
+
+def test_multi30k_from_the_official_raw_files(tmp_path, monkeypatch) -> None:
     import gzip
 
     src = tmp_path / "raw"
@@ -196,6 +221,7 @@ def test_multi30k_from_the_official_raw_files(tmp_path) -> None:
         for lang in ("de", "en"):
             with gzip.open(src / f"{stem}.{lang}.gz", "wt", encoding="utf-8") as f:
                 f.write("".join(f"{lang} {stem} {i} \n" for i in range(n)))  # a trailing space is kept
+    monkeypatch.setattr(text_prepare, "MULTI30K_LIMITS", {"train": 4, "valid": 2, "test": 2})
     report = text_prepare.prepare_multi30k(tmp_path / "out", src, tmp_path / "out")
     assert report.counts == {"train": 4, "valid": 2, "test": 2}
     assert (tmp_path / "out" / "valid.de").read_text() == "de val 0 \nde val 1 \n"

@@ -71,6 +71,21 @@ def test_folder_round_trip_through_datasets(tmp_path) -> None:
     assert reverse["valid"].src == splits["valid"].tgt
 
 
+@pytest.mark.parametrize("files", [("train.de",), ("test.en",), ("train.de", "valid.en", "test.de")])
+def test_a_byte_order_mark_is_no_text(tmp_path, files: tuple[str, ...]) -> None:
+    """A UTF-8 BOM at a file's start (U+FEFF): gone in what every reader returns, as if never written
+    (it landed in the BPE vocabulary and as an extra token in test reference 1)."""
+    from normbench.data.parallel_text import read_lines
+
+    splits = write_small(tmp_path)
+    for name in files:
+        (tmp_path / name).write_bytes(b"\xef\xbb\xbf" + (tmp_path / name).read_bytes())
+    assert load_parallel_folder(tmp_path, "de", "en") == splits
+    for name in files:
+        lines = read_lines(tmp_path / name)
+        assert not lines[0].startswith("\ufeff") and lines[0] == (tmp_path / name).read_text("utf-8-sig").split("\n")[0]
+
+
 def test_missing_or_misaligned_files_are_one_clear_error(tmp_path) -> None:
     with pytest.raises(DatasetMissingError) as e:
         load_parallel_folder(tmp_path / "nowhere", "de", "en")
