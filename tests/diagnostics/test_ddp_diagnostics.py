@@ -55,6 +55,7 @@ def bn_stats_distance(rank: int | None) -> float:
     hook.setup(torch.nn.Sequential(norm))
     for r in [rank] if rank is not None else [0, 1]:
         norm.running_mean.zero_()
+        norm.running_var.fill_(1.0)  # the mean's distance is in running standard deviations (issue 56)
         hook.before_step(0)
         norm(torch.randn(4, 5, 3, generator=torch.Generator().manual_seed(r)) + r + 1)
         hook.after_step(0)
