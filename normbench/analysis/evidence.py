@@ -97,9 +97,11 @@ def _every_run_once(rows: Sequence[Row], where: str, selectors: Sequence[str]) -
         if j != i:
             raise ConfigError(f"{where}: source {row['source']!r} is in rows {j + 1} and {i + 1}: that run would be "
                               "counted twice; keep each run once")  # fmt: skip
+        if not selectors:  # a table of no rules: no arm to count a seed in twice
+            continue
         j = arms.setdefault(arm_key(row, selectors), i)
         if j != i:
-            arm = ", ".join(f"{k}={row.get(k)}" for k in selectors) or "the one arm"
+            arm = ", ".join(f"{k}={row.get(k)}" for k in selectors)
             raise ConfigError(f"{where}: seed {row['seed']} of {arm} is in rows {j + 1} ({rows[j]['source']}) and "
                               f"{i + 1} ({row['source']}): one seed of one setting would be counted twice; "
                               "keep each run once")  # fmt: skip

@@ -147,3 +147,14 @@ def test_an_empty_measure_of_a_run_in_an_arm_is_refused_when_judged(toy_rules: d
     back = read_per_run(write_per_run(rows, tmp_path / "per_run.csv"), "toy_cpu")
     with pytest.raises(ConfigError, match="no value of claim:bn_higher for runs/bn3"):
         judge_rows("toy_cpu", back)
+
+
+def test_a_table_without_selector_columns_counts_sources_only(tmp_path: Path) -> None:
+    """A preset without rules writes no selector columns: its settings share seeds, and only a
+    source twice is a run twice."""
+    rows = [{k: v for k, v in r.items() if k not in ("norm.name", "claim:bn_higher")} for r in toy_rows()]
+    path = write_per_run(rows, tmp_path / "per_run.csv")
+    assert len(read_per_run(path)) == 10
+    text = lines(path)
+    path.write_text("".join(text + [text[1]]))
+    assert "source 'runs/bn0' is in rows 1 and 11" in refusal(path)
