@@ -275,7 +275,7 @@ def write_all(results: Path = RESULTS) -> list[Path]:
             written += write_forest(mine, folder, title=forest_title(preset, rows, folder.name == "pilot"))
         else:
             remove_forest(folder)
-        (folder / "claims.md").write_text(claims_markdown(preset, rows))
+        (folder / "claims.md").write_text(claims_markdown(preset, rows, pilot=folder.name == "pilot"))
         written.append(folder / "claims.md")
     return written
 
@@ -289,7 +289,7 @@ def stale_files(results: Path = RESULTS) -> list[str]:
         preset = preset_of(folder)
         where = folder.relative_to(results.parent)
         md = folder / "claims.md"
-        if not md.is_file() or md.read_text() != claims_markdown(preset, rows):
+        if not md.is_file() or md.read_text() != claims_markdown(preset, rows, pilot=folder.name == "pilot"):
             problems.append(f"{where}/claims.md is out of date: run python scripts/results_index.py")
         table = forest_table(annotate(claims_of(rows), preset))
         path = folder / "forest.csv"

@@ -153,14 +153,16 @@ CONVENTION = (
 )
 
 
-def claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]]) -> str:
-    """The text of ``claims.md`` from ``claims.csv``'s rows."""
+def claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]], pilot: bool = False) -> str:
+    """The text of ``claims.md`` from ``claims.csv``'s rows (``pilot``: a pilot's, which sizes a plan
+    and judges nothing)."""
     hashes = {str(r.get("rules_hash") or "") for r in rows} - {""}
     judged_hash = next(iter(hashes)) if len(hashes) == 1 else None
     title, _ = claim_meta(preset, judged_hash)
     every = annotate(rows, preset)
     claims = [r for r in every if not r["check"]]
-    lines = [f"# {title} ({preset}): claims", "", CONVENTION, "",
+    what = "pilot runs: they size the confirmatory run and judge nothing" if pilot else "claims"
+    lines = [f"# {title} ({preset}): {what}", "", CONVENTION, "",
              "| claim | in the paper's words | the paper | ours | signed difference [95 % CI] | test, p | "
              "E · detectable | verdict |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     lines += [claim_line(r) for r in claims]
@@ -173,8 +175,8 @@ def claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]], out: Path) -> Path:
-    """``<out>/claims.md`` (`claims_markdown`); its path."""
+def write_claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]], out: Path, pilot: bool | None = None) -> Path:
+    """``<out>/claims.md`` (`claims_markdown`; ``pilot`` default: the folder is named ``pilot``); its path."""
     path = Path(out) / "claims.md"
-    path.write_text(claims_markdown(preset, rows))
+    path.write_text(claims_markdown(preset, rows, pilot=Path(out).name == "pilot" if pilot is None else pilot))
     return path

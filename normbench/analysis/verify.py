@@ -122,7 +122,7 @@ def verify_folder(
     with tempfile.TemporaryDirectory(prefix="normbench-verify-") as scratch:
         write_claims(judged, scratch)
         with open(Path(scratch) / "claims.csv", newline="") as f:  # claims.md as people read it (issue 57)
-            write_claims_markdown(preset, list(csv.DictReader(f)), Path(scratch))
+            write_claims_markdown(preset, list(csv.DictReader(f)), Path(scratch), pilot=is_pilot)
         lines = compare_claims(claims, Path(scratch) / "claims.csv")
         lines += _compare_markdown(folder / "claims.md", Path(scratch) / "claims.md")
     sub = folder / PILOT
