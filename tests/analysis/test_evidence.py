@@ -158,3 +158,29 @@ def test_a_table_without_selector_columns_counts_sources_only(tmp_path: Path) ->
     text = lines(path)
     path.write_text("".join(text + [text[1]]))
     assert "source 'runs/bn0' is in rows 1 and 11" in refusal(path)
+
+
+@pytest.mark.parametrize("damage", ["concatenated", "header only", "another commit"])
+def test_normbench_figures_per_run_refuses_a_damaged_committed_table_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture, damage: str
+) -> None:
+    """The red team's command on a committed table: exit 2, one line naming the file, nothing written."""
+    from normbench.analysis.figures_cli import main
+    from normbench.analysis.provenance import results_root
+
+    source = results_root() / "bn_saturation_cpu" / "per_run.csv"
+    if not source.is_file():
+        pytest.skip("results/bn_saturation_cpu holds no per_run.csv")
+    text = lines(source)
+    path = tmp_path / "per_run.csv"
+    if damage == "concatenated":
+        path.write_text("".join(text + text[1:]))
+    elif damage == "header only":
+        path.write_text(text[0])
+    else:
+        commit = text[1].split(",")[3]
+        path.write_text("".join(text[:-1] + [text[-1].replace(commit, "0" * len(commit))]))
+    out = tmp_path / "out"
+    assert main(["bn_saturation_cpu", "--per-run", str(path), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and not out.exists()
