@@ -205,7 +205,8 @@ def build(results: Path = RESULTS) -> tuple[str, list[str]]:
     papers = [(f, rows) for f, rows in folders if f.name != LEADERBOARD]  # the leaderboard: its own table
     lines = [TITLE, scope(results, folders), "", tally(folders, checks), *superseded_note(current),
              "Each difference is signed toward its claim: **+ (a ratio above 1) is the claim's direction**, the "
-             "arms named in the order subtracted; accuracies and errors in percentage points. E: the effect of "
+             "arms named in the order subtracted (an equivalence or two-sided claim: a − b); accuracies and errors "
+             "in percentage points. E: the effect of "
              "interest (an equivalence claim: its margin). ⚑: Benjamini–Hochberg q over every judged claim above "
              "0.05.", "", *judged_table(papers, titles, old), "", confirmatory_line(folders), planned_line(folders),
              "", "## Per paper", "", *paper_lines(folders, titles), "", *not_judged_section(folders)]  # fmt: skip

@@ -224,7 +224,9 @@ def forest_figure(rows: Sequence[Mapping[str, Any]], title: str = "") -> Figure:
         draw_panel(ax, name, drawn, fontsize)
     handles = _legend_handles(by_panel)
     fig.legend(handles=handles, loc="outside upper center", ncol=len(handles), fontsize=7, frameon=False)
-    head = "+ is the claim's direction (a ratio: above 1); 95 % intervals"
+    head = (
+        "+ is the claim's direction (a ratio: above 1; an equivalence or two-sided claim reads a − b); 95 % intervals"
+    )
     axes[0, 0].set_title(f"{title}\n{head}" if title else head, fontsize=9)
     return fig
 
