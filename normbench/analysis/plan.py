@@ -245,7 +245,7 @@ def plan_claim(
     at_run = _at_n(location, ua, ub, n_run, alpha, test, ratio, equivalence)
     planned = not equivalence or (n is not None and fits)
     if not planned:
-        note = (f"equivalence not planned: TOST at n = {n_run} has power {_g(at_run[1], 2)} at a true difference "
+        note = (f"equivalence not planned: TOST at n = {n_run} has power {_power(at_run[1])} at a true difference "
                 f"of 0; it needs n = {n if n else f'> {n_max}'} per arm")  # fmt: skip
     detect = pw.detectable(ua, ub, min_seeds, alpha, test) if min_seeds >= 2 else math.nan
     detect = math.exp(detect) if ratio else detect
@@ -323,6 +323,11 @@ def _g(v: float | None, digits: int = 3) -> str:
     return np.format_float_positional(v, precision=digits, unique=False, fractional=False, trim="-")
 
 
+def _power(v: float) -> str:
+    """A power to 2 significant digits; below 0.001 as "< 0.001"."""
+    return "< 0.001" if v < 0.001 else _g(v, 2)
+
+
 def _sds(r: PlanRow) -> str:
     point = _g(r.sd_a) if r.test == "paired" else f"{_g(r.sd_a)}; {_g(r.sd_b)}"
     if r.sd_level is None:
@@ -344,7 +349,7 @@ def plan_table(rows: Sequence[PlanRow]) -> str:
     ]
     for r in rows:
         target = f"margin ±{_g(r.target)}" if r.equivalence else _g(r.target)
-        at_run = f"TOST power {_g(r.power_run, 2)}" if r.equivalence else _g(r.detectable_run)
+        at_run = f"TOST power {_power(r.power_run)}" if r.equivalence else _g(r.detectable_run)
         cells = [r.id, r.test, _sds(r), target, _g(r.alpha, 2), "—" if r.n is None else str(r.n), _g(r.power, 2),
                  "—" if r.runs is None else str(r.runs), "—" if math.isinf(r.cpu_min) else f"{r.cpu_min:.0f}",
                  "yes" if r.fits else "no", "—" if r.n_run is None else str(r.n_run), at_run, r.note]  # fmt: skip

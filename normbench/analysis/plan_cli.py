@@ -111,7 +111,8 @@ def rules_lines(plan: Sequence[PlanRow]) -> str:
     keys = [f"  {p.id}: n: {{{p.variant}: {p.n_run}}}" + ("" if p.equivalence else
             f", detectable: {{{p.variant}: {float(f'{p.detectable_run:.3g}')}}}")
             for p in plan if p.planned and p.n_run is not None]  # fmt: skip
-    return "\n".join(["[plan] for the rules (each planned claim's n and detectable at its Holm level):", *keys])
+    head = "[plan] for the rules (each planned claim's n and detectable at its Holm level):"
+    return "\n".join([head, *keys]) if keys else "[plan] for the rules: no claim is planned"
 
 
 class _Parser(argparse.ArgumentParser):
