@@ -352,10 +352,15 @@ def replace_metrics(run_dir: Path) -> None:
     (run_dir / "metrics.jsonl").write_text("")
 
 
-@fault("the run directory removed, replaced, or its metrics.jsonl replaced mid-run",
+def truncate_metrics(run_dir: Path) -> None:
+    (run_dir / "metrics.jsonl").write_text("")  # `: > metrics.jsonl`: the same file, cut to nothing
+
+
+@fault("the run directory removed, replaced, or its metrics.jsonl replaced or truncated mid-run",
        "stops at the next write: one line naming it, exit 1, status failed where the folder is the run's; "
        "never 'finished', nothing recreated", "one-line")  # fmt: skip
-@pytest.mark.parametrize("action", [remove_dir, replace_dir, replace_metrics], ids=lambda f: f.__name__)
+@pytest.mark.parametrize("action", [remove_dir, replace_dir, replace_metrics, truncate_metrics],
+                         ids=lambda f: f.__name__)  # fmt: skip
 def test_records_that_vanish_under_a_run_fail_it(tmp_path, monkeypatch, capsys, action) -> None:
     run_dir = tmp_path / "run"
     with monkeypatch.context() as m:
@@ -364,17 +369,18 @@ def test_records_that_vanish_under_a_run_fail_it(tmp_path, monkeypatch, capsys, 
     assert code == 1, stderr
     assert "Traceback" not in stderr
     errors = [line for line in error_lines(stderr) if line.startswith("normbench: error:")]
-    gone = run_dir if action is not replace_metrics else run_dir / "metrics.jsonl"
-    assert errors == [f"normbench: error: {gone}: removed or replaced while the run wrote into it; the run stops "
+    gone = run_dir if action in (remove_dir, replace_dir) else run_dir / "metrics.jsonl"
+    what = "cut short" if action is truncate_metrics else "removed or replaced"
+    assert errors == [f"normbench: error: {gone}: {what} while the run wrote into it; the run stops "
                       "(errno 116)"]  # fmt: skip
     assert "finished" not in stdout
     if action is remove_dir:
         assert not run_dir.exists()  # not recreated with a lone summary or checkpoints
     if action is replace_dir:
         assert list(run_dir.iterdir()) == []  # the folder in its place is not written into
-    if action is replace_metrics:
+    if action in (replace_metrics, truncate_metrics):
         summary = json.loads((run_dir / "summary.json").read_text())
-        assert summary["status"] == "failed" and "removed or replaced" in summary["error"]
+        assert summary["status"] == "failed" and what in summary["error"]
         assert (run_dir / "metrics.jsonl").read_text() == ""
 
 

@@ -205,3 +205,23 @@ def test_the_run_dir_callback_comes_from_the_config_not_the_command_line(tmp_pat
     assert hydra["callbacks"]["normbench_run_dir"] == {"_target_": "normbench.cli.callbacks.RunDirCallback"}
     assert not [o for o in hydra["overrides"]["hydra"] if "callbacks" in o]  # not a command-line override
     assert not (out / LOCK_NAME).exists()  # taken and released
+
+
+@fault("the lock file deleted under a running run, then a second run into the folder (issue 59)",
+       "the second is refused: the folder itself is locked", "one-line")  # fmt: skip
+def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path) -> None:
+    run_dir = tmp_path / "run"
+    first = RunDirLock(run_dir)
+    first.acquire()
+    try:
+        (run_dir / LOCK_NAME).unlink()  # rm .normbench.lock while the run goes on
+        second = RunDirLock(run_dir)
+        with pytest.raises(RunDirBusyError, match="is in use by another normbench run"):
+            second.acquire()
+        assert not second.held
+    finally:
+        first.release()
+    third = RunDirLock(run_dir)
+    third.acquire()  # released: free again
+    assert (run_dir / LOCK_NAME).read_text() == f"{os.getpid()}\n"
+    third.release()

@@ -25,11 +25,11 @@ one line rather than a traceback."""
 
 
 class RecordsVanished(OSError):
-    """A run's directory or ``metrics.jsonl`` was removed or replaced while the run wrote into it
+    """A run's directory or ``metrics.jsonl`` was removed, replaced or cut short while the run wrote into it
     (`normbench.run.records.segments.RecordsWatch`): the run stops, failed (``ESTALE``: a stale handle)."""
 
-    def __init__(self, path: object) -> None:
-        super().__init__(errno.ESTALE, "removed or replaced while the run wrote into it; the run stops", str(path))
+    def __init__(self, path: object, what: str = "removed or replaced") -> None:
+        super().__init__(errno.ESTALE, f"{what} while the run wrote into it; the run stops", str(path))
 
 
 class ConfigError(ValueError):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from normbench.base.errors import RecordsVanished
 from normbench.base.hydra_job import hydra_preset
 from normbench.base.output import atomic_write_text, warn
 from normbench.rules import rules_hash
@@ -230,6 +231,8 @@ class LocalSink:
         data = memoryview((json.dumps(row) + "\n").encode())
         self.watch.check()
         start = self._metrics.tell()
+        if os.fstat(self._metrics.fileno()).st_size < start:  # `: > metrics.jsonl` under the run
+            raise RecordsVanished(self.path, "cut short")
         try:
             rest = data
             while rest:
@@ -243,7 +246,10 @@ class LocalSink:
             raise
 
     def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
+        whole = os.fstat(self._metrics.fileno()).st_size >= self._metrics.tell()
         self._metrics.close()
+        if not whole and summary.get("status") in ("finished", "diverged"):  # a result on records cut short: none
+            raise RecordsVanished(self.path, "cut short")
         self.watch.check(self.run_dir)  # a replaced metrics.jsonl: the folder is the run's, the summary says so
         text = json.dumps({k: _jsonable(v) for k, v in summary.items()}, indent=2, default=str)
         atomic_write_text(self.run_dir / "summary.json", text + "\n")

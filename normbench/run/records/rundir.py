@@ -50,7 +50,10 @@ class RunDirBusyError(RunDirError):
 
 
 class RunDirLock:
-    """An exclusive, non-blocking ``flock`` on ``<run_dir>/<name>`` (``.normbench.lock``)."""
+    """An exclusive, non-blocking ``flock`` on the run directory itself and on ``<run_dir>/<name>``
+    (``.normbench.lock``, which holds the PID for the message). The directory's lock is the one that
+    counts: deleting the lock file under a running run (``rm .normbench.lock``) lets no second
+    writer in, since the second one's lock on the directory still fails."""
 
     name = LOCK_NAME
 
@@ -58,6 +61,7 @@ class RunDirLock:
         self.run_dir = Path(os.path.abspath(run_dir))
         self.path = self.run_dir / self.name
         self._fd: int | None = None
+        self._dir_fd: int | None = None
 
     @property
     def held(self) -> bool:
@@ -69,17 +73,37 @@ class RunDirLock:
             return
         try:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+            self._dir_fd = self._lock_dir()
             fd = self._lock_file()
         except OSError as e:  # read-only, not a folder, no space, a name too long
+            self.release()
             if e.errno == errno.ENAMETOOLONG:
                 raise RunDirError(name_too_long(self.run_dir)) from None
             raise RunDirError(f"the run directory {self.run_dir} cannot be written ({type(e).__name__}: {e})") from None
+        except RunDirError:
+            self.release()
+            raise
         if fd is None:
             return
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         os.fsync(fd)
         self._fd = fd
+
+    def _lock_dir(self) -> int | None:
+        """A descriptor of the run directory, locked; None where the file system has no locks
+        (`_lock_file` then says so)."""
+        fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            os.close(fd)
+            if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                return None
+            if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise
+            raise RunDirBusyError(self.busy_message(self._holder())) from None
+        return fd
 
     def _lock_file(self) -> int | None:
         """A descriptor of the lock file, locked; None where the file system has no locks."""
@@ -126,12 +150,14 @@ class RunDirLock:
 
     def release(self) -> None:
         """Remove the lock file, then drop the lock (in that order: no one locks a removed file)."""
-        if self._fd is None:
-            return
-        with contextlib.suppress(OSError):
-            self.path.unlink(missing_ok=True)
-        os.close(self._fd)
-        self._fd = None
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                self.path.unlink(missing_ok=True)
+            os.close(self._fd)
+            self._fd = None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
 
 
 def take_snapshot(run_dir: Path) -> Snapshot:
