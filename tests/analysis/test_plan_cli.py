@@ -256,3 +256,18 @@ def test_a_claim_that_does_not_fit_runs_the_seeds_the_whole_sweep_affords(
     assert cells[5] == str(n_for_power(1.0, UPPER_2DF, UPPER_2DF, 0.05)) and cells[9] == "no"
     assert cells[10] == "30" and float(cells[11]) == pytest.approx(detect, rel=5e-3)
     assert "the whole sweep at n = 30 seeds per setting: 90 runs × 60 s / 2 cores ≈ 45 min, fits" in out
+
+
+@pytest.mark.parametrize("where", ["earlier", "pilot"])
+def test_seeds_in_the_confirmatory_block_are_refused(toy_rules: dict, tmp_path: Path, capsys, where: str) -> None:
+    """The rules' confirmatory block [0, 10) on the CPU variant: an earlier attempt that ran seeds
+    0-5 leaves no fresh block; a block that holds the pilot seeds (100-102) is no block at all."""
+    start = 0 if where == "earlier" else 100
+    toy_rules["seeds"] = {"cpu": {"start": start, "stop": start + 10}}
+        {"cpu": {"start": 0, "stop": 10}} if where == "earlier" else {"cpu": {"start": 100, "stop": 110}}
+    )
+    args = ["--earlier", str(earlier_csv(tmp_path / "e.csv"))] if where == "earlier" else []
+    assert main(["toy_cpu", "--pilot", str(pilot_csv(tmp_path / "p.csv")), *args]) == 2
+    seeds, block = ("[0, 1, 2, 3, 4, 5]", "[0, 10)") if where == "earlier" else ("[100, 101, 102]", "[100, 110)")
+    what = "earlier attempt's" if where == "earlier" else "pilot"
+    assert f"{what} seeds {seeds} lie in toy_cpu's confirmatory seed block {block}" in one_line_error(capsys)
