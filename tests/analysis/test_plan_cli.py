@@ -264,8 +264,6 @@ def test_seeds_in_the_confirmatory_block_are_refused(toy_rules: dict, tmp_path: 
     0-5 leaves no fresh block; a block that holds the pilot seeds (100-102) is no block at all."""
     start = 0 if where == "earlier" else 100
     toy_rules["seeds"] = {"cpu": {"start": start, "stop": start + 10}}
-        {"cpu": {"start": 0, "stop": 10}} if where == "earlier" else {"cpu": {"start": 100, "stop": 110}}
-    )
     args = ["--earlier", str(earlier_csv(tmp_path / "e.csv"))] if where == "earlier" else []
     assert main(["toy_cpu", "--pilot", str(pilot_csv(tmp_path / "p.csv")), *args]) == 2
     seeds, block = ("[0, 1, 2, 3, 4, 5]", "[0, 10)") if where == "earlier" else ("[100, 101, 102]", "[100, 110)")
