@@ -117,12 +117,12 @@ def test_a_norm_in_three_edits_passes_the_default_suite(tmp_path: Path) -> None:
         "test_registry.py::test_the_registered_name_is_the_only_place_the_name_is_written[norm=scale] PASSED",
     ):
         assert test in r.stdout, test
-    assert (
-        f"{repo}/normbench"
-        in subprocess.run(
-            [sys.executable, "-c", "import normbench; print(normbench.__file__)"],
-            env=env,
-            capture_output=True,
-            text=True,
-        ).stdout
-    )  # the copy's package ran, not the checkout's
+    where = subprocess.run(
+        [sys.executable, "-c", "import normbench; print(normbench.__file__)"],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert where.stdout.startswith(f"{repo}/normbench/"), where.stdout  # the copy's package ran, not the checkout's
