@@ -559,8 +559,15 @@ def test_every_figure_has_its_presets_rules_and_measures() -> None:
 
 @pytest.mark.e2e
 def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from tests.analysis.figure_runs import jitter
+
     script = [sys.executable, "-m", "normbench.analysis.figures_cli"]  # what normbench-figures runs
     out = tmp_path / "out"
+    shutil.copytree(santurkar_runs, tmp_path / "runs")
+    jitter(tmp_path / "runs")  # arms that log the very same curves would fail the figure checker (one hidden)
+    santurkar_runs = tmp_path / "runs"
     ok = subprocess.run(
         [*script, "santurkar_vgg", "--runs", str(santurkar_runs), "--out", str(out)],
         capture_output=True,
@@ -620,29 +627,31 @@ def test_committed_figures_match_a_redraw_from_their_folder(folder: str) -> None
         pytest.skip("; ".join(skipped))
 
 
-def test_a_png_replaced_by_an_older_one_is_stale(tmp_path: Path) -> None:
-    """Redrawn from a copy of a committed folder, the figure passes; its data change and it is
-    redrawn, and then the older PNG is put back: the staleness check names it."""
+@pytest.mark.parametrize("preset, name", [("bn_saturation_cpu", "bn_saturation"), ("powernorm_mt_cpu", "powernorm_mt")])
+def test_a_png_replaced_by_an_older_one_is_stale(preset: str, name: str, tmp_path: Path) -> None:
+    """Redrawn from a copy of a committed folder (a rules' spec figure; a code figure), the figure
+    passes; its data change and it is redrawn, and then the older PNG is put back: the staleness
+    check names it."""
     import shutil
 
     from normbench.analysis.figure_png import png_spec
     from normbench.analysis.figure_record import read_rows, redraw_folder, stale_figures
 
-    folder = tmp_path / "bn_saturation_cpu"
-    shutil.copytree(RESULTS / "bn_saturation_cpu", folder)
+    folder = tmp_path / preset
+    shutil.copytree(RESULTS / preset, folder)
     written = redraw_folder(folder)
-    assert folder / "bn_saturation.png" in written
+    assert folder / f"{name}.png" in written
     assert stale_figures(folder)[0] == []
-    older = (folder / "bn_saturation.png").read_bytes()
-    rows = read_rows(folder / "bn_saturation.csv")
-    with open(folder / "bn_saturation.csv", "w", newline="") as f:  # a rerun: every median 10 % higher
+    older = (folder / f"{name}.png").read_bytes()
+    rows = read_rows(folder / f"{name}.csv")
+    with open(folder / f"{name}.csv", "w", newline="") as f:  # a rerun: every value 10 % higher
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
-        writer.writerows({**r, "median": 1.1 * r["median"]} for r in rows)
+        writer.writerows({**r, **{k: 1.1 * r[k] for k in ("median", "lo", "hi")}} for r in rows)
     redraw_folder(folder)
     assert stale_figures(folder)[0] == []
-    spec = png_spec(folder / "bn_saturation.png")
-    (folder / "bn_saturation.png").write_bytes(older)
-    assert png_spec(folder / "bn_saturation.png") != spec
-    assert stale_figures(folder)[0] == [f"{folder / 'bn_saturation.png'}: stale: its spec differs from a redraw "
+    spec = png_spec(folder / f"{name}.png")
+    (folder / f"{name}.png").write_bytes(older)
+    assert png_spec(folder / f"{name}.png") != spec
+    assert stale_figures(folder)[0] == [f"{folder / (name + '.png')}: stale: its spec differs from a redraw "
                                         f"from {folder}'s committed files"]  # fmt: skip

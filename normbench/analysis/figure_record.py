@@ -21,6 +21,7 @@ results folder's figures from its committed files, so that a committed figure is
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -76,8 +77,19 @@ def preset_of(folder: Path) -> str:
     return folder.name
 
 
+CODE_REDRAWS: dict[str, Callable[[Path, Sequence[Any]], list[FigureResult]]] = {}
+"""A code figure's file stem → the function that redraws it from a results folder (and its
+``per_run.csv`` rows): registered by the figure's module (`register_redraw`)."""
+
+
+def register_redraw(name: str, fn: Callable[[Path, Sequence[Any]], list[FigureResult]]) -> None:
+    """Register ``fn(folder, table_runs)`` as the redraw of the code figure whose file stem is ``name``."""
+    CODE_REDRAWS[name] = fn
+
+
 def redraw(folder: Path) -> list[FigureResult]:
     """Every figure of the folder's preset that its committed files draw (see the module's docstring)."""
+    import normbench.analysis  # noqa: F401  (registers the code figures' redraws)
     from normbench.analysis.figure_spec import arm_runs, draw_spec  # the renderer imports this module's peers
 
     rules = load_rules(base_preset(preset_of(folder)))
@@ -87,6 +99,10 @@ def redraw(folder: Path) -> list[FigureResult]:
     for spec in (s for s in rules.figures.draw if isinstance(s, FigureSpec)):
         if (folder / f"{spec.name}.csv").is_file():
             out.append(draw_spec(spec, arm_runs(spec, runs), read_rows(folder / f"{spec.name}.csv"), runs))
+    codes = {getattr(s, "code", None) for s in rules.figures.draw}  # a code figure's name: its file stem
+    for name, fn in CODE_REDRAWS.items():
+        if name in codes and (folder / f"{name}.csv").is_file():
+            out += fn(folder, runs)
     return out
 
 

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from normbench.analysis.claims import measure
 from normbench.analysis.figure_names import arm_name, metric_name, titled
+from normbench.analysis.figure_record import read_rows, register_redraw
+from normbench.analysis.norm_figure import NormFigure, color_of, draw_norm_figure, end_points
 from normbench.analysis.plot import (
     NORM_COLORS,
     FigureResult,
@@ -40,7 +41,6 @@ from normbench.analysis.plot import (
     point_panel,
     seed_curve,
 )
-from normbench.analysis.plot_rows import draw_rows, rows_of
 from normbench.analysis.runs import Run
 from normbench.analysis.stats import median_over_steps
 from normbench.analysis.train_clock import has_clock, smoothed_loss, time_figure
@@ -92,92 +92,59 @@ def _groups(runs: Sequence[Run], norms: Sequence[str], by: Callable[[Run], str])
     return {arm_name(n): g for n, g in out.items() if g}
 
 
-NAMED_COLORS = {arm_name(k): v for k, v in NORM_COLORS.items()}
-"""The norms' colours by the names the figures give them."""
+TITLES = {
+    "powernorm_mt": "Shen et al. 2020, Table: encoder norm in the Transformer (decoder LN)",
+    "powernorm_chain": "Shen et al. 2020, Table 1: BN → PN-V → PN in the Transformer encoder, beside LN (decoder LN)",
+    "rmsnorm_speed": "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager: o; compiled: s)",
+    "ln_axes": "Which axes LayerNorm normalizes over in a Transformer encoder (decoder LN)",
+    "prms_width": "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at model width 512, beside RMSNorm and LN",
+}
+"""The translation figures drawn by `normbench.analysis.norm_figure`, by file stem: their titles."""
 
 
 def _colors(groups: dict[str, list[Run]]) -> dict[str, str]:
     """Each group's norm's colour: ``RMSNorm (eager)`` takes RMSNorm's."""
-    return {n: NAMED_COLORS.get(n.split(" (")[0], NAMED_COLORS.get(n.split(" ")[0], "dimgray")) for n in groups}
+    return {n: color_of(n) for n in groups}
 
 
-def _end_points(
-    ax: Any,
-    res: FigureResult,
-    key: str,
-    groups: dict[str, list[Run]],
-    colors: dict[str, str],
-    xlabel: str = "norm",
-    markers: dict[str, str] | None = None,
-) -> None:
-    """A point per group at the median over its runs of their final ``key`` (``val/loss`` or a BLEU
-    key), the seeds' min–max as error bars and each seed beside it, on an axis scaled to the
-    points (bars from 0 hid the differences); rows under ``bleu`` or ``val_loss``."""
-    panel, what = ("val_loss", "validation loss") if key == VAL_LOSS else ("bleu", metric_name(key))
-    point_panel(ax, res.rows, panel, {n: [r.final(key) for r in g] for n, g in groups.items()}, colors, markers)
-    title = f"{metric_name(key)} at the end"
-    finish_axes(ax, xlabel, what, f"{title}: median, seeds' min–max, each seed", legend=False)
+def _point_rows(rows: list[dict[str, Any]], panel: str, groups: dict[str, list[Run]], value: Callable[[Run], float]
+                ) -> None:  # fmt: skip
+    """Per group, one row of the median over its runs of ``value`` (x: the group's place), and one
+    ``<panel>/seeds`` row per run (``n`` = 1: each seed's dot)."""
+    for i, (n, g) in enumerate(groups.items()):
+        add_point_rows(rows, panel, n, float(i), [value(r) for r in g])
+        for r in g:
+            add_point_rows(rows, f"{panel}/seeds", n, float(i), [value(r)])
 
 
-def _loss_panel(ax: Any, res: FigureResult, groups: dict[str, list[Run]], colors: dict[str, str],
-                styles: dict[str, tuple[str, str]]) -> bool:  # fmt: skip
+def _loss_rows(rows: list[dict[str, Any]], groups: dict[str, list[Run]]) -> None:
     """Validation loss by step when the runs evaluated more than once, else the training loss (running
-    mean of 9 logged batch losses) by step. Groups whose curves are the same numbers (compiled runs
-    compute the eager runs' losses) are drawn once, labelled ``a = b``. Returns whether the
-    validation loss was drawn."""
+    mean of 9 logged batch losses) by step, one series per group."""
     evaluated = any(len(r.series(VAL_LOSS)[0]) > 1 for g in groups.values() for r in g)
-    key, panel = (VAL_LOSS, "val_loss") if evaluated else (TRAIN_LOSS, "train_loss")
-    same: dict[bytes, list[str]] = {}
     for norm, group in groups.items():
         if evaluated:
             series = [r.series(VAL_LOSS) for r in group if len(r.series(VAL_LOSS)[0])]
         else:
             series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
-            xs, med, _, _ = seed_curve(None, res.rows, panel, norm, series)
-            same.setdefault(np.round(np.stack([xs, med]), 9).tobytes(), []).append(norm)
-    for names in same.values():
-        linestyle, marker = styles.get(names[0], ("-", "o" if evaluated else ""))
-        draw_rows(ax, rows_of(res.rows, panel, names[0]), " = ".join(names), colors[names[0]],
-                  fill=len(groups) <= 4, linestyle=linestyle, marker=marker or None)  # six bands hide each other
-    if evaluated:
-        finish_axes(ax, "steps", "validation loss", "validation loss")
-    else:
-        finish_axes(ax, "steps", "training loss (running mean of 9 logs)", "training loss (validated once, at the end)")
-    return evaluated
+            seed_curve(None, rows, "val_loss" if evaluated else "train_loss", norm, series)
 
 
-def _norm_figure(
-    runs: Sequence[Run],
-    groups: dict[str, list[Run]],
-    name: str,
-    title: str,
-    with_speed: bool,
-    styles: dict[str, tuple[str, str]] | None = None,
-) -> FigureResult:
-    """Loss by step (`_loss_panel`), the final validation loss (when it was evaluated once), BLEU,
-    and (``with_speed``) training throughput, per group. ``styles``: a group's (line style, marker)."""
-    styles = styles or {}
+def _norm_figure(runs: Sequence[Run], groups: dict[str, list[Run]], name: str, title: str, with_speed: bool
+                 ) -> FigureResult:  # fmt: skip
+    """Loss by step, the final validation loss (when it was evaluated once), BLEU, and
+    (``with_speed``) training throughput, per group: the rows first, then drawn from them
+    (`normbench.analysis.norm_figure`, as a redraw from the committed CSV draws them)."""
     members = [r for g in groups.values() for r in g]
-    once = not any(len(r.series(VAL_LOSS)[0]) > 1 for r in members)
-    has_curve = not once or any(len(r.series(TRAIN_LOSS)[0]) > 1 for r in members)
-    n_cols = int(has_curve) + int(once) + 1 + int(with_speed)
-    fig, axes = new_figure(1, n_cols, titled(title, members), size=(4.8 * n_cols, 4.2))
-    res = FigureResult(name, fig)
-    colors = _colors(groups)
-    markers = {n: st[1] for n, st in styles.items() if st[1]}
-    panels = iter(axes[0])
-    if has_curve:
-        _loss_panel(next(panels), res, groups, colors, styles)
-    if once:
-        _end_points(next(panels), res, VAL_LOSS, groups, colors, markers=markers)
-    _end_points(next(panels), res, bleu_key(runs), groups, colors, markers=markers)
+    rows: list[dict[str, Any]] = []
+    _loss_rows(rows, groups)
+    if not any(len(r.series(VAL_LOSS)[0]) > 1 for r in members):
+        _point_rows(rows, "val_loss", groups, lambda r: r.final(VAL_LOSS))
+    key = bleu_key(runs)
+    _point_rows(rows, "bleu", groups, lambda r: r.final(key))
     if with_speed:
-        ax = next(panels)
-        point_panel(ax, res.rows, "tokens_per_s", {n: [throughput(r) for r in g] for n, g in groups.items()}, colors,
-                    markers)  # fmt: skip
-        finish_axes(ax, "norm", "training tokens / s", "throughput (median over epochs)", legend=False)
-    return res
+        _point_rows(rows, "tokens_per_s", groups, throughput)
+    return draw_norm_figure(NormFigure(name, title, key), rows, members)
 
 
 def chain_norm(run: Run) -> str:
@@ -188,8 +155,7 @@ def chain_norm(run: Run) -> str:
 
 def powernorm_chain(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, ("bn", "pn_v", "pn", "ln"), chain_norm)
-    title = "Shen et al. 2020, Table 1: BN → PN-V → PN in the Transformer encoder, beside LN (decoder LN)"
-    return [_norm_figure(runs, groups, "powernorm_chain", title, False)]
+    return [_norm_figure(runs, groups, "powernorm_chain", TITLES["powernorm_chain"], False)]
 
 
 def padding_arm(run: Run) -> str:
@@ -230,8 +196,11 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
     finish_axes(axes[0, 1], "steps", "RMS over channels of x̂ (real tokens)", "first norm: real tokens' scale")
     _padding_share_panel(axes[0, 2], res, groups)
     _halves_panel(axes[1, 0], res, groups, colors)
-    _end_points(axes[1, 1], res, VAL_LOSS, groups, colors, xlabel="arm")
-    _end_points(axes[1, 2], res, bleu_key(runs), groups, colors, xlabel="arm")
+    key = bleu_key(runs)
+    _point_rows(res.rows, "val_loss", groups, lambda r: r.final(VAL_LOSS))
+    _point_rows(res.rows, "bleu", groups, lambda r: r.final(key))
+    end_points(axes[1, 1], res.rows, "val_loss", "validation loss", "validation loss at the end: median, min–max")
+    end_points(axes[1, 2], res.rows, "bleu", metric_name(key), f"{metric_name(key)} at the end: median, min–max")
     return [res]
 
 
@@ -276,16 +245,11 @@ def _halves_panel(ax: Axes, res: FigureResult, groups: dict[str, list[Run]], col
 
 def powernorm_mt(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, ("ln", "bn", "pn"), encoder_norm)
-    title = "Shen et al. 2020, Table: encoder norm in the Transformer (decoder LN)"
-    return [_norm_figure(runs, groups, "powernorm_mt", title, False)]
+    return [_norm_figure(runs, groups, "powernorm_mt", TITLES["powernorm_mt"], False)]
 
 
 def compiled(run: Run) -> bool:
     return run.record.hardware.compile
-
-
-MODE_STYLES = {"eager": ("-", "o"), "compiled": ("--", "s")}
-"""(line style, marker) of eager and compiled runs."""
 
 
 def _rms_groups(runs: Sequence[Run]) -> dict[str, list[Run]]:
@@ -300,9 +264,7 @@ def rmsnorm_speed(runs: Sequence[Run]) -> list[FigureResult]:
     eager and compiled (torch's fused F.layer_norm vs F.rms_norm in eager mode; inductor's code
     compiled). The layer-level numbers are `scripts/bench_norms.py`'s."""
     groups = _rms_groups(runs)
-    title = "Zhang & Sennrich 2019: LayerNorm vs RMSNorm in the Transformer (eager: o; compiled: s)"
-    styles = {n: MODE_STYLES["compiled" if n.endswith("(compiled)") else "eager"] for n in groups}  # dashed: compiled
-    out = [_norm_figure(runs, groups, "rmsnorm_speed", title, True, styles)]
+    out = [_norm_figure(runs, groups, "rmsnorm_speed", TITLES["rmsnorm_speed"], True)]
     if has_clock(runs):  # runs made before the training clock was logged have no time axis
         out += rmsnorm_time(runs)
     return out
@@ -318,23 +280,35 @@ def rmsnorm_time(runs: Sequence[Run]) -> list[FigureResult]:
 
 def ln_axes(runs: Sequence[Run]) -> list[FigureResult]:
     groups = _groups(runs, ("ln", "ln_sample", "in"), encoder_norm)
-    title = "Which axes LayerNorm normalizes over in a Transformer encoder (decoder LN)"
-    return [_norm_figure(runs, groups, "ln_axes", title, False)]
+    return [_norm_figure(runs, groups, "ln_axes", TITLES["ln_axes"], False)]
 
 
 def prms_width(runs: Sequence[Run]) -> list[FigureResult]:
     """LN / RMSNorm / partial RMSNorm at the paper's width: the smoothed training loss (running mean
     of 9 logged batch losses) by step, and the final validation loss and BLEU per norm (the claims)."""
     groups = _groups(runs, ("ln", "rms", "prms"), run_norm)
-    colors = _colors(groups)
-    title = "Zhang & Sennrich 2019: partial RMSNorm (p = 6.25 %) at model width 512, beside RMSNorm and LN"
-    fig, axes = new_figure(1, 3, titled(title, [r for g in groups.values() for r in g]), size=(15.0, 4.2))
-    res = FigureResult("prms_width", fig)
+    rows: list[dict[str, Any]] = []
     for norm, group in groups.items():
         series = [c for c in (smoothed_loss(r, 9, on_time=False) for r in group) if len(c[0])]
         if series:
-            seed_curve(axes[0, 0], res.rows, "train_loss", norm, series, color=colors[norm])
-    finish_axes(axes[0, 0], "steps", "training loss (running mean of 9 logs)", "training loss")
-    _end_points(axes[0, 1], res, VAL_LOSS, groups, colors)
-    _end_points(axes[0, 2], res, bleu_key(runs), groups, colors)
-    return [res]
+            seed_curve(None, rows, "train_loss", norm, series)
+    _point_rows(rows, "val_loss", groups, lambda r: r.final(VAL_LOSS))
+    key = bleu_key(runs)
+    _point_rows(rows, "bleu", groups, lambda r: r.final(key))
+    figure = NormFigure("prms_width", TITLES["prms_width"], key)
+    return [draw_norm_figure(figure, rows, [r for g in groups.values() for r in g])]
+
+
+def _redraw(name: str) -> Callable[[Path, Sequence[Any]], list[FigureResult]]:
+    """The translation figure ``name`` redrawn from a results folder's ``<name>.csv`` (BLEU: the
+    key the ``per_run.csv`` holds values of)."""
+
+    def redraw(folder: Path, runs: Sequence[Any]) -> list[FigureResult]:
+        key = next((k for k in BLEU_KEYS if any(r.get(f"final:{k}") is not None for r in runs)), BLEU_KEYS[0])
+        return [draw_norm_figure(NormFigure(name, TITLES[name], key), read_rows(folder / f"{name}.csv"), runs)]
+
+    return redraw
+
+
+for _name in TITLES:
+    register_redraw(_name, _redraw(_name))

@@ -157,18 +157,23 @@ JITTER = 0.002
 """Every logged value of job ``j`` is scaled by ``1 + JITTER * j`` (`jittered`)."""
 
 
-def jittered(write: Callable[[Path], None]) -> Callable[[Path], None]:
-    """``write``, then every job's logged values (not its step or epoch) scaled by ``1 + JITTER * j``:
+def jitter(root: Path) -> None:
+    """Every job's logged values under ``root`` (not its step or epoch) scaled by ``1 + JITTER * j``:
     the writers give different arms the same made-up curves, which the figure checker would rightly
     call one series hidden under another; real arms never log the very same numbers."""
+    for j, metrics in enumerate(sorted(root.glob("*/metrics.jsonl"))):
+        rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+        rows = [{k: v * (1 + JITTER * j) if isinstance(v, float) and k not in ("step", "epoch") else v
+                 for k, v in r.items()} for r in rows]  # fmt: skip
+        metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def jittered(write: Callable[[Path], None]) -> Callable[[Path], None]:
+    """``write``, then `jitter`."""
 
     def write_jittered(root: Path) -> None:
         write(root)
-        for j, metrics in enumerate(sorted(root.glob("*/metrics.jsonl"))):
-            rows = [json.loads(line) for line in metrics.read_text().splitlines()]
-            rows = [{k: v * (1 + JITTER * j) if isinstance(v, float) and k not in ("step", "epoch") else v
-                     for k, v in r.items()} for r in rows]  # fmt: skip
-            metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        jitter(root)
 
     return write_jittered
 
