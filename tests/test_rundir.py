@@ -225,3 +225,27 @@ def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path) -> None:
     third.acquire()  # released: free again
     assert (run_dir / LOCK_NAME).read_text() == f"{os.getpid()}\n"
     third.release()
+
+
+@fault("hydra.run.dir=/, empty (an unset $VAR), or a folder holding the checkout; a sweep with no jobs (issue 59)",
+       "one line naming the key and value, exit 2; nothing written", "one-line")  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(("hydra.run.dir=",), "hydra.run.dir is empty (an unset shell variable?)"),
+     (("hydra.run.dir=/",), "hydra.run.dir='/' is the file system's root"),
+     ((f"hydra.run.dir={REPO}",), f"is the checkout {REPO}"),
+     ((f"hydra.run.dir={REPO.parent}",), f"holds the checkout {REPO}"),
+     (("-m", "seed=range(0,0)", "hydra.sweep.dir=SWEEP"), "the sweep has no jobs"),
+     (("-m", "seed=0,1", "hydra.sweep.dir=/"), "hydra.sweep.dir='/' is the file system's root")],
+    ids=["empty", "root", "checkout", "above-checkout", "no-jobs", "sweep-root"],
+)  # fmt: skip
+def test_a_folder_no_run_may_write_into_is_one_line(tmp_path, monkeypatch, capsys, args, needle) -> None:
+    args = tuple(a.replace("SWEEP", str(tmp_path / "sweep")) for a in args)
+    before = sorted(p.name for p in REPO.iterdir())
+    monkeypatch.chdir(tmp_path)
+    flags = [a for a in args if a.startswith("-")]
+    code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *flags, *TINY_RUN, "logger=local",
+                                             *(a for a in args if a not in flags))  # fmt: skip
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("normbench: error: ") and needle in lines[0], stderr
+    assert sorted(p.name for p in REPO.iterdir()) == before and list(tmp_path.iterdir()) == []

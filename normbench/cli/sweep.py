@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from normbench.base.output import format_table, info, write_csv
 from normbench.data.roots import BASIC_SWEEPER, sweep_jobs
 from normbench.run.loop.policy import RESULT_STATUSES
-from normbench.run.records.rundir import RunDirError, RunDirLock, Snapshot
+from normbench.run.records.rundir import RunDirError, RunDirLock, Snapshot, check_output_folder
 
 SWEEP_LOCK_NAME = ".normbench-sweep.lock"
 SUMMARY_NAME = "sweep_summary.csv"
@@ -153,6 +153,11 @@ def open_sweep(config: DictConfig) -> OpenSweep:
     sweep holds it, when it holds an earlier sweep and ``resume`` is not set, or when a resume's
     jobs are not the earlier sweep's. A refused sweep leaves no folder it made."""
     global _open, _last
+    check_output_folder(str(OmegaConf.select(config, "hydra.sweep.dir")), "hydra.sweep.dir")
+    if planned_jobs(config) == []:
+        overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or [])
+        raise RunDirError(f"the sweep has no jobs ({overrides}): a swept value list is empty (e.g. range(0,0)); "
+                          "nothing to run")  # fmt: skip
     sweep_dir = Path(os.path.abspath(str(OmegaConf.select(config, "hydra.sweep.dir"))))
     resume = bool(OmegaConf.select(config, "resume", default=False))
     snap = Snapshot.take(sweep_dir)  # what a refused sweep must not leave behind

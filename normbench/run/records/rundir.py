@@ -371,13 +371,38 @@ def resume_without_run_dir(run_dir: Path, hydra_overrides: list[str]) -> str:
     return f"resume=true but hydra.run.dir={run_dir} does not exist; pass the folder of the run to continue"
 
 
+def checkout_of_package() -> Path | None:
+    """The git checkout this package runs from (None when installed from a wheel)."""
+    root = Path(__file__).resolve().parents[3]
+    return root if (root / ".git").exists() else None
+
+
+def check_output_folder(path: str | Path, key: str) -> None:
+    """A run or sweep folder a run may write into: not empty (an unset ``$VAR``), not the file
+    system's root, not the checkout of this package or a folder above it (its files would mix with
+    the code's); else `RunDirError` naming ``key`` and the value."""
+    text = str(path)
+    if not text.strip():
+        raise RunDirError(f"{key} is empty (an unset shell variable?); name the folder the run writes into, "
+                          "e.g. outputs/<name>")  # fmt: skip
+    folder = Path(os.path.abspath(os.path.expanduser(text)))
+    if folder == Path(folder.anchor):
+        raise RunDirError(f"{key}={text!r} is the file system's root; name a folder for the run, e.g. outputs/<name>")
+    checkout = checkout_of_package()
+    if checkout is not None and checkout.is_relative_to(folder):
+        where = "is" if folder == checkout else "holds"
+        raise RunDirError(f"{key}={text!r} {where} the checkout {checkout}: a run's files would mix with the code's; "
+                          "name a folder inside it (outputs/<name>) or elsewhere")  # fmt: skip
+
+
 def take_run_dir(run_dir: str | Path, resume: bool, hydra_overrides: list[str]) -> None:
     """Before a single run's directory is made (`normbench.cli.callbacks.RunDirCallback`, with the
     values Hydra resolved): remember what exists and take the lock, so that a refused second writer
     leaves no trace (not even Hydra's ``.hydra/``); refuse ``resume=true`` without the directory."""
-    key = _key(run_dir)
     snap: Snapshot | None = None
     try:
+        check_output_folder(run_dir, "hydra.run.dir")
+        key = _key(run_dir)
         snap = take_snapshot(key)  # before the lock file (and maybe the folder) is made
         if resume and not snap.existed:
             raise RunDirError(resume_without_run_dir(key, hydra_overrides))
