@@ -22,8 +22,10 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 
 from normbench.analysis.figure_names import titled
+from normbench.analysis.figure_record import read_rows, register_redraw
 from normbench.analysis.measures import TRAIN_LOSS, error
 from normbench.analysis.plot import NORM_COLORS, FigureResult, add_point_rows, finish_axes, new_figure, seed_curve
+from normbench.analysis.plot_rows import draw_rows
 from normbench.analysis.runs import Run, select
 
 IN_X = 64
@@ -44,51 +46,73 @@ def arms(runs: Sequence[Run]) -> list[tuple[str, float, list[Run]]]:
     return out
 
 
-def _error_panel(ax: Axes, res: FigureResult, arm_list: list[tuple[str, float, list[Run]]]) -> None:
-    for label, color, marker, chosen in (
-        (GN_LABEL, NORM_COLORS["gn"], "o", [a for a in arm_list if a[0] != "IN"]),
-        (IN_LABEL, NORM_COLORS["in"], "s", [a for a in arm_list if a[0] == "IN"]),
-    ):
+def _rows(runs: Sequence[Run]) -> list[dict]:
+    """Every plotted number: the error per arm (GN's points one series, IN's another), each seed's
+    error (``val_error_per_seed``, x: the arm's G), each arm's training loss per epoch."""
+    rows: list[dict] = []
+    arm_list = arms(runs)
+    gn, inst = [a for a in arm_list if a[0] != "IN"], [a for a in arm_list if a[0] == "IN"]
+    for label, chosen in ((GN_LABEL, gn), (IN_LABEL, inst)):
         for _, x, arm_runs in chosen:
-            add_point_rows(res.rows, ERROR_PANEL, label, x, [error(r) for r in arm_runs])
-        rows = [row for row in res.rows if row["panel"] == ERROR_PANEL and row["series"] == label]
-        if not rows:
+            add_point_rows(rows, ERROR_PANEL, label, x, [error(r) for r in arm_runs])
+            for r in arm_runs:
+                add_point_rows(rows, SEEDS_PANEL, f"seed {r.seed}", x, [error(r)])
+    for label, _, arm_runs in arm_list:  # is the training long enough? per arm, per epoch
+        curves = []
+        for r in arm_runs:
+            logged = [row for row in r.history if row.get(TRAIN_LOSS) is not None]
+            if logged:
+                x = np.asarray([row.get("epoch", row["step"]) for row in logged])
+                curves.append((x, np.asarray([float(row[TRAIN_LOSS]) for row in logged])))
+        if curves:
+            seed_curve(None, rows, f"train_loss/{label}", label, curves)
+    return rows
+
+
+def _error_panel(ax: Axes, rows: Sequence[dict]) -> None:
+    """GN's and IN's errors (median, min–max) against G, every seed a dot slightly spread."""
+    for label, color, marker, old in ((GN_LABEL, NORM_COLORS["gn"], "o", "Group Norm"),
+                                      (IN_LABEL, NORM_COLORS["in"], "s", "Instance Norm")):  # fmt: skip
+        mine = sorted((r for r in rows if r["panel"] == ERROR_PANEL and str(r["series"]).startswith((label[:2], old))),
+                      key=lambda r: r["x"])  # fmt: skip  (committed CSVs wrote "Group Norm (…)")
+        if not mine:
             continue
-        xs = np.asarray([row["x"] for row in rows])
-        med = np.asarray([row["median"] for row in rows])
-        err = np.stack([med - [row["lo"] for row in rows], [row["hi"] for row in rows] - med])
+        xs, med = np.asarray([r["x"] for r in mine]), np.asarray([r["median"] for r in mine])
+        err = np.stack([med - [r["lo"] for r in mine], [r["hi"] for r in mine] - med])
         ax.errorbar(xs, med, yerr=err, color=color, marker=marker, markersize=4, capsize=3, label=label)
-        for _, x, arm_runs in chosen:  # every seed, slightly spread so that equal errors stay visible
-            for i, r in enumerate(arm_runs):
-                add_point_rows(res.rows, SEEDS_PANEL, f"seed {r.seed}", x, [error(r)])
-                ax.plot(x * 2 ** (0.04 * (i - (len(arm_runs) - 1) / 2)), error(r), ".", color=color, alpha=0.5)
+        for x in xs:
+            seeds = [float(r["median"]) for r in rows if r["panel"] == SEEDS_PANEL and float(r["x"]) == x]
+            for i, v in enumerate(seeds):
+                ax.plot(x * 2 ** (0.04 * (i - (len(seeds) - 1) / 2)), v, ".", color=color, alpha=0.5)
 
 
-def gn_groups(runs: Sequence[Run]) -> list[FigureResult]:
+def draw(rows: Sequence[dict], runs: Sequence) -> FigureResult:
+    """The figure from its rows (`_rows`, or a committed CSV read back); ``runs`` give the title's scope."""
     title = titled("Wu & He 2018, Table 3: error vs number of groups G; training loss per epoch", runs)
     fig, axes = new_figure(1, 2, title, size=(9.0, 3.6))
-    res = FigureResult("gn_groups", fig)
-    arm_list = arms(runs)
     ax = axes[0, 0]
-    _error_panel(ax, res, arm_list)
+    _error_panel(ax, rows)
     ax.set_xscale("log", base=2)
-    ticks = [x for _, x, _ in arm_list]
-    ax.set_xticks(ticks, ["C (IN)" if label == "IN" else str(int(x)) for label, x, _ in arm_list])
+    ticks = sorted({float(r["x"]) for r in rows if r["panel"] == ERROR_PANEL})
+    ax.set_xticks(ticks, ["C (IN)" if x == IN_X else str(int(x)) for x in ticks])
     finish_axes(ax, "groups per norm layer G (1 = LN over C,H,W)", "validation error (%)",
                 "median over seeds, min–max; dots: each seed")  # fmt: skip
     greens = plt.get_cmap("Greens")  # GN's green in both panels: a shade per G (darker: more groups); IN its own
-    n_gn = max(sum(1 for a in arm_list if a[0] != "IN"), 1)
-    for i, (label, _, arm_runs) in enumerate(arm_list):  # is the training long enough? per arm, per epoch
-        curves = []
-        for r in arm_runs:
-            rows = [row for row in r.history if row.get(TRAIN_LOSS) is not None]
-            if rows:
-                x = np.asarray([row.get("epoch", row["step"]) for row in rows])
-                curves.append((x, np.asarray([float(row[TRAIN_LOSS]) for row in rows])))
-        if curves:
-            color = NORM_COLORS["in"] if label == "IN" else to_hex(greens(0.35 + 0.6 * i / max(n_gn - 1, 1)))
-            seed_curve(axes[0, 1], res.rows, f"train_loss/{label}", f"GN, {label}" if label != "IN" else "IN", curves,
-                       color=color, fill=False)  # fmt: skip
+    panels = [str(r["panel"]) for r in rows if str(r["panel"]).startswith("train_loss/")]
+    labels = list(dict.fromkeys(p.split("/", 1)[1] for p in panels))
+    gn = [g for g in labels if g != "IN"]
+    for label in labels:
+        shade = 0.35 + 0.6 * gn.index(label) / max(len(gn) - 1, 1) if label != "IN" else 0.0
+        color = NORM_COLORS["in"] if label == "IN" else to_hex(greens(shade))
+        curve = sorted((r for r in rows if r["panel"] == f"train_loss/{label}"), key=lambda r: float(r["x"]))
+        draw_rows(axes[0, 1], curve, f"GN, {label}" if label != "IN" else "IN", color, fill=False)
     axes[0, 1].set_yscale("log")
     finish_axes(axes[0, 1], "epoch", "training loss (epoch mean)", "training loss: a plateau?")
-    return [res]
+    return FigureResult("gn_groups", fig, rows=list(rows))
+
+
+def gn_groups(runs: Sequence[Run]) -> list[FigureResult]:
+    return [draw(_rows(runs), runs)]
+
+
+register_redraw("gn_groups", lambda folder, runs: [draw(read_rows(folder / "gn_groups.csv"), runs)])

@@ -51,7 +51,7 @@ def test_gn_groups_figure_and_claims(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert {p.name for p in written} >= {"gn_groups.png", "gn_groups.pdf", "gn_groups.csv", "claims.csv"}
     rows = read_csv(out / "gn_groups.csv")
     for arm in ARMS:  # median, min, max over the five seeds, per G (IN at the widest layer's C)
-        series = "Instance Norm (G = C in every layer)" if arm == "in" else "Group Norm (G groups in every layer)"
+        series = "IN (G = C in every layer)" if arm == "in" else "GN (G groups in every layer)"
         values = [err[arm] + 0.2 * s for s in SEEDS]
         assert_point(rows, "val_error", series, x_of(arm), values)
         for s, v in zip(SEEDS, values):  # and every seed's own point

@@ -42,10 +42,10 @@ def test_prms_width_judges_equivalence_of_loss_and_bleu(tmp_path: Path) -> None:
     assert float(claim_row(out, "prms_loss_equivalent_rms")["estimate"]) == pytest.approx(0.49)
     rows = read_csv(out / "prms_width.csv")
     bars = {(r["panel"], r["series"]): float(r["median"]) for r in rows if r["panel"] in ("val_loss", "bleu")}
-    assert bars[("val_loss", "prms")] == pytest.approx(4.50) and bars[("bleu", "ln")] == pytest.approx(15.0)
+    assert bars[("val_loss", "pRMSNorm")] == pytest.approx(4.50) and bars[("bleu", "LN")] == pytest.approx(15.0)
     curve = {(r["series"], float(r["x"])): float(r["median"]) for r in rows if r["panel"] == "train_loss"}
     # the running mean of 9 logs (every 10 steps) on a line: the loss 40 steps back
-    assert curve[("ln", 150.0)] == pytest.approx(8.0 - 0.02 * 110)
+    assert curve[("LN", 150.0)] == pytest.approx(8.0 - 0.02 * 110)  # the arms as the paper names them
 
 
 def test_prms_width_noisy_seeds_are_inconclusive(tmp_path: Path) -> None:
