@@ -44,6 +44,7 @@ from normbench.analysis.findings import (  # noqa: E402
 )
 from normbench.analysis.findings_board import board_section  # noqa: E402
 from normbench.analysis.forest import forest_table, remove_forest, write_forest  # noqa: E402
+from normbench.analysis.present import preset_words  # noqa: E402
 from normbench.rules import rules_hash  # noqa: E402
 
 TITLE = "# What normbench found, at CPU scale"
@@ -255,13 +256,18 @@ def preset_of(folder: Path) -> str:
 
 def forest_title(preset: str, rows: list[dict[str, str]], pilot: bool = False) -> str:
     title = claim_meta(preset, judged_hash(rows))[0]
-    return f"{title} ({preset}{', pilot' if pilot else ''}): each judged claim's difference (or ratio)"
+    return f"{title} ({preset_words(preset)}{', pilot' if pilot else ''}): each judged claim's difference (or ratio)"
 
 
 def all_forest_rows(results: Path = RESULTS) -> list[dict]:
     """Every judged folder's claims, named ``preset: claim``, for ``results/forest.*``."""
     current, _ = judged_folders(results)
-    return [r for folder, rs in current for r in annotate(claims_of(rs), folder.name, prefix=f"{folder.name}: ")]
+    rows = [r for folder, rs in current for r in annotate(claims_of(rs), folder.name)]
+    titles = {f.name: claim_meta(f.name, judged_hash(rs))[0] for f, rs in current}
+    for r in rows:
+        r["short"] = f"{titles[r['preset']]}: {r['short']}"
+    display_names(rows)  # a name two presets share: with its preset, in words
+    return [{**r, "short": r["name"]} for r in rows]
 
 
 def write_all(results: Path = RESULTS) -> list[Path]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from normbench.analysis.present import readable
 from normbench.analysis.rules_schema import Rules, load_rules, parse_rules
 from normbench.analysis.units import Unit, rule_unit
 from normbench.rules import RULES_DIR, base_preset, rules_hash
@@ -92,7 +93,7 @@ def annotate(rows: Sequence[Mapping[str, Any]], preset: str, prefix: str = "") -
     out = []
     for row in rows:
         info = meta.get(str(row.get("id")))
-        short = info.short if info else str(row.get("short") or row.get("id"))
+        short = readable(info.short if info else str(row.get("short") or row.get("id")))
         check = row.get("verdict") in ("passed", "failed") or (info is None and str(row.get("id")) in checks)
         out.append({**row, "short": prefix + short, "unit": info.unit if info else GENERIC, "preset": preset,
                     "check": check,

@@ -47,6 +47,7 @@ from normbench.analysis.claims_text import write_claims_markdown
 from normbench.analysis.forest import remove_forest, write_forest
 from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.plot import FigureResult, figure_formats
+from normbench.analysis.present import preset_words
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
 from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
@@ -98,7 +99,7 @@ def write_runs_table(runs: Sequence[Run], path: Path) -> Path:
 
 def forest_title(preset: str, judged_hash: str | None = None) -> str:
     title, _ = claim_meta(preset, judged_hash)
-    where = preset if title == base_preset(preset) else f"{title} ({preset})"
+    where = preset_words(preset) if title == base_preset(preset) else f"{title} ({preset_words(preset)})"
     return f"{where}: each judged claim's difference (or ratio)"
 
 
@@ -194,7 +195,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list[Claim]:
     """``claims.csv`` / ``claims.md`` judged from a ``per_run.csv`` alone, into ``out``."""
-    claims = judge_rows(preset, read_per_run(path), pilot)
+    claims = judge_rows(preset, read_per_run(path, preset), pilot)
     out.mkdir(parents=True, exist_ok=True)
     for written in [*write_preset_forest(preset, [csv_row(c) for c in claims], out), *write_claims(claims, out)]:
         print(f"[figures] wrote {written}")

@@ -26,6 +26,7 @@ from normbench.analysis.present import (
     is_ratio,
     num,
     p_text,
+    preset_words,
     signed,
     to_float,
 )
@@ -77,7 +78,7 @@ def display_names(rows: Sequence[dict[str, Any]]) -> None:
     for r in rows:
         counts[r["short"]] = counts.get(r["short"], 0) + 1
     for r in rows:
-        r["name"] = r["short"] + (f" ({r['preset']})" if counts[r["short"]] > 1 else "")
+        r["name"] = r["short"] + (f" ({preset_words(r['preset'])})" if counts[r["short"]] > 1 else "")
 
 
 def is_confirmatory(row: Mapping[str, Any]) -> bool:

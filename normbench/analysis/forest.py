@@ -63,6 +63,8 @@ VERDICT_COLORS = {
 assert set(VERDICT_COLORS) == set(VERDICTS)
 
 RATIO_PANEL = RATIO_TITLE
+BAND_COLOR = "#b8b8b8"
+"""The equivalence margin's band: a grey no verdict uses (a colour means one thing)."""
 CSV_COLUMNS = ("panel", "label", "arms", "verdict", "estimate", "lo", "hi", "band_lo", "band_hi")
 MAX_HEIGHT_IN = 16.4
 """The figure's height at most (in; × 150 dpi < 2,500 px): rows get thinner beyond it."""
@@ -154,12 +156,14 @@ def _draw_interval(ax: Axes, y: float, row: ForestRow, xlim: tuple[float, float]
     is drawn to the edge with an arrowhead (gid ``beyond``)."""
     color = VERDICT_COLORS[row.verdict]
     (lo, lo_out), (hi, hi_out), (est, est_out) = (_clip(v, xlim, log) for v in (row.lo, row.hi, row.estimate))
-    ax.plot([lo, hi], [y, y], color=color, linewidth=2.2, solid_capstyle="butt", gid="interval")
+    ax.plot(
+        [lo, hi], [y, y], color=color, linewidth=2.2, solid_capstyle="butt", marker="|", markersize=5, gid="interval"
+    )  # fmt: skip  (an interval, its ends capped: not a curve)
     for x, out, marker in ((lo, lo_out, "<"), (hi, hi_out, ">")):
         if out:
-            ax.plot([x], [y], marker=marker, color=color, markersize=6, clip_on=False, gid="beyond")
-    ax.plot([est], [y], marker="o", color=color, markersize=5, markeredgecolor="white", markeredgewidth=0.6,
-            clip_on=False, gid="estimate")  # fmt: skip
+            ax.plot([x], [y], marker=marker, linestyle="none", color=color, markersize=6, clip_on=False, gid="beyond")
+    ax.plot([est], [y], marker="o", linestyle="none", color=color, markersize=5, markeredgecolor="white",
+            markeredgewidth=0.6, clip_on=False, gid="estimate")  # fmt: skip
 
 
 def _log_ticks(ax: Axes, xlim: tuple[float, float]) -> None:
@@ -187,7 +191,7 @@ def draw_panel(ax: Axes, name: str, rows: Sequence[ForestRow], fontsize: float =
     blend = blended_transform_factory(ax.transAxes, ax.transData)
     for y, row in enumerate(rows):
         if row.band is not None:
-            ax.fill_between(row.band, y - 0.38, y + 0.38, color=VERDICT_COLORS[EQUIVALENT], alpha=0.15,
+            ax.fill_between(row.band, y - 0.38, y + 0.38, color=BAND_COLOR, alpha=0.35,
                             linewidth=0, gid="band")  # fmt: skip
         _draw_interval(ax, y, row, xlim, log)
         ax.text(1.02, y, numbers(row, log), transform=blend, va="center", fontsize=fontsize)
@@ -203,7 +207,7 @@ def _legend_handles(by_panel: Mapping[str, Sequence[ForestRow]]) -> list[Any]:
         Line2D([], [], color=VERDICT_COLORS[v], marker="o", linewidth=2.2, label=v) for v in VERDICTS if v in seen
     ]
     if any(r.band for rs in by_panel.values() for r in rs):
-        handles.append(plt.Rectangle((0, 0), 1, 1, color=VERDICT_COLORS[EQUIVALENT], alpha=0.15,
+        handles.append(plt.Rectangle((0, 0), 1, 1, color=BAND_COLOR, alpha=0.35,
                                      label="equivalence margin"))  # fmt: skip
     return handles
 

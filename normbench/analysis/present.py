@@ -19,6 +19,7 @@ reciprocal ("1/230,000").
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -139,9 +140,34 @@ def _orient(v: float, ratio: bool, flip: bool, scale: float) -> float:
     return -v * scale if flip else v * scale
 
 
+NORM_NAMES = {
+    "bn": "BN", "ln": "LN", "in": "IN", "gn": "GN", "pn": "PN", "pn_v": "PN-V", "brn": "BRN", "rms": "RMS",
+    "prms": "pRMS", "ln_sample": "LN (per sample)", "bn_l1": "ℓ1 BN", "bn_l2": "ℓ2 BN", "bn_linf": "ℓ∞ BN",
+    "bn_noisy": "noisy BN", "noise_only": "noise only", "none": "none",
+}  # fmt: skip
+"""A norm's registry name as the papers write it (arm labels of the leaderboard's rules are registry names)."""
+SNAKE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/])")
+
+
+def readable(text: str) -> str:
+    """``text`` with every snake_case name as a reader says it: a norm's (`NORM_NAMES`), else in words."""
+    return SNAKE.sub(lambda m: NORM_NAMES.get(m[0], m[0].replace("_", " ")), text)
+
+
+def arm_name(label: str) -> str:
+    """An arm's label as people read it: a bare registry name (``ln_sample``) as the papers name it."""
+    return NORM_NAMES.get(label, readable(label))
+
+
+def preset_words(preset: str) -> str:
+    """A preset as words: ``bn_saturation_cpu`` → ``bn saturation, CPU``."""
+    base = preset.removesuffix("_cpu")
+    return base.replace("_", " ") + (", CPU" if base != preset else "")
+
+
 def arm_order(row: Mapping[str, Any]) -> tuple[str, str]:
-    """The arms' labels in the order they are read (a ``less`` claim: b first)."""
-    a, b = str(row.get("a") or "a"), str(row.get("b") or "b")
+    """The arms' labels in the order they are read (a ``less`` claim: b first), as people read them."""
+    a, b = arm_name(str(row.get("a") or "a")), arm_name(str(row.get("b") or "b"))
     return (b, a) if flips(row) else (a, b)
 
 
@@ -199,6 +225,8 @@ def arms_text(row: Mapping[str, Any], unit: Unit, named: bool = True) -> str:
     if all(math.isnan(to_float(row.get(f"{s}_centre"))) for s in sides):
         return "—"
     if named:
-        return " vs ".join(f"{row.get(s) or s} {level_text(row.get(f'{s}_centre'), unit)}" for s in sides)
+        return " vs ".join(
+            f"{arm_name(str(row.get(s) or s))} {level_text(row.get(f'{s}_centre'), unit)}" for s in sides
+        )
     bare = Unit(unit.title, unit.scale, "", unit.diff, unit.axis)  # the unit once, at the end: "6.09 vs 4.78 BLEU"
     return " vs ".join(level_text(row.get(f"{s}_centre"), bare) for s in sides) + unit.level

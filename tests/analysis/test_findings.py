@@ -132,7 +132,7 @@ def test_two_claims_never_share_a_display_name() -> None:
     rows.append({"short": "unique", "preset": "x"})
     display_names(rows)
     names = [r["name"] for r in rows]
-    assert names == ["pRMS = LN BLEU (±1) (prms_width_cpu)", "pRMS = LN BLEU (±1) (rmsnorm_speed_cpu)", "unique"]
+    assert names == ["pRMS = LN BLEU (±1) (prms width, CPU)", "pRMS = LN BLEU (±1) (rmsnorm speed, CPU)", "unique"]
 
 
 def board_row(model: str, norm: str, mean: float, lo: float, hi: float, verdict: str = "not judged") -> str:
@@ -180,3 +180,17 @@ def test_a_stale_forest_or_claims_md_fails_the_check(tmp_path: Path, index) -> N
     index.write_all(results)
     (folder / "claims.md").write_text((folder / "claims.md").read_text().replace("+6.56", "+0.0656"))
     assert ["claims.md" in p for p in index.stale_files(results)] == [True]
+
+
+def test_the_forests_pass_the_figure_checker(index) -> None:
+    """The benchmark-wide forest and each folder's, drawn from the committed claims, through
+    `normbench.analysis.figure_checks.check_figure` (legends over data, raw keys, e-notation,
+    lines of too few points, a colour meaning two things, ...)."""
+    from normbench.analysis.figure_checks import check_figure
+
+    figures = [forest_figure(index.all_forest_rows(index.RESULTS), "Every judged claim")]
+    for folder, rows in index.judged_folders(index.RESULTS)[0]:
+        mine = annotate(index.claims_of(rows), folder.name)
+        if any(r["verdict"] in ("supported", "opposite", "equivalent", "different", "inconclusive") for r in mine):
+            figures.append(forest_figure(mine, index.forest_title(folder.name, rows)))
+    assert [p for fig in figures for p in check_figure(fig)] == []

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from normbench.analysis.present import effect_text, level_text, num, p_text, ratio_num, signed
+from normbench.analysis.present import arm_name, effect_text, level_text, num, p_text, ratio_num, readable, signed
 from normbench.analysis.rules_schema import load_rules
 from normbench.analysis.units import BLEU, UNITS, Unit, rule_unit, unit_of
 from normbench.rules import list_rule_presets
@@ -84,6 +84,13 @@ def test_a_ratio_less_claim_reads_b_over_a_and_a_greater_one_a_over_b() -> None:
     g = signed(claim(ratio="True", estimate="0.438", lo="0.381", hi="0.504", a="NLP", b="CV"), Unit("g"))
     assert g is not None and g.text() == "NLP / CV: 0.438× [0.381, 0.504]"
     assert signed(claim(estimate=""), POINTS) is None
+
+
+def test_arms_read_as_the_papers_name_them_never_as_code_names() -> None:
+    row = claim(a="ln_sample", b="bn_linf", estimate="-0.1", lo="-0.2", hi="0")
+    s = signed(row, POINTS)
+    assert s is not None and s.arms == "LN (per sample) − ℓ∞ BN"
+    assert readable("ResNet8: noise_only vs bn") == "ResNet8: noise only vs bn" and arm_name("pn_v") == "PN-V"
 
 
 def test_effects_and_levels_in_natural_units() -> None:
