@@ -7,13 +7,16 @@ numbers and the claims table.
     normbench-figures gn_groups_cpu --per-run results/gn_groups_cpu/per_run.csv
     normbench-figures santurkar_vgg_cpu --forest-only --out results/santurkar_vgg_cpu
 
-Writes, first, ``<out>/forest.png`` (``.pdf``, ``.csv``: every claim's difference with its 95 %
-interval, `normbench.analysis.forest`), then ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and
+Writes, first, ``<out>/forest.png`` (``.pdf``, ``.csv``: every judged claim's difference, signed
+toward its claim in its natural unit, with its 95 % interval, `normbench.analysis.forest`; none
+when no claim was judged), then ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and
 ``<out>/claims.csv``, ``claims.md``, ``per_run.csv`` (every value the claims and checks are judged
 on, one row per run), ``runs.csv`` (default ``<out>``: ``results/<preset>``). From ``--per-run`` (a
 ``per_run.csv``) only ``claims.csv``, ``claims.md`` and the forest plot are written, the claims
-byte-identical to those judged from the runs. ``--forest-only`` redraws the forest plot from
-``<out>/claims.csv`` alone (no runs read). From W&B, runs are selected by group (one sweep
+byte-identical to those judged from the runs. ``claims.md`` reads as the findings page does
+(`normbench.analysis.claims_text`). ``--forest-only`` redraws the forest plot and ``claims.md``
+from ``<out>/claims.csv`` alone (no runs read; the leaderboard's too, though its table and figure
+are normbench-leaderboard's). From W&B, runs are selected by group (one sweep
 invocation) and/or job type (the preset: every sweep of it), and only the keys the figures plot
 are fetched. ``--log-to-wandb`` logs the forest plot and each figure as a ``wandb.Image`` and each
 claims table as a ``wandb.Table`` into a summary run of the group (job type ``figures``). Every
