@@ -9,6 +9,7 @@ import importlib
 import pkgutil
 
 from normbench.base.plugins import load_plugins
+from normbench.norms.base import Norm
 from normbench.norms.registry import (
     LAYOUTS,
     NORMS,
@@ -19,7 +20,7 @@ from normbench.norms.registry import (
     register_norm,
 )
 
-__all__ = ["LAYOUTS", "NORMS", "NormConfig", "build_norm", "list_norms", "norm_factory", "register_norm"]
+__all__ = ["LAYOUTS", "NORMS", "Norm", "NormConfig", "build_norm", "list_norms", "norm_factory", "register_norm"]
 
 
 def discover() -> list[str]:

@@ -3,7 +3,8 @@
 A norm is an `nn.Module` class with the constructor
 ``Norm(num_features, *, layout, eps, affine, **kw)`` and the forward ``forward(x, mask=None)``.
 Models never name a norm type: they receive a factory ``norm_layer(num_features, layout)``
-(see `norm_factory`) and call it wherever a norm goes.
+(see `norm_factory`) and call it wherever a norm goes. `Norm` (the base class, `normbench.norms.base`)
+is importable from here too, beside `register_norm` and `NormConfig`, for a plugin's module.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from torch import nn
 
 from normbench.base.errors import ConfigError, require_positive
 from normbench.base.registry import Registry
+from normbench.norms.base import Norm
+
+__all__ = ["LAYOUTS", "NORMS", "Norm", "NormConfig", "build_norm", "list_norms", "norm_factory", "register_norm"]
 
 NORMS: Registry[type[nn.Module]] = Registry("norm")
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import REPO
 
-COPIED = ("normbench", "conf", "tests", "scripts", "hydra_plugins")
+COPIED = ("normbench", "conf", "tests", "scripts", "hydra_plugins", "docs")
 COPIED_FILES = ("pyproject.toml", "README.md", "INVARIANCES.md", "ARCHITECTURE.md")
 
 NORM_MODULE = '''"""``scale``: y = γ·x per channel, no statistics (a toy norm)."""

@@ -1,6 +1,6 @@
 """A norm in three edits (issue 58): its class, ``conf/norm/<name>.yaml`` and its row in
 tests/norms/specs.py. Fast checks here (every registered norm has a row and a file; a norm module
-that nothing imports is registered by the discovery; the README's norm table names registered
+that nothing imports is registered by the discovery; the docs' norm table names registered
 norms); the whole journey, in a copy of the repository, is `tests/norms/test_journey.py` (slow)."""
 
 from __future__ import annotations
@@ -79,17 +79,17 @@ def test_a_norm_module_nothing_imports_is_registered(toy_module: str) -> None:
     assert normbench.norms.build_norm(toy_module, 4, "NTC").weight.shape == (4,)
 
 
-def readme_norms(text: str) -> list[str]:
-    """The names in the docs' norm table (docs/norms.md) (its first column, the rows after its header)."""
+def table_norms(text: str) -> list[str]:
+    """The names in the docs' norm table (docs/norms.md; its first column, the rows after its header)."""
     table = text.split("| name | normalizes over", 1)[1].split("\n\n", 1)[0]
     return [n for row in table.splitlines()[2:] for n in re.findall(r"`(\w+)`", row.split("|")[1])]
 
 
-def test_the_readme_norm_table_names_registered_norms() -> None:
+def test_the_docs_norm_table_names_registered_norms() -> None:
     """Checked against the registry: a name the registry lacks fails; a registered norm the table
-    lacks (a norm just added) is a warning for whoever writes the README."""
-    names = readme_norms((REPO / "docs" / "norms.md").read_text())
+    lacks (a norm just added) is a warning for whoever writes the docs."""
+    names = table_norms((REPO / "docs" / "norms.md").read_text())
     assert names and set(names) <= set(list_norms()), sorted(set(names) - set(list_norms()))
     missing = sorted(set(list_norms()) - set(names))
     if missing:
-        warnings.warn(f"README.md's norm table lacks {', '.join(missing)}", stacklevel=1)
+        warnings.warn(f"docs/norms.md's norm table lacks {', '.join(missing)}", stacklevel=1)
