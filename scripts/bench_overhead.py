@@ -32,6 +32,9 @@ with the versions of ``bench_io.VERSION_COLUMNS`` (gpu, driver, cuda, cudnn, tor
     python scripts/bench_overhead.py                       # CPU: results/bench/overhead_cpu.csv
     python scripts/bench_overhead.py --device cuda --batch-size 512
     python scripts/bench_overhead.py --batch-size 2 --override model.depth=8   # the runner's per-step cost
+    python scripts/bench_overhead.py --host      # µs per step over a ~ms plain step: results/bench/host_cpu.csv
+
+``--host`` runs `bench_host` instead (its own flags: ``--host --help``).
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ class Stopwatch:
         self.warmup = warmup
         self.wall: list[float] = []
         self.cpu: list[float] = []
+        self.thread: list[float] = []  # the main thread's CPU: what a GPU would wait on
         self.children: list[float] = []
 
     def wrap(self, batches: Iterable[Any]) -> Iterator[Any]:
@@ -117,6 +121,7 @@ class Stopwatch:
                 self.children.append(children_cpu_seconds())
             self.wall.append(time.perf_counter())
             self.cpu.append(time.process_time())
+            self.thread.append(time.thread_time())
             try:
                 batch = next(it)
             except StopIteration:
@@ -126,7 +131,7 @@ class Stopwatch:
 
     def durations(self, clock: str = "wall") -> list[float]:
         """Seconds of each step from ``warmup`` on (index 0 = step ``warmup``)."""
-        stamps = self.wall if clock == "wall" else self.cpu
+        stamps = {"wall": self.wall, "cpu": self.cpu, "thread": self.thread}[clock]
         return [b - a for a, b in zip(stamps[self.warmup : -1], stamps[self.warmup + 1 :])]
 
     def per_step(self) -> dict[str, float]:
@@ -236,6 +241,10 @@ def _ratio_stats(values: list[float], reference: list[float]) -> tuple[float, fl
 
 
 def main() -> None:
+    if "--host" in sys.argv[1:]:
+        import bench_host
+
+        return bench_host.main([a for a in sys.argv[1:] if a != "--host"])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--rounds", type=int, default=5)

@@ -1,0 +1,165 @@
+"""The runner's host cost: microseconds per step over a plain loop whose step takes a few ms.
+
+On a GPU the step's Python is what the device waits on (issue 61: ResNet20 at batch 512 on an
+H200, 21 ms a step, ran x1.087 in the runner); on the 2-core CPU a 270 ms step hides it. Here the
+model and batch are small (ResNet8, batch 2, one thread: a plain step of a few ms), so the
+runner's extra work per step shows, in one process, interleaved with the plain loop over
+several rounds (the order rotated each round).
+
+Variants (`bench_overhead.runner` each: ``normbench.run.loop.train.run`` as a user runs it):
+
+- ``off``: diagnostics off, the default logger (W&B offline, local files, progress display);
+- ``default``: the default diagnostics at their cadence: the every-step part, plus each group of
+  periodic diagnostics (a second run fires each group once inside the timed window; its cost per
+  call is that step's time minus the median of the run's other steps) divided by its period;
+- ``local``: diagnostics off, ``logger=local`` (no W&B).
+
+Each run's time per step is the mean over its timed steps (the logging steps every
+``log_every_n_steps`` included); ``extra_us_per_step`` is the median over rounds of (runner -
+plain) in the same round, with its min-max. Three clocks: wall (``extra_us_per_step``), this
+process's CPU (``extra_cpu_us_per_step``: all its threads) and the main thread's CPU
+(``extra_thread_us_per_step``: what a GPU waits on; the least disturbed by other jobs). W&B's
+service process is a separate process: its CPU is ``child_cpu_us_per_step``. The load averages
+at the start and the end go in every row: on a busy machine read the CPU columns.
+
+    python scripts/bench_overhead.py --host            # results/bench/host_cpu.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from bench_io import CsvRows, versions
+from bench_overhead import REPO, Stopwatch, call_costs, compose_cfg, periodic_groups, plain_loop, runner
+
+from normbench.base.output import format_table
+
+TARGETS_US = {"off": 50.0, "default": 250.0}
+CLOCKS = ("wall", "cpu", "thread")
+
+
+def variants(warmup: int, steps: int) -> tuple[dict[str, list[str]], dict[int, tuple[int, int]], dict]:
+    """Each variant's overrides; the steps where the default preset's periodic groups fire once
+    (``fired``: step -> group) and the groups."""
+    groups = periodic_groups(compose_cfg(["diagnostics=default"]).diagnostics)
+    fired = {warmup + 5 + 7 * i: g for i, g in enumerate(sorted(groups))}
+    if fired and max(fired) >= steps - 1:
+        raise SystemExit(f"bench_host: --steps={steps} leaves no room for {len(groups)} periodic calls")
+    moved = []
+    for k, g in fired.items():
+        for name in groups[g]:
+            moved += [f"diagnostics.{name}.every_n_steps=0", f"++diagnostics.{name}.steps=[{k}]"]
+    overrides = {
+        "plain": [],
+        "off": ["diagnostics=off"],
+        "default": ["diagnostics=default"],
+        "default/periodic once": ["diagnostics=default", *moved],
+        "local": ["diagnostics=off", "logger=local"],
+    }
+    return overrides, fired, groups
+
+
+def per_step(stopwatch: Stopwatch) -> dict[str, float]:
+    """Mean seconds per timed step on each clock, and the children's CPU."""
+    n = len(stopwatch.wall) - 1 - stopwatch.warmup
+    out = {c: sum(stopwatch.durations(c)) / n for c in CLOCKS}
+    out["child"] = (stopwatch.children[-1] - stopwatch.children[0]) / n
+    return out
+
+
+def summary_rows(times: dict[str, list[dict[str, float]]], calls: list[dict], fired: dict, groups: dict,
+                 meta: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per variant (``default``: at its cadence) and one per periodic group's call."""
+    rounds = len(times["plain"])
+    series = {v: list(times[v]) for v in ("off", "local", "default")}
+    if calls:  # the default preset at its cadence: its every-step part + each call / its period
+        series["default"] = [
+            {c: t[c] + sum(call[c][g] / g[0] for g in fired.values()) for c in CLOCKS} | {"child": t["child"]}
+            for t, call in zip(times["default"], calls)
+        ]
+    rows = []
+    plain_us = {c: statistics.median(t[c] for t in times["plain"]) * 1e6 for c in CLOCKS}
+    for v in ("off", "default", "local"):
+        extra = {c: [(t[c] - p[c]) * 1e6 for t, p in zip(series[v], times["plain"])] for c in CLOCKS}
+        target = TARGETS_US.get(v)
+        row = {"variant": v, "plain_step_us": round(plain_us["wall"]), "plain_cpu_step_us": round(plain_us["cpu"])}
+        for c, name in (("wall", "extra_us_per_step"), ("cpu", "extra_cpu_us_per_step"),
+                        ("thread", "extra_thread_us_per_step")):  # fmt: skip
+            row[name] = round(statistics.median(extra[c]))
+            row[f"{name}_range"] = f"{min(extra[c]):.0f}..{max(extra[c]):.0f}"
+        row["child_cpu_us_per_step"] = round(statistics.median(t["child"] for t in series[v]) * 1e6)
+        row["target_us"] = f"<= {target:g}" if target else ""
+        row["meets_cpu"] = (row["extra_cpu_us_per_step"] <= target) if target else ""
+        rows.append({**row, "rounds": rounds, **meta})
+    for g in fired.values():
+        per_call = {c: [call[c][g] * 1e6 for call in calls] for c in CLOCKS}
+        row = {"variant": f"call: {'+'.join(groups[g])} every {g[0]} (us per call)", "plain_step_us": "",
+               "plain_cpu_step_us": ""}  # fmt: skip
+        for c, name in (("wall", "extra_us_per_step"), ("cpu", "extra_cpu_us_per_step"),
+                        ("thread", "extra_thread_us_per_step")):  # fmt: skip
+            row[name] = round(statistics.median(per_call[c]))
+            row[f"{name}_range"] = f"{min(per_call[c]):.0f}..{max(per_call[c]):.0f}"
+        rows.append({**row, "child_cpu_us_per_step": "", "target_us": "", "meets_cpu": "", "rounds": rounds, **meta})
+    return rows
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
+                             check=True, timeout=10).stdout  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.strip()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="bench_overhead.py --host", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=300, help="training steps per run (one epoch)")
+    parser.add_argument("--warmup", type=int, default=30, help="steps left out at the start of each run")
+    parser.add_argument("--batch-size", type=int, default=2)
+    parser.add_argument("--depth", type=int, default=8, help="ResNet depth (6n+2)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--override", action="append", default=[], help="a further config override (repeatable)")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "bench" / "host_cpu.csv")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    device = torch.device("cpu")
+    overrides, fired, groups = variants(args.warmup, args.steps)
+    work = Path(tempfile.mkdtemp(prefix="bench_host-"))
+    base = ["hardware=cpu", "dataset=synthetic_images", f"dataset.root={work / 'data'}",
+            f"dataset.num_train={args.steps * args.batch_size}", f"dataset.num_test={args.batch_size}",
+            "model=resnet20", f"model.depth={args.depth}", "norm=bn", f"batch_size={args.batch_size}",
+            f"eval_batch_size={args.batch_size}", "epochs=1", f"throughput_warmup_steps={args.warmup}",
+            f"hardware.num_threads={args.threads}", *args.override]  # fmt: skip
+    load_start = os.getloadavg()
+    print(f"[bench_host] {' '.join(base)}; load average {load_start}", flush=True)
+    times: dict[str, list[dict[str, float]]] = {v: [] for v in overrides}
+    calls: list[dict[str, dict]] = []
+    names = list(overrides)
+    with CsvRows(args.out, versions(device)) as sink:
+        for r in range(args.rounds):
+            for v in names[r % len(names) :] + names[: r % len(names)]:
+                cfg = compose_cfg(base + overrides[v])
+                measure = plain_loop if v == "plain" else runner
+                stopwatch, _ = measure(cfg, device, Path(tempfile.mkdtemp(dir=work)), args.warmup)
+                times[v].append(per_step(stopwatch))
+                if v == "default/periodic once":
+                    calls.append({c: call_costs(stopwatch, fired, c) for c in CLOCKS})
+            laps = ", ".join(f"{v} {times[v][-1]['cpu'] * 1e6:.0f}" for v in names)
+            print(f"[bench_host] round {r + 1}/{args.rounds} (us CPU per step): {laps}", flush=True)
+            meta = {"steps": args.steps - args.warmup, "batch_size": args.batch_size, "model": f"resnet{args.depth}",
+                    "threads": args.threads, "load_start": "/".join(f"{x:.2f}" for x in load_start),
+                    "load_end": "/".join(f"{x:.2f}" for x in os.getloadavg()), "commit": commit()}  # fmt: skip
+            sink.replace(summary_rows(times, calls, fired, groups, meta))
+    print(format_table(sink.rows, sink.columns))
+    print(f"[bench_host] load average {os.getloadavg()}; wrote {args.out}")
