@@ -73,6 +73,7 @@ def short_reason(row: Mapping[str, Any]) -> str:
 SHORT_QUALIFIERS = {
     "smaller than the effect of interest": "< E",
     "could not detect the effect of interest": "E not detectable",
+    "could not show equivalence at this n": "n too small for equivalence",
 }
 """The verdicts' qualifiers (``claims.csv``'s ``qualifier``) as the findings page's tables write them."""
 
