@@ -84,7 +84,7 @@ def scope(runs: Sequence[Any]) -> str:
     datasets = sorted({str(r.get("dataset.name")) for r in runs if r.get("dataset.name")})
     if datasets:
         parts.append(" / ".join(DATASET_NAMES.get(d, d) for d in datasets))
-    steps = _one([r.final_step for r in runs if r.final_step])
+    steps = max((r.final_step for r in runs if r.final_step), default=0)  # a diverged run stops early
     if steps:
         parts.append(f"{steps} steps")
     return ", ".join(p for p in parts if p)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from matplotlib.axes import Axes
 
-from normbench.analysis.figure_names import titled
+from normbench.analysis.figure_names import arm_name, titled
 from normbench.analysis.figure_schema import SERIES, ArmsBy, ArmSpec, FigureSpec, LineSpec, PanelSpec
 from normbench.analysis.per_run import call_measure, registered_measure
 from normbench.analysis.plot import NORM_COLORS, FigureResult, add_point_rows, finish_axes, new_figure, seed_curve
@@ -88,7 +88,7 @@ def _grouped_arms(arms: ArmsBy, runs: Sequence[Run]) -> list[ArmRuns]:
     out = []
     for i, v in enumerate(_value_order({value(r) for r in runs}, arms.order)):
         values = v if isinstance(v, tuple) else (v,)
-        label = arms.labels.get(v, arms.label.format(*values))
+        label = arms.labels.get(v, arm_name(arms.label.format(*values)))  # norms as the papers name them
         color = NORM_COLORS.get(str(values[0]), "tab:gray") if arms.colors == "norm" else \
             arms.colors[i % len(arms.colors)]  # fmt: skip
         out.append(ArmRuns(label, color, None, _by_seed([r for r in runs if value(r) == v])))
@@ -145,14 +145,22 @@ def _curve_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: 
 
 def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
     """Per arm (and split value), each line drawn from its rows: the median, the min–max shaded."""
+    drawn: dict[bytes, str] = {}  # a series with the very numbers of one drawn before: not drawn over it
     for arm in arms:
         for split, _ in _splits(panel, runs, arm):
             for line in panel.lines:
                 label = line.label.format(arm=panel.split_label.format(arm=arm.label, split=split))
                 style = line.linestyle or panel.split_styles.get(split) or arm.linestyle or "-"
-                name = (line.panel or panel.panel).format(split=split)
-                draw_rows(ax, rows_of(res.rows, name, label), label, arm.color, fill=line.fill and panel.fill,
-                          linestyle=style, marker=line.marker or panel.marker)  # fmt: skip
+                rows = rows_of(res.rows, (line.panel or panel.panel).format(split=split), label)
+                key = np.round([[r["x"], r["median"], r["lo"], r["hi"]] for r in rows], 9).tobytes()
+                if rows and key in drawn:  # the same numbers (the population estimate at two momenta)
+                    first = next(ln for ln in ax.lines if ln.get_label() == drawn[key])
+                    drawn[key] = f"{drawn[key]} = {label}"
+                    first.set_label(drawn[key])
+                    continue
+                drawn[key] = label
+                draw_rows(ax, rows, label, arm.color, fill=line.fill and panel.fill, linestyle=style,
+                          marker=line.marker or panel.marker)  # fmt: skip
 
 
 def _measured(panel: PanelSpec, run: Run, runs: Sequence[Run]) -> float:
@@ -170,13 +178,9 @@ def _bar(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], run
     """One point per arm: its runs' measure, median over seeds with the min–max, on an axis scaled to
     the points (a bar from 0 hid the gap a verdict rests on), the first two arms' difference named."""
     rows = {a.label: rows_of(res.rows, panel.panel, a.label) for a in arms}
-    point_rows(ax, {k: v[0] for k, v in rows.items() if v}, {a.label: a.color for a in arms if a.color})
-    if panel.hline is not None:
+    if panel.hline is not None:  # first: the points' labels are placed clear of it
         ax.axhline(panel.hline, color="black", linewidth=0.8)
-    drawn = [(k, v[0]["median"]) for k, v in rows.items() if v and v[0]["n"]]
-    if len(drawn) >= 2:
-        (a, va), (b, vb) = drawn[0], drawn[1]
-        ax.set_title(f"{b} − {a}: {number(vb - va, signed=True)}", fontsize=8, loc="right")
+    point_rows(ax, {k: v[0] for k, v in rows.items() if v}, {a.label: a.color for a in arms if a.color})
 
 
 def _sweep_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
@@ -195,15 +199,26 @@ def _sweep(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], r
         draw_rows(ax, rows, arm.label, arm.color, marker=panel.marker or "o")
         for row in rows if panel.mark_diverged else ():
             diverged = sum(1 for r in arm.runs if float(r.get(panel.x)) == row["x"] and r.status == "diverged")
-            if diverged:
-                ax.annotate(f"{diverged}×div", (row["x"], row["median"]), fontsize=7, color=arm.color)
+            if diverged:  # at the top of the panel, over its x: clear of the bands
+                ax.annotate(f"{diverged}×div", (row["x"], 0.98), xycoords=("data", "axes fraction"), fontsize=7,
+                            color=arm.color, ha="center", va="top")  # fmt: skip
 
 
 ROWS = {"curve": _curve_rows, "bar": _bar_rows, "sweep": _sweep_rows}
 DRAW = {"curve": _curve, "bar": _bar, "sweep": _sweep}
 
 
-def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
+def _difference_title(panel: PanelSpec, res: FigureResult, arms: list[ArmRuns]) -> str:
+    """A bar panel of two arms: its title with their medians' difference (what a verdict on them
+    rests on), signed, in the measure's unit: ``BN − standard: −0.0085``."""
+    drawn = [(a.label, r[0]["median"]) for a in arms if (r := rows_of(res.rows, panel.panel, a.label)) and r[0]["n"]]
+    if panel.kind != "bar" or len(drawn) != 2:  # two arms: their difference; more: no one pair to name
+        return panel.title
+    (a, va), (b, vb) = drawn[0], drawn[1]
+    return f"{panel.title}; {b} − {a}: {number(vb - va, signed=True)}"
+
+
+def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run], res: FigureResult) -> None:
     for axis, scale in (("x", panel.xscale), ("y", panel.yscale)):
         if scale != "linear":
             getattr(ax, f"set_{axis}scale")("log", **({"base": 2} if scale == "log2" else {}))
@@ -212,12 +227,8 @@ def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]
         ax.set_xticks([float(v) for v in values], [f"{float(v):g}" for v in values])
     if panel.invert_x:
         ax.invert_xaxis()
-    title = ax.get_title(loc="right")
-    finish_axes(ax, panel.xlabel, panel.ylabel, panel.title, legend=panel.legend == "auto" and panel.kind != "bar")
-    if title:  # the difference named on the right: the panel's own title moves to the left
-        ax.set_title(ax.get_title(), loc="left", fontsize=9)
-        ax.set_title("")
-        ax.set_title(title, loc="right", fontsize=8)
+    finish_axes(ax, panel.xlabel, panel.ylabel, _difference_title(panel, res, arms),
+                legend=panel.legend == "auto" and panel.kind != "bar")  # fmt: skip
     if panel.legend == "arms":  # one entry per arm: its first line (the colour and style say the arm)
         first = {panel.lines[0].label.format(arm=a.label): a.label for a in arms}
         entries = [(h, first[lab]) for h, lab in zip(*ax.get_legend_handles_labels()) if lab in first]
@@ -239,7 +250,7 @@ def draw_spec(spec: FigureSpec, arms: list[ArmRuns], rows: list[dict[str, Any]],
     res = FigureResult(spec.name, fig, rows=list(rows))
     for ax, panel in zip(axes[0], spec.panels):
         DRAW[panel.kind](ax, res, panel, arms, runs)
-        _finish(ax, panel, arms, runs)
+        _finish(ax, panel, arms, runs, res)
     return res
 
 

@@ -294,12 +294,14 @@ LEGEND_SPOTS = ("upper right", "upper left", "lower left", "lower right", "cente
 
 
 def place_legends(fig: Figure) -> None:
-    """Each axes' legend that covers its drawing (`figure_lint.covers`: a point, line, bar or band) goes to the first
-    of `LEGEND_SPOTS` where it covers none, else outside the axes on the right, the figure widened
-    by the legend's width and the layout redone. Run on the final layout: positions are in pixels."""
+    """Each axes' legend that covers its drawing (`figure_lint.covers`: a point, line, bar or band)
+    goes to the first of `LEGEND_SPOTS` where it covers none, else outside: under its axes in two
+    columns (a row of panels; the figure made taller by the legend's height), or on the right for a
+    panel alone (the figure made wider); the layout redone. Run on the final layout: positions are
+    in pixels."""
     for _ in range(2):  # a legend moved outside shrinks the axes: look once more
         fig.canvas.draw()
-        renderer, moved = fig.canvas.get_renderer(), 0.0
+        renderer, wider, taller = fig.canvas.get_renderer(), 0.0, 0.0
         for ax in fig.axes:
             legend = ax.get_legend()
             if legend is None or not covers(ax, legend.get_window_extent(renderer)):
@@ -309,13 +311,19 @@ def place_legends(fig: Figure) -> None:
                 if not covers(ax, legend.get_window_extent(renderer)):
                     break
             else:
-                legend.set_loc("upper left")
-                legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
-                moved += legend.get_window_extent(renderer).width / fig.dpi + 0.1
-        if not moved:
+                if len(fig.axes) > 1:  # under the panel: the row keeps its width, no canvas left empty beside
+                    legend.set_loc("upper center")
+                    legend.set_ncols(2)
+                    legend.set_bbox_to_anchor((0.5, -0.2), transform=ax.transAxes)
+                    taller = max(taller, legend.get_window_extent(renderer).height / fig.dpi + 0.1)
+                else:
+                    legend.set_loc("upper left")
+                    legend.set_bbox_to_anchor((1.02, 1.0), transform=ax.transAxes)
+                    wider += legend.get_window_extent(renderer).width / fig.dpi + 0.1
+        if not wider and not taller:
             return
         width, height = fig.get_size_inches()
-        fig.set_size_inches(width + moved, height)  # room for the legends: the panels keep their size
+        fig.set_size_inches(width + wider, height + taller)  # room for the legends: the panels keep their size
         fig.tight_layout()
 
 

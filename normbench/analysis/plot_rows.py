@@ -53,6 +53,29 @@ def draw_rows(ax: Axes, rows: Sequence[Mapping[str, Any]], label: str, color: st
                         linestyle=":")  # fmt: skip
 
 
+LABEL_SPOTS = ((-9, 0, "right"), (9, 0, "left"), (-9, 9, "right"), (-9, -9, "right"), (9, 9, "left"), (9, -9, "left"))
+"""Where `place_label` tries a point's label (points from the point, alignment), left first."""
+
+
+PAD_PX = 4.0
+"""How far (pixels) a placed label keeps from anything drawn."""
+
+
+def place_label(ax: Axes, text: str, xy: tuple[float, float]) -> None:
+    """``text`` beside the point ``xy``, at the first of `LABEL_SPOTS` where it covers nothing drawn
+    (`figure_lint.covers`: a reference line, a whisker, a dot), else at the first."""
+    from normbench.analysis.figure_lint import covers
+
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    for i, (dx, dy, ha) in enumerate((*LABEL_SPOTS, LABEL_SPOTS[0])):
+        label = ax.annotate(text, xy, textcoords="offset points", xytext=(dx, dy), ha=ha, va="center", fontsize=7)
+        box = label.get_window_extent(renderer).padded(PAD_PX)  # a margin: the final layout rescales the axes
+        if i == len(LABEL_SPOTS) or not covers(ax, box):
+            return
+        label.remove()
+
+
 def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str] | None = None,
                markers: Mapping[str, str] | None = None) -> None:  # fmt: skip
     """One point per category (``rows``: label → its row) at the median over seeds, the seeds'
@@ -66,7 +89,7 @@ def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[
         m, lo, hi = float(row["median"]), float(row["lo"]), float(row["hi"])
         ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], fmt=markers.get(label, "o"), color=colors.get(label, "dimgray"),
                     capsize=4, markersize=6)  # fmt: skip
-        ax.annotate(number(m), (i, m), textcoords="offset points", xytext=(-9, 0), ha="right", va="center", fontsize=7)
+        place_label(ax, number(m), (i, m))
     from normbench.analysis.plot import category_labels  # a function, not a cycle at import
 
     ax.set_xticks(range(len(labels)), category_labels(labels), fontsize=8)

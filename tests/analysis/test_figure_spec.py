@@ -122,7 +122,7 @@ def test_arms_by_config_values_in_the_given_order_with_labels(tmp_path: Path) ->
     res = render(spec, load_local_runs([tmp_path]))
     assert [t.get_text() for t in res.fig.axes[0].get_xticklabels()] == ["2", "32"]
     plt.close(res.fig)
-    assert list(dict.fromkeys(r["series"] for r in res.rows)) == ["Group Norm", "bn", "ln"]  # listed first, rest sorted
+    assert list(dict.fromkeys(r["series"] for r in res.rows)) == ["Group Norm", "BN", "LN"]  # listed first, rest sorted
     err = {(r["series"], r["x"]): r["median"] for r in res.rows}
     assert err[("bn", 2.0)] == pytest.approx(100 * (1 - np.median([0.4, 0.41])))
     assert err[("ln", 32.0)] == pytest.approx(100 * (1 - 0.505))
