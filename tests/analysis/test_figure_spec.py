@@ -124,8 +124,8 @@ def test_arms_by_config_values_in_the_given_order_with_labels(tmp_path: Path) ->
     plt.close(res.fig)
     assert list(dict.fromkeys(r["series"] for r in res.rows)) == ["Group Norm", "BN", "LN"]  # listed first, rest sorted
     err = {(r["series"], r["x"]): r["median"] for r in res.rows}
-    assert err[("bn", 2.0)] == pytest.approx(100 * (1 - np.median([0.4, 0.41])))
-    assert err[("ln", 32.0)] == pytest.approx(100 * (1 - 0.505))
+    assert err[("BN", 2.0)] == pytest.approx(100 * (1 - np.median([0.4, 0.41])))
+    assert err[("LN", 32.0)] == pytest.approx(100 * (1 - 0.505))
 
 
 def test_the_dashboard_takes_the_figures_own_panels_from_the_same_spec() -> None:
