@@ -25,6 +25,11 @@ Each time is given twice: wall clock, and CPU seconds (this process's threads pl
 descendants', i.e. W&B's service process). On a machine shared with other jobs the wall-clock
 ratios scatter; the CPU ratios measure the work the runner adds and scatter much less.
 
+Each row gives the runner's extra microseconds per step beside its ratios (``extra_us_per_step``,
+``extra_cpu_us_per_step``: the median over rounds of variant - plain; for a ``call`` row its cost
+per call divided by its period): on a GPU, where the step is short, that is what the device
+waits on (``gpu_check.sh``'s overhead step prints it).
+
 The CSV is rewritten after every round with the medians over the rounds done so far (column
 ``rounds``), so a run stopped part-way leaves the table of its complete rounds; every row ends
 with the versions of ``bench_io.VERSION_COLUMNS`` (gpu, driver, cuda, cudnn, torch).
@@ -235,6 +240,12 @@ def call_costs(stopwatch: Stopwatch, fired: dict[int, tuple[int, int]], clock: s
     return {g: steps[i] - base for i, g in fired_at.items()}
 
 
+def _extra_us(values: list[float], reference: list[float]) -> int:
+    """The median over rounds of (variant - plain) seconds per step, in microseconds: the host
+    cost per step, which a ratio hides behind a long step (issue 61)."""
+    return round(statistics.median(v - r for v, r in zip(values, reference)) * 1e6)
+
+
 def _ratio_stats(values: list[float], reference: list[float]) -> tuple[float, float, float]:
     ratios = [v / r for v, r in zip(values, reference)]
     return statistics.median(ratios), min(ratios), max(ratios)
@@ -377,9 +388,11 @@ def summary_rows(m: Measured, device: str) -> list[dict[str, Any]]:
                 "step_ms": round(statistics.median(wall[variant]) * 1e3, 1),
                 "ratio": round(ratio, 3),
                 "ratio_range": f"{lo:.3f}-{hi:.3f}",
+                "extra_us_per_step": _extra_us(wall[variant], wall["plain"]),
                 "cpu_step_ms": round(statistics.median(work_s[variant]) * 1e3, 1),
                 "cpu_ratio": round(cpu_ratio, 3),
                 "cpu_ratio_range": f"{cpu_lo:.3f}-{cpu_hi:.3f}",
+                "extra_cpu_us_per_step": _extra_us(work_s[variant], work_s["plain"]),
                 "child_cpu_ms": round(statistics.median(children[variant]) * 1e3, 2),
                 "last_loss": round(losses[variant], 6),
                 "target": f"<= {target}" if target else "",
@@ -400,9 +413,11 @@ def summary_rows(m: Measured, device: str) -> list[dict[str, Any]]:
                     "step_ms": round(statistics.median(per_call["wall"]) * 1e3, 1),
                     "ratio": round(ratio, 4),
                     "ratio_range": f"{lo:.4f}-{hi:.4f}",
+                    "extra_us_per_step": round(statistics.median(per_call["wall"]) / g[0] * 1e6),
                     "cpu_step_ms": round(statistics.median(per_call["cpu"]) * 1e3, 1),
                     "cpu_ratio": round(cpu_ratio, 4),
                     "cpu_ratio_range": f"{cpu_lo:.4f}-{cpu_hi:.4f}",
+                    "extra_cpu_us_per_step": round(statistics.median(per_call["cpu"]) / g[0] * 1e6),
                     "child_cpu_ms": "",
                     "last_loss": "",
                     "target": "",
@@ -420,9 +435,11 @@ def summary_rows(m: Measured, device: str) -> list[dict[str, Any]]:
             "step_ms": round(statistics.median(d["wall"] for d in data) * 1e3, 2),
             "ratio": round(data_ratio, 1),
             "ratio_range": f"{data_lo:.1f}-{data_hi:.1f}",
+            "extra_us_per_step": "",
             "cpu_step_ms": round(statistics.median(d["cpu"] for d in data) * 1e3, 2),
             "cpu_ratio": round(cpu_data_ratio, 1),
             "cpu_ratio_range": f"{cpu_data_lo:.1f}-{cpu_data_hi:.1f}",
+            "extra_cpu_us_per_step": "",
             "child_cpu_ms": "",
             "last_loss": "",
             "target": f">= {DATA_PATH_TARGET}",
