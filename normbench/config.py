@@ -163,6 +163,27 @@ DEFAULT_METRICS = {"image": "val/acc", "sequence": "val/bleu"}
 """The metric to optimize by the kind of input the model takes (the task's kind)."""
 
 
+TASK_METRICS = {
+    "image": ("val/acc", "val/loss", "train/acc", "train/loss", "perf/samples_per_s"),
+    "sequence": ("val/bleu", "test/bleu", "val/loss", "train/loss", "perf/tokens_per_s"),
+}
+"""The final metrics every finished run of a task's kind reports (a diagnostic's keys besides)."""
+
+
+def check_optimized_metric(metric: str | None, model: str) -> None:
+    """``optimized_metric`` is a final metric that model ``model``'s task reports (or a diagnostic's
+    key, ``<diagnostic>/…``); else a `ConfigError` naming the valid ones, before any trial trains."""
+    from normbench.diagnostics.registry import list_diagnostics
+    from normbench.models import model_input_kind
+
+    if metric is None:
+        return
+    valid = TASK_METRICS[model_input_kind(model)]
+    if metric not in valid and metric.split("/", 1)[0] not in list_diagnostics():
+        raise ConfigError(f"optimized_metric={metric} is not a metric of {model}'s runs; valid choices: "
+                          f"{', '.join(valid)} (or a diagnostic's key, <diagnostic>/...)")  # fmt: skip
+
+
 def optimized_metric(metric: str | None, model: str) -> str:
     """``metric`` (the config's ``optimized_metric``), or the default of model ``model``'s task."""
     from normbench.models import model_input_kind

@@ -69,3 +69,61 @@ def test_two_trial_optuna_search_on_the_quickstart(tmp_path) -> None:
     assert (best, results["best_params"]["lr"], results["best_params"]["weight_decay"]) in [
         (acc, pytest.approx(lr), pytest.approx(wd)) for acc, lr, wd in trials
     ]
+
+
+SEARCH = ("-m", "hparams_search=optuna", "experiment=quickstart", "dataset.num_train=64", "dataset.num_test=32",
+          "batch_size=16", "max_steps=2", "hardware.num_threads=1", "logger=local",
+          "logger.progress_bar=false")  # fmt: skip
+
+
+def one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("normbench: error:")]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.e2e
+@needs_optuna_extra
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [(("hydra.sweeper.n_trials=0",), "hydra.sweeper.n_trials=0 is not allowed; a search needs at least 1 trial"),
+     (("hydra.sweeper.n_trials=2", "optimized_metric=val/bogus"),
+      "optimized_metric=val/bogus is not a metric of resnet20's runs; valid choices: val/acc")],
+    ids=["no-trials", "bogus-metric"],
+)  # fmt: skip
+def test_a_search_that_cannot_work_is_refused_before_any_trial(tmp_path, args, needle) -> None:
+    """Issue 59: each trial trained, then a 23-line ValueError; now one line, exit 2, no folder."""
+    r = run_cli(*SEARCH, *args, f"hydra.sweep.dir={tmp_path / 's'}")
+    assert r.returncode == 2 and needle in one_error_line(r.stderr)
+    assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.e2e
+@needs_optuna_extra
+def test_a_search_whose_trials_all_diverge_ends_in_one_line(tmp_path) -> None:
+    diverging = "lr=tag(log, interval(1e8, 1e9))"  # every trial's loss goes to inf at once
+    r = run_cli(*SEARCH, "hydra.sweeper.n_trials=2", diverging, f"hydra.sweep.dir={tmp_path / 's'}")
+    assert r.returncode == 1
+    assert "no trial of the search returned a value" in one_error_line(r.stderr)
+    statuses = [json.loads((tmp_path / "s" / j / "summary.json").read_text())["status"] for j in ("0", "1")]
+    assert statuses == ["diverged", "diverged"] and (tmp_path / "s" / "sweep_summary.csv").is_file()
+
+
+@pytest.mark.e2e
+@needs_optuna_extra
+def test_a_stored_study_continues_in_a_new_sweep_folder(tmp_path) -> None:
+    """hydra.sweeper.storage=sqlite:///… (the setting optuna.yaml recommends) works, and a second search
+    with the same storage and study name adds its trials to the first's; resume=true says how."""
+    import optuna
+
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    stored = (*SEARCH, "hydra.sweeper.n_trials=2", f"hydra.sweeper.storage={storage}", "hydra.sweeper.study_name=s")
+    for name in ("first", "second"):
+        r = run_cli(*stored, f"hydra.sweep.dir={tmp_path / name}")
+        assert r.returncode == 0, r.stderr[-3000:]
+    trials = optuna.load_study(study_name="s", storage=storage).trials
+    assert len(trials) == 4 and all(t.state == optuna.trial.TrialState.COMPLETE for t in trials)
+    best = yaml.safe_load((tmp_path / "second" / "optimization_results.yaml").read_text())["best_value"]
+    assert best == pytest.approx(max(t.value for t in trials))  # the best over both searches
+    r = run_cli(*stored, "resume=true", f"hydra.sweep.dir={tmp_path / 'second'}")
+    assert r.returncode == 2 and "a stored Optuna study continues by itself" in one_error_line(r.stderr)

@@ -31,6 +31,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from normbench.base.errors import ConfigError
 from normbench.base.output import format_table, info, write_csv
 from normbench.data.roots import BASIC_SWEEPER, sweep_jobs
 from normbench.run.loop.policy import RESULT_STATUSES
@@ -154,6 +155,7 @@ def open_sweep(config: DictConfig) -> OpenSweep:
     jobs are not the earlier sweep's. A refused sweep leaves no folder it made."""
     global _open, _last
     check_output_folder(str(OmegaConf.select(config, "hydra.sweep.dir")), "hydra.sweep.dir")
+    check_search(config)
     if planned_jobs(config) == []:
         overrides = " ".join(OmegaConf.select(config, "hydra.overrides.task") or [])
         raise RunDirError(f"the sweep has no jobs ({overrides}): a swept value list is empty (e.g. range(0,0)); "
@@ -167,11 +169,7 @@ def open_sweep(config: DictConfig) -> OpenSweep:
             "pass hydra.sweep.dir=<the folder of the sweep to continue>"
         )
     if resume and OmegaConf.select(config, "hydra.sweeper._target_") != BASIC_SWEEPER:
-        raise RunDirError(
-            f"resume=true continues sweeps of Hydra's basic sweeper only; the Optuna study of {sweep_dir} was kept in "
-            "memory and is gone, so a resumed search would name a best from its new trials alone; start a new "
-            "search in another hydra.sweep.dir"
-        )
+        raise RunDirError(resume_search_refusal(config, sweep_dir))
     holder = enclosing_run(sweep_dir)
     if holder is not None:
         raise RunDirError(
@@ -196,6 +194,31 @@ def open_sweep(config: DictConfig) -> OpenSweep:
     _open, _last = OpenSweep(sweep_dir, lock, planned, time.time()), None
     info(f"[normbench] sweep directory: {sweep_dir}")
     return _open
+
+
+def check_search(config: DictConfig) -> None:
+    """An Optuna search's settings, before any trial trains: ``n_trials`` ≥ 1 and an
+    ``optimized_metric`` the task reports (`normbench.config.check_optimized_metric`)."""
+    from normbench.config import check_optimized_metric
+
+    if "optuna" not in str(OmegaConf.select(config, "hydra.sweeper._target_", default="")).lower():
+        return
+    trials = OmegaConf.select(config, "hydra.sweeper.n_trials")
+    if not isinstance(trials, int) or trials < 1:
+        raise ConfigError(f"hydra.sweeper.n_trials={trials} is not allowed; a search needs at least 1 trial")
+    check_optimized_metric(OmegaConf.select(config, "optimized_metric"), str(OmegaConf.select(config, "model.name")))
+
+
+def resume_search_refusal(config: DictConfig, sweep_dir: Path) -> str:
+    """Why ``resume=true`` does not continue an Optuna search, and what does."""
+    storage = OmegaConf.select(config, "hydra.sweeper.storage")
+    if storage:
+        return (f"resume=true continues sweeps of Hydra's basic sweeper; a stored Optuna study continues by itself: "
+                f"run the same search without resume=true in a new hydra.sweep.dir, with storage={storage} and the "
+                "same study_name (its trials then join the earlier ones, and the best is over all)")  # fmt: skip
+    return (f"resume=true continues sweeps of Hydra's basic sweeper only; the Optuna study of {sweep_dir} was kept in "
+            "memory (hydra.sweeper.storage=null) and is gone; start a new search in another hydra.sweep.dir, with "
+            "hydra.sweeper.storage=sqlite:///<file> to keep the study")  # fmt: skip
 
 
 def enclosing_run(folder: Path) -> Path | None:
