@@ -95,12 +95,12 @@ HEADLINES = (
     Headline("loss_range", "landscape", ("loss_range",), "loss range along the step (Santurkar et al. 2018, Fig. 4a)"),
     Headline("beta", "beta_smoothness", ("beta",), "effective beta-smoothness (Santurkar et al. 2018, Fig. 4c)"),
     Headline("grad_var", "grad_variance", ("total",), "total variance of the mini-batch gradient"),
-    Headline("bn_mean_dist", "bn_stats", ("first_layer/mean_dist",), "first norm layer: (1/d)|mu_B - mu|"),
+    Headline("bn_mean_dist", "bn_stats", ("first_layer/mean_dist",), "first norm layer: RMS over channels of (mu_B - mu)/sigma"),
     Headline(
         "bn_var_dist",
         "bn_stats",
         ("first_layer/var_dist", "first_layer/psi2_dist"),
-        "first norm layer: (1/d)|s2_B - sigma2| (PowerNorm: psi2)",
+        "first norm layer: RMS over channels of (s2_B - sigma2)/sigma2 (PowerNorm: psi2)",
     ),
 )
 DIAG_PREFIXES = ("", "diag/")

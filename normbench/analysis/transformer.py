@@ -186,7 +186,7 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
     res = FigureResult("bn_padding", fig)
     bn = {a: g for a, g in groups.items() if a.startswith("BN")}
     point_panel(axes[0, 0], res.rows, "var_dist", {a: [r.final(VAR_DIST) for r in g] for a, g in bn.items()}, colors)
-    finish_axes(axes[0, 0], "arm", "(1/d)‖σ²_B − σ²‖₂ at the end",
+    finish_axes(axes[0, 0], "arm", "(σ²_B − σ²)/σ², RMS over channels, at the end",
                 "first BN layer: batch vs running variance at the end (median, min–max, each seed)", legend=False)
     for arm, group in groups.items():
         series = [r.series(TOKEN_SCALE) for r in group if len(r.series(TOKEN_SCALE)[0])]
