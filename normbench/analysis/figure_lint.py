@@ -10,7 +10,7 @@
 - a raw metric key (``test/bleu``, ``token_scale/…``), a snake_case name (``best_over_lr``,
   ``pn_v``) or e-notation (``4.27e-06``) in any text a reader sees (`raw_texts`);
 - one colour meaning two things: two legend entries of the same colour that are not the same arm
-  (labels equal up to a qualifier after ``:``, ``,`` or a bracket), or an arm's colour also used for
+  (labels equal up to a qualifier after ``:``, ``,``, `` + `` or a bracket), or an arm's colour also used for
   "not judged" (`shared_colors`).
 """
 
@@ -299,9 +299,10 @@ def _color(artist: object) -> str | None:
 
 
 def _arm(label: str) -> str:
-    """The arm a legend label names: the label up to its first ``:``, ``,`` or bracket (``BN (mixed)``,
-    ``BN, batch 2`` and ``BN: test`` are all BN)."""
-    return re.split(r"[:,(]", label, maxsplit=1)[0].strip().lower()
+    """The arm a legend label names: the label up to its first ``:``, ``,``, bracket or `` + ``
+    (``BN (mixed)``, ``BN, batch 2``, ``BN: test`` and ``BN + dropout 0.3`` are all BN, told apart
+    by their style)."""
+    return re.split(r"[:,(]| \+ ", label, maxsplit=1)[0].strip().lower()
 
 
 def shared_colors(fig: Figure) -> list[str]:

@@ -293,6 +293,22 @@ LEGEND_SPOTS = ("upper right", "upper left", "lower left", "lower right", "cente
 """Where `place_legends` tries an axes' legend, in order, before it moves it outside the axes."""
 
 
+def _legend_under(ax: Axes, legend: Any, renderer: Any) -> Any:
+    """``legend`` drawn anew under ``ax`` (below its tick labels and x label), in up to 3 columns,
+    centred under the panel, or flush with its outer side where it would reach past the page."""
+    handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
+    below = (ax.get_tightbbox(renderer).y0 - ax.bbox.y0) / max(ax.bbox.height, 1.0) - 0.02
+    title = legend.get_title().get_text() or None
+    new = ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, below), bbox_transform=ax.transAxes,
+                    ncols=min(3, -(-len(labels) // 4)), fontsize=7, title=title, title_fontsize=7)  # fmt: skip
+    box, page = new.get_window_extent(renderer), ax.figure.bbox
+    if box.x1 > page.x1 or box.x0 < page.x0:  # wider than its panel at the edge: aligned with the panel's outer side
+        right = box.x1 > page.x1
+        new.set_loc("upper right" if right else "upper left")
+        new.set_bbox_to_anchor((1.0 if right else 0.0, below), transform=ax.transAxes)
+    return new
+
+
 def place_legends(fig: Figure) -> None:
     """Each axes' legend that covers its drawing (`figure_lint.covers`: a point, line, bar or band)
     goes to the first of `LEGEND_SPOTS` where it covers none, else outside: under its axes in two
@@ -312,9 +328,7 @@ def place_legends(fig: Figure) -> None:
                     break
             else:
                 if len(fig.axes) > 1:  # under the panel: the row keeps its width, no canvas left empty beside
-                    legend.set_loc("upper center")
-                    legend.set_ncols(2)
-                    legend.set_bbox_to_anchor((0.5, -0.2), transform=ax.transAxes)
+                    legend = _legend_under(ax, legend, renderer)
                     taller = max(taller, legend.get_window_extent(renderer).height / fig.dpi + 0.1)
                 else:
                     legend.set_loc("upper left")

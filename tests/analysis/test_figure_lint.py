@@ -201,3 +201,24 @@ def test_an_arm_colour_for_not_judged_fails() -> None:
     ax.texts[0].set_color("0.55")
     assert shared_colors(fig) == []
     plt.close(fig)
+
+
+def test_a_legend_with_no_free_corner_in_a_row_of_panels_goes_under_its_panel() -> None:
+    """Moved to the right, a wide legend left a third of the canvas blank beside the panels."""
+    from normbench.analysis.plot import place_legends
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3))
+    a.plot(X, X, "o")
+    b.fill_between(X, -1.0 + 0 * X, 9.0 + 0 * X, alpha=0.1)  # a band over the whole panel: no corner is free
+    for i in range(6):
+        b.plot(X, X + 0.01 * i, label=f"arm {i}")
+    b.legend()
+    fig.tight_layout()
+    width = fig.get_size_inches()[0]
+    place_legends(fig)
+    fig.canvas.draw()
+    box = b.get_legend().get_window_extent()
+    assert box.y1 < b.bbox.y0  # under the panel
+    assert fig.get_size_inches()[0] == width  # no wider
+    assert check_figure(fig) == []
+    plt.close(fig)
