@@ -44,8 +44,9 @@ from normbench.analysis import (
     usable_runs,
     write_outputs,
 )
+from normbench.analysis.attempts import earlier_seeds
 from normbench.analysis.claim_meta import annotate, claim_meta
-from normbench.analysis.claims import Claim, claims_markdown, csv_row, judge_rows, write_claims
+from normbench.analysis.claims import Claim, claims_markdown, csv_row, judge_rows, load_rules, write_claims
 from normbench.analysis.claims_text import write_claims_markdown
 from normbench.analysis.forest import remove_forest, write_forest
 from normbench.analysis.per_run import per_run_rows, read_per_run, write_per_run
@@ -53,6 +54,7 @@ from normbench.analysis.plot import FigureResult, figure_formats
 from normbench.analysis.present import preset_words
 from normbench.analysis.provenance import check_provenance
 from normbench.analysis.runs import Run
+from normbench.analysis.verdicts import check_fresh_seeds
 from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
 from normbench.base.output import check_out_dir, plain_text, warn
 from normbench.rules import base_preset, rules_hash
@@ -221,6 +223,11 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
     check_rules(args.preset, runs)
     check_provenance(runs, out)
     rows = per_run_rows(args.preset, usable_runs(args.preset, runs))
+    if not args.pilot and rows:  # a confirmatory attempt's seeds: none an earlier attempt used
+        rules = load_rules(args.preset)
+        if rules is not None:
+            earlier = earlier_seeds(out, [str(r["source"]) for r in rows], str(rows[0].get("commit") or ""))
+            check_fresh_seeds(rules, earlier, rows)
     claims = judge_rows(args.preset, rows, args.pilot)
     results = make_figures(args.preset, runs, claims)
     out.mkdir(parents=True, exist_ok=True)
