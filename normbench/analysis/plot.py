@@ -95,6 +95,7 @@ def new_figure(
     width_ratios: Sequence[float] | None = None,
 ) -> tuple[Figure, Any]:
     size = size or (4.2 * n_cols, 3.3 * n_rows)
+    size = (size[0], size[1] + 0.25 * title.count("\n"))  # a title's second line (the runs' scope) takes room
     kw = {"gridspec_kw": {"width_ratios": list(width_ratios)}} if width_ratios else {}
     fig, axes = plt.subplots(n_rows, n_cols, figsize=size, squeeze=False, **kw)
     fig.suptitle(title, fontsize=10)
@@ -294,15 +295,19 @@ LEGEND_SPOTS = ("upper right", "upper left", "lower left", "lower right", "cente
 
 
 def _legend_under(ax: Axes, legend: Any, renderer: Any) -> Any:
-    """``legend`` drawn anew under ``ax`` (below its tick labels and x label), in up to 3 columns,
-    centred under the panel, or flush with its outer side where it would reach past the page."""
+    """``legend`` drawn anew under ``ax`` (below its tick labels and x label), centred, in as many
+    columns (3 at most) as keep it within the panel's width and the page; flush with the panel's
+    outer side where it still reaches past the page."""
     handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
     below = (ax.get_tightbbox(renderer).y0 - ax.bbox.y0) / max(ax.bbox.height, 1.0) - 0.02
-    title = legend.get_title().get_text() or None
-    new = ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, below), bbox_transform=ax.transAxes,
-                    ncols=min(3, -(-len(labels) // 4)), fontsize=7, title=title, title_fontsize=7)  # fmt: skip
-    box, page = new.get_window_extent(renderer), ax.figure.bbox
-    if box.x1 > page.x1 or box.x0 < page.x0:  # wider than its panel at the edge: aligned with the panel's outer side
+    title, page = legend.get_title().get_text() or None, ax.figure.bbox
+    for ncols in range(min(3, -(-len(labels) // 4)), 0, -1):
+        new = ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, below), bbox_transform=ax.transAxes,
+                        ncols=ncols, fontsize=7, title=title, title_fontsize=7)  # fmt: skip
+        box = new.get_window_extent(renderer)
+        if box.width <= 1.1 * ax.bbox.width and page.x0 <= box.x0 and box.x1 <= page.x1:
+            return new
+    if box.x1 > page.x1 or box.x0 < page.x0:
         right = box.x1 > page.x1
         new.set_loc("upper right" if right else "upper left")
         new.set_bbox_to_anchor((1.0 if right else 0.0, below), transform=ax.transAxes)
