@@ -74,3 +74,38 @@ def test_an_unknown_progress_mode_is_one_line(tmp_path, monkeypatch, capsys, val
         f"normbench: error: logger.progress={value} is not allowed; logger.progress must be one of auto, bar, lines"
     )
     assert not (tmp_path / "r").exists()
+
+
+def test_the_numbers_are_made_only_when_shown(monkeypatch, caplog) -> None:
+    """Issue 61: the postfix (syncs, formatting) is made when a line is written, not at every
+    logged step; the bar reads it at most every BAR_POSTFIX_EVERY_S."""
+    clock = Clock()
+    monkeypatch.setattr(progress.time, "monotonic", clock)
+    caplog.set_level("INFO", logger="normbench")
+    made = []
+
+    def numbers(i: int) -> dict[str, str]:
+        made.append(i)
+        return {"loss": f"{i}"}
+
+    lines = LineProgress(epoch=0, epochs=1, steps=10, every_s=60.0)
+    for step in range(10):
+        clock.t += 25.0
+        progress.show_postfix(lines, lambda i=step: numbers(i))
+        lines.update(1)
+    lines.close()
+    assert made == [2, 5, 8, 9]  # the three interval lines and the epoch's end
+    assert caplog.records[-1].getMessage().endswith(": loss=9")
+
+    class Bar:
+        def __init__(self) -> None:
+            self.shown: list[dict[str, str]] = []
+
+        def set_postfix(self, postfix: dict[str, str], refresh: bool = True) -> None:
+            self.shown.append(postfix)
+
+    bar, made[:] = Bar(), []
+    for step in range(10):
+        clock.t += 0.2  # a logged step every 0.2 s: the bar takes every third
+        progress.show_postfix(bar, lambda i=step: numbers(i))
+    assert made == [0, 3, 6, 9] and bar.shown == [{"loss": str(i)} for i in made]

@@ -267,6 +267,19 @@ def build_diagnostics(cfg: Mapping[str, Any] | None) -> list[Hook]:
     return sorted(hooks, key=lambda h: getattr(h, "order", 0))
 
 
+def step_calls(hooks: list[Hook]) -> tuple[list[Callable[[int], None]], list[Callable[[int], None]]]:
+    """The hooks' ``before_step`` and ``after_step`` that do something: those a hook's class
+    defines itself, not `DiagnosticHook`'s no-ops. The training step calls only these."""
+
+    def own(hook: Hook, name: str) -> bool:
+        return getattr(type(hook), name, None) is not getattr(DiagnosticHook, name)
+
+    return (
+        [hook.before_step for hook in hooks if own(hook, "before_step")],
+        [hook.after_step for hook in hooks if own(hook, "after_step")],
+    )
+
+
 def run_hooks(
     hooks: list[Hook], ctx: DiagContext, on_error: Callable[[Hook, Exception], None] | None = None
 ) -> dict[str, Any]:

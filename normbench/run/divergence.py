@@ -56,32 +56,63 @@ def diverged_reason(bad: Mapping[str, float] | None = None, loss_factor: float =
 
 
 class DivergenceMonitor:
+    """The first step whose training loss went non-finite (or above ``loss_factor`` times the
+    first step's), kept on the device: `observe` only lists the step's loss (no kernel, no host
+    sync); the listed losses are checked together, in a handful of kernels, when `diverged_step`
+    or `reference_loss` is asked (the runner's log steps, checkpoints and epoch ends, which sync
+    anyway) or every ``FOLD_EVERY`` steps."""
+
+    FOLD_EVERY = 64
+    _NONE = torch.iinfo(torch.long).max
+    """``_first_bad`` while no step went bad (a step number above any: the minimum keeps the first)."""
+
     def __init__(self, loss_factor: float, reference_loss: float | None = None) -> None:
         self.loss_factor = float(loss_factor)
         self.reference: Tensor | None = None
         self._reference_value = reference_loss
+        self._limit: Tensor | None = None  # loss_factor * |reference|, once
         self._first_bad: Tensor | None = None
+        self._pending: list[Tensor] = []
+        self._pending_from = 0
 
     def observe(self, loss: Tensor, step: int) -> None:
         """Record the loss of the step that makes the step counter ``step`` (no host sync)."""
-        value = loss.detach().float()
+        if self._pending and step != self._pending_from + len(self._pending):
+            self._fold()
+        if not self._pending:
+            self._pending_from = step
+        self._pending.append(loss.detach())
+        if len(self._pending) >= self.FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Check the listed losses (consecutive steps from ``_pending_from``) at once, elementwise
+        as one at a time would: the first bad step among them, if none was found before."""
+        losses, first_step, self._pending = self._pending, self._pending_from, []
+        if not losses:
+            return
+        values = torch.stack(losses).float()
         if self.reference is None:
-            ref = value if self._reference_value is None else torch.tensor(self._reference_value, device=value.device)
+            given = self._reference_value
+            ref = values[0] if given is None else torch.tensor(given, device=values.device)
             self.reference = ref.clone()
-            self._first_bad = torch.full((), -1, dtype=torch.long, device=value.device)
-        bad = ~torch.isfinite(value)
+            self._limit = self.loss_factor * self.reference.abs()
+            self._first_bad = torch.full((), self._NONE, dtype=torch.long, device=values.device)
+        bad = ~torch.isfinite(values)
         if self.loss_factor > 0:
-            bad = bad | (value > self.loss_factor * self.reference.abs())
-        first = self._first_bad
-        self._first_bad = torch.where(bad & (first < 0), torch.full_like(first, step), first)
+            bad = bad | (values > self._limit)
+        steps = torch.arange(first_step, first_step + len(losses), device=values.device)
+        self._first_bad = torch.minimum(self._first_bad, torch.where(bad, steps, self._NONE).min())  # type: ignore[arg-type]
 
     def diverged_step(self) -> int | None:
         """The first step whose loss went bad, or None (syncs with the device)."""
+        self._fold()
         if self._first_bad is None:
             return None
         step = int(self._first_bad)
-        return None if step < 0 else step
+        return None if step == self._NONE else step
 
     def reference_loss(self) -> float | None:
         """The first step's loss (saved in checkpoints so that a resume keeps the same threshold)."""
+        self._fold()
         return float(self.reference) if self.reference is not None else self._reference_value

@@ -4,18 +4,25 @@
 plain line at the end of each epoch, and one every ``logger.progress_every_s`` seconds within a
 long epoch, on stdout and in the job's log file), or ``auto`` (the bar when stderr is a terminal,
 lines otherwise: a SLURM job, ``nohup``, CI). ``logger.progress_bar=false`` shows neither. Both
-show the same numbers: the epoch's running train metrics and the throughput (`set_postfix`).
+show the same numbers: the epoch's running train metrics and the throughput (`show_postfix`),
+read and formatted only when the display draws: the lines when one is written, the bar at most
+every ``BAR_POSTFIX_EVERY_S`` seconds (not at every logged step).
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from normbench.base.output import info
 
 PROGRESS_MODES = ("auto", "bar", "lines")
+BAR_POSTFIX_EVERY_S = 0.5
+"""The bar reads its numbers at most this often (tqdm redraws at most every 0.1 s)."""
+
+Postfix = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 
 class LineProgress:
@@ -26,7 +33,7 @@ class LineProgress:
     def __init__(self, epoch: int, epochs: int, steps: int, every_s: float) -> None:
         self.desc = f"epoch {epoch + 1}/{epochs}"
         self.total, self.n, self.every_s = steps, 0, every_s
-        self.postfix: dict[str, Any] = {}
+        self.postfix: Postfix = {}
         self.t0 = self.last = time.monotonic()
 
     def update(self, n: int = 1) -> None:
@@ -36,15 +43,18 @@ class LineProgress:
             self.last = now
             self._line(now)
 
-    def set_postfix(self, postfix: dict[str, Any], refresh: bool = False) -> None:
-        self.postfix = dict(postfix)
+    def set_postfix(self, postfix: Postfix, refresh: bool = False) -> None:
+        """The numbers the next line shows: a mapping, or a function that makes it (called only
+        when a line is written)."""
+        self.postfix = postfix if callable(postfix) else dict(postfix)
 
     def close(self) -> None:
         self._line(time.monotonic(), done=True)
 
     def _line(self, now: float, done: bool = False) -> None:
         elapsed = now - self.t0
-        numbers = " ".join(f"{k}={v}" for k, v in self.postfix.items())
+        postfix = self.postfix() if callable(self.postfix) else self.postfix
+        numbers = " ".join(f"{k}={v}" for k, v in postfix.items())
         where = f"{self.n}/{self.total} steps" if not done else f"done, {self.n} steps"
         eta = ""
         if not done and self.n:
@@ -60,6 +70,18 @@ def fmt_seconds(s: float) -> str:
     if s < 3600:
         return f"{s // 60}m{s % 60:02d}s"
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
+
+
+def show_postfix(display: Any, postfix: Callable[[], Mapping[str, Any]]) -> None:
+    """Give ``display`` the numbers ``postfix()`` makes, without making them now: `LineProgress`
+    calls it when it writes a line; the tqdm bar gets them at most every ``BAR_POSTFIX_EVERY_S``."""
+    if isinstance(display, LineProgress):
+        display.set_postfix(postfix)
+        return
+    now = time.monotonic()
+    if now - getattr(display, "_normbench_postfix_at", -BAR_POSTFIX_EVERY_S) >= BAR_POSTFIX_EVERY_S:
+        display._normbench_postfix_at = now
+        display.set_postfix(postfix(), refresh=False)
 
 
 def progress_display(mode: str, epoch: int, epochs: int, steps: int, every_s: float) -> Any:

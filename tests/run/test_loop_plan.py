@@ -51,10 +51,14 @@ def test_the_plan_holds_what_the_loop_reads() -> None:
 
 
 def count_builds(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
-    """Count every call of `norm_factory` and every model `build_model` builds (on ``meta``, or
-    for real), wherever a module of normbench imported them."""
+    """Count every call of `norm_factory` and every model `build_model` builds (the config check's
+    probe, built with its initialisation skipped, or for real), wherever a module of normbench
+    imported them."""
+    from torch.overrides import _get_current_function_mode_stack
+
     from normbench.models.registry import build_model
     from normbench.norms.registry import norm_factory
+    from normbench.run.loop.validate import _SkipInit
 
     counts: collections.Counter[str] = collections.Counter()
 
@@ -64,7 +68,8 @@ def count_builds(monkeypatch: pytest.MonkeyPatch) -> collections.Counter[str]:
 
     def counted_model(*args: Any, **kwargs: Any) -> Any:
         model = build_model(*args, **kwargs)  # a model that needs the data's sizes raises before any layer
-        counts[f"build_model on {torch.get_default_device().type}"] += 1
+        probe = any(isinstance(m, _SkipInit) for m in _get_current_function_mode_stack())
+        counts["build_model probe" if probe else f"build_model on {torch.get_default_device().type}"] += 1
         return model
 
     for name, module in list(sys.modules.items()):
@@ -109,6 +114,6 @@ def test_a_run_builds_its_norm_factory_and_model_once(
     counts = count_builds(monkeypatch)
     result = train.run(compose_cfg([*overrides, *TINY]), tmp_path)
     assert result["status"] == "finished"
-    assert counts == {"norm_factory": 1, "build_model on meta": 1, "build_model on cpu": 1}
+    assert counts == {"norm_factory": 1, "build_model probe": 1, "build_model on cpu": 1}
     machine = json.loads((tmp_path / "summary.json").read_text())["machine"]  # the load beside the timings:
     assert set(machine) == {"cores", "load_start", "load_end", "quiet"} and isinstance(machine["quiet"], bool)  # (#43)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import math
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,12 +26,14 @@ from normbench.base.output import info as info_line
 from normbench.base.output import warn
 from normbench.diagnostics import DiagContext, run_hooks
 from normbench.run.divergence import DivergenceMonitor, diverged_reason, non_finite
+from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.timer import StepTimer
 from normbench.run.placement import distributed
 from normbench.run.placement.hardware import load_now
 from normbench.run.resume.checkpoint import Checkpointer, training_state
 from normbench.run.resume.seeds import save_rank_rng
 from normbench.sinks.files import LocalSink, MetricLogger
+from normbench.sinks.progress import show_postfix
 from normbench.sinks.wandb_run import WandbSink
 from normbench.tasks.base import StepOutput
 
@@ -221,12 +223,15 @@ class Epoch:
     generator_state: torch.Tensor
     """The loader's random stream at the epoch's start: a resume replays the epoch from here."""
     batches: Iterator[Any]
-    sums: dict[str, torch.Tensor]
+    sums: RunningSums
     """Running sums of the task's step statistics (on the device: no sync per step)."""
     batch_in_epoch: int
     timed_units: int = 0
     """Samples (or tokens) trained while the step timer ran."""
     bar: Any = None
+    before: list[Callable[[int], None]] = field(default_factory=list)
+    """The hooks' ``before_step`` / ``after_step`` that do something (`step_calls`)."""
+    after: list[Callable[[int], None]] = field(default_factory=list)
 
 
 def log(run: Run, metrics: dict[str, Any]) -> None:
@@ -291,13 +296,20 @@ def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None
 
 
 def show_progress(run: Run, epoch: Epoch) -> None:
-    """The epoch's running train metrics and throughput on the progress bar."""
-    running = run.task.summarize({k: float(v) for k, v in epoch.sums.items()}, "train")
+    """The epoch's running train metrics and throughput for the progress display, as they stand
+    at this step; read, formatted and shown only when the display draws (`show_postfix`)."""
     # every process trains an equal share of the batch: this rank's rate times the processes is the
     # global rate the records show (`distributed.throughput_over_ranks`), with no collective here
-    speed = epoch.timed_units * run.dist.world_size / max(run.timer.elapsed + run.timer.lap(), 1e-9)
-    postfix = {**{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()}, f"{run.task.unit}/s": f"{speed:.0f}"}
-    epoch.bar.set_postfix(postfix, refresh=False)
+    units = epoch.timed_units * run.dist.world_size
+    seconds = run.timer.elapsed + run.timer.lap()
+    show_postfix(epoch.bar, functools.partial(progress_postfix, run.task, epoch.sums.totals(), units, seconds))
+
+
+def progress_postfix(task: Any, sums: Mapping[str, torch.Tensor], units: int, seconds: float) -> dict[str, str]:
+    """What the progress display shows: the running train metrics and the throughput."""
+    running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
+    speed = units / max(seconds, 1e-9)
+    return {**{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()}, f"{task.unit}/s": f"{speed:.0f}"}
 
 
 SEGMENT_KEYS = ("git_commit", "git_diff_hash", "num_threads")

@@ -32,6 +32,7 @@ from torch import nn
 
 from normbench.config import RunConfig, as_recorded, comparable_record, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
+from normbench.diagnostics.registry import step_calls
 from normbench.models import build_model
 from normbench.norms.population import evaluate_each, refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
@@ -56,6 +57,7 @@ from normbench.run.loop.state import (
     show_progress,
     start_segment,
 )
+from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.validate import RunNorm, check_before_data, check_norm_compiles, check_norm_in_model
 from normbench.run.placement import distributed, hardware
 from normbench.run.records import segments as run_records
@@ -259,7 +261,7 @@ def train_epoch(run: Run, epoch: int) -> dict[str, Any]:
     for batch in ep.batches:
         if run.step >= run.plan.total_steps:
             break
-        run_due_diagnostics(run, batch, epoch)
+        run_due_diagnostics(run, ep, batch)
         out = train_step(run, ep, batch)
         if after_step(run, ep, out):  # diverged
             break
@@ -276,44 +278,47 @@ def start_epoch(run: Run, epoch: int) -> Epoch:
     run.timer.elapsed = 0.0
     plan = run.plan
     steps_left = min(plan.steps_per_epoch - skip, plan.total_steps - c.step)
-    bar = None
-    if plan.show_progress:
-        bar = progress_display(plan.progress, epoch, plan.epochs, steps_left, plan.progress_every_s)
+    shown = plan.show_progress
+    bar = progress_display(plan.progress, epoch, plan.epochs, steps_left, plan.progress_every_s) if shown else None
     batches = itertools.islice(run.task.train_batches(epoch, run.generator), skip, None)
-    return Epoch(epoch, generator_state, batches, c.resumed_sums if skip else {}, skip, bar=bar)
+    sums = RunningSums(c.resumed_sums if skip else None)
+    before, after = step_calls(run.hooks)
+    return Epoch(epoch, generator_state, batches, sums, skip, bar=bar, before=before, after=after)
 
 
-def run_due_diagnostics(run: Run, batch: Any, epoch: int) -> None:
+def run_due_diagnostics(run: Run, ep: Epoch, batch: Any) -> None:
     """The hooks due at this step, on θ_t and the step's batch, outside the step timer."""
-    due = [h for h in run.hooks if h.due(run.step)]
+    step = run.step
+    due = [h for h in run.hooks if h.due(step)]
     if not due:
         return
     run.timer.stop()
     t0 = time.perf_counter()
     lr = run.scheduler.get_last_lr()[0]
-    ctx = DiagContext(run.model, batch, run.loss, run.optimizer, run.step, epoch, lr, task=run.task)
+    ctx = DiagContext(run.model, batch, run.loss, run.optimizer, step, ep.index, lr, task=run.task)
     log(run, call_diagnostics(due, ctx, run.hooks))
+    ep.before, ep.after = step_calls(run.hooks)  # a hook that failed is switched off
     run.progress.diag_seconds += time.perf_counter() - t0
 
 
 def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
     """Forward, backward, optimizer and schedule step; the step's loss and statistics (on the device)."""
-    run.timer.start(counted=run.step >= run.plan.throughput_warmup_steps)  # the clock runs from step 0
-    for hook in run.hooks:
-        hook.before_step(run.step)
+    step = run.progress.step
+    run.timer.start(counted=step >= run.plan.throughput_warmup_steps)  # the clock runs from step 0
+    for before in ep.before:  # the hooks' per-step work, where a hook has some (`step_calls`)
+        before(step)
     with run.autocast:
         out = run.task.forward_loss(run.step_model, batch)
     run.optimizer.zero_grad(set_to_none=True)
     out.loss.backward()
     run.optimizer.step()
     run.scheduler.step()
-    for hook in run.hooks:
-        hook.after_step(run.step)
-    run.monitor.observe(out.loss, run.step + 1)  # on the device: no sync
+    for after in ep.after:
+        after(step)
+    run.monitor.observe(out.loss, step + 1)  # listed: checked at the next log step (no sync, no kernel)
     if run.timer.counting:
         ep.timed_units += run.task.batch_units(batch)
-    for k, v in out.stats.items():
-        ep.sums[k] = ep.sums[k] + v if k in ep.sums else v.clone()
+    ep.sums.add(out.stats)  # on the device, one kernel (`RunningSums`)
     run.progress.step += 1
     ep.batch_in_epoch += 1
     return out
@@ -336,7 +341,7 @@ def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
         return True
     if mid_epoch_checkpoint and step < run.plan.total_steps:
         run.timer.stop()
-        save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums)
+        save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums.totals())
     return False
 
 
@@ -345,7 +350,7 @@ def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
     run.timer.stop()
     if ep.bar is not None:
         ep.bar.close()
-    sums = distributed.sum_over_ranks(ep.sums, run.dist)
+    sums = distributed.sum_over_ranks(ep.sums.totals(), run.dist)
     timed = run.timer.elapsed
     units, run.timer.elapsed = distributed.throughput_over_ranks(ep.timed_units, timed, run.dist, run.device)
     metrics = run.task.summarize({k: float(v) for k, v in sums.items()}, "train")
