@@ -27,7 +27,11 @@ ARM_NAMES = {
     "bn_linf": "ℓ∞ BN",
 }
 """A norm's config name → its name in the papers (Shen et al. 2020's PN-V, Zhang & Sennrich's pRMSNorm)."""
-_ARM = re.compile(r"(?<![\w-])(" + "|".join(sorted(map(re.escape, ARM_NAMES), key=len, reverse=True)) + r")(?![\w-])")
+WORDS = ("in", "none")
+"""Norm names that are English words too: replaced only as a whole label or before a bracket."""
+_ARM = re.compile(r"(?<![\w-])(" + "|".join(sorted((re.escape(k) for k in ARM_NAMES if k not in WORDS), key=len,
+                                                    reverse=True)) + r")(?![\w-])")  # fmt: skip
+_WORD = re.compile(r"^(in|none)(?=$| \()")
 METRIC_NAMES = {
     "test/bleu": "test BLEU",
     "val/bleu": "validation BLEU",
@@ -45,7 +49,9 @@ DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "iwslt14": "IWS
 
 def arm_name(label: str) -> str:
     """``label`` with every norm's config name replaced by the paper's: ``pn_v`` → ``PN-V``,
-    ``bn masked (mixed)`` → ``BN masked (mixed)``, ``pn (enc) / ln (dec)`` → ``PN (enc) / LN (dec)``."""
+    ``bn masked (mixed)`` → ``BN masked (mixed)``, ``pn (enc) / ln (dec)`` → ``PN (enc) / LN (dec)``;
+    ``in`` and ``none`` only as the whole label or before a bracket (``groups in every layer`` stays)."""
+    label = _WORD.sub(lambda m: ARM_NAMES[m.group(1)], label)
     return _ARM.sub(lambda m: ARM_NAMES[m.group(1)], label)
 
 

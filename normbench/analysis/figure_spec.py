@@ -143,6 +143,17 @@ def _curve_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: 
                     seed_curve(None, res.rows, (line.panel or panel.panel).format(split=split), label, series)
 
 
+def merged_label(a: str, b: str) -> str:
+    """The label of a line drawn for two series with the same numbers: ``a (= <what differs in b>)``,
+    e.g. ``batch 128, momentum 0.1: population (= momentum 0.01)``; ``a = b`` when they differ in
+    more than one place."""
+    wa, wb = a.split(" "), b.split(" ")
+    diff = [i for i in range(min(len(wa), len(wb))) if wa[i] != wb[i]]
+    if len(wa) != len(wb) or not diff or diff[-1] - diff[0] + 1 != len(diff):
+        return f"{a} = {b}"
+    return f"{a} (= {' '.join(wb[max(diff[0] - 1, 0):diff[-1] + 1]).rstrip(':,;')})"
+
+
 def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
     """Per arm (and split value), each line drawn from its rows: the median, the min–max shaded."""
     drawn: dict[bytes, str] = {}  # a series with the very numbers of one drawn before: not drawn over it
@@ -155,7 +166,7 @@ def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], r
                 key = np.round([[r["x"], r["median"], r["lo"], r["hi"]] for r in rows], 9).tobytes()
                 if rows and key in drawn:  # the same numbers (the population estimate at two momenta)
                     first = next(ln for ln in ax.lines if ln.get_label() == drawn[key])
-                    drawn[key] = f"{drawn[key]} = {label}"
+                    drawn[key] = merged_label(drawn[key], label)
                     first.set_label(drawn[key])
                     continue
                 drawn[key] = label
@@ -247,7 +258,8 @@ def draw_spec(spec: FigureSpec, arms: list[ArmRuns], rows: list[dict[str, Any]],
     panels, in the spec's order; ``arms`` and ``runs`` (or a per_run.csv's rows) give the arms'
     labels, colours and styles and the title's scope."""
     fig, axes = new_figure(1, len(spec.panels), spec_title(spec, arms, runs))
-    res = FigureResult(spec.name, fig, rows=list(rows))
+    rows = [{**r, "series": arm_name(str(r["series"]))} for r in rows]  # committed CSVs wrote "bn"
+    res = FigureResult(spec.name, fig, rows=rows)
     for ax, panel in zip(axes[0], spec.panels):
         DRAW[panel.kind](ax, res, panel, arms, runs)
         _finish(ax, panel, arms, runs, res)
