@@ -28,17 +28,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from normbench.base.errors import ConfigError
 from normbench.base.output import atomic_write_bytes, error_line
 from normbench.run.placement import distributed
+from normbench.run.records.folders import RunDirError, check_output_folder
 
 LOCK_NAME = ".normbench.lock"
 RESULT_NAMES = ("metrics.jsonl", "summary.json", "checkpoints", "wandb")
 """Entries that mean a run got as far as results: a run that wrote one is never cleaned away."""
-
-
-class RunDirError(ConfigError):
-    """The run directory cannot be taken: nothing may be written into it."""
 
 
 class RunDirBusyError(RunDirError):
@@ -369,30 +365,6 @@ def resume_without_run_dir(run_dir: Path, hydra_overrides: list[str]) -> str:
             f"{run_dir}); pass hydra.run.dir=<the folder of the run to continue>"
         )
     return f"resume=true but hydra.run.dir={run_dir} does not exist; pass the folder of the run to continue"
-
-
-def checkout_of_package() -> Path | None:
-    """The git checkout this package runs from (None when installed from a wheel)."""
-    root = Path(__file__).resolve().parents[3]
-    return root if (root / ".git").exists() else None
-
-
-def check_output_folder(path: str | Path, key: str) -> None:
-    """A run or sweep folder a run may write into: not empty (an unset ``$VAR``), not the file
-    system's root, not the checkout of this package or a folder above it (its files would mix with
-    the code's); else `RunDirError` naming ``key`` and the value."""
-    text = str(path)
-    if not text.strip():
-        raise RunDirError(f"{key} is empty (an unset shell variable?); name the folder the run writes into, "
-                          "e.g. outputs/<name>")  # fmt: skip
-    folder = Path(os.path.abspath(os.path.expanduser(text)))
-    if folder == Path(folder.anchor):
-        raise RunDirError(f"{key}={text!r} is the file system's root; name a folder for the run, e.g. outputs/<name>")
-    checkout = checkout_of_package()
-    if checkout is not None and checkout.is_relative_to(folder):
-        where = "is" if folder == checkout else "holds"
-        raise RunDirError(f"{key}={text!r} {where} the checkout {checkout}: a run's files would mix with the code's; "
-                          "name a folder inside it (outputs/<name>) or elsewhere")  # fmt: skip
 
 
 def take_run_dir(run_dir: str | Path, resume: bool, hydra_overrides: list[str]) -> None:
