@@ -143,10 +143,14 @@ def _curve_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: 
                     seed_curve(None, res.rows, (line.panel or panel.panel).format(split=split), label, series)
 
 
-def merged_label(a: str, b: str) -> str:
-    """The label of a line drawn for two series with the same numbers: ``a (= <what differs in b>)``,
-    e.g. ``batch 128, momentum 0.1: population (= momentum 0.01)``; ``a = b`` when they differ in
-    more than one place."""
+def merged_label(a: str, b: str | None = None, *more: str) -> str:
+    """The label of a line drawn for series with the same numbers: ``a`` alone; ``a (= <what differs
+    in b>)``, e.g. ``batch 128, momentum 0.1: population (= momentum 0.01)``, or ``a = b`` when they
+    differ in more than one place; ``a (= n more series)`` for more than two."""
+    if b is None:
+        return a
+    if more:
+        return f"{a} (= {1 + len(more)} more series)"
     wa, wb = a.split(" "), b.split(" ")
     diff = [i for i in range(min(len(wa), len(wb))) if wa[i] != wb[i]]
     if len(wa) != len(wb) or not diff or diff[-1] - diff[0] + 1 != len(diff):
@@ -156,7 +160,7 @@ def merged_label(a: str, b: str) -> str:
 
 def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
     """Per arm (and split value), each line drawn from its rows: the median, the min–max shaded."""
-    drawn: dict[bytes, str] = {}  # a series with the very numbers of one drawn before: not drawn over it
+    drawn: dict[bytes, list[str]] = {}  # a series with the very numbers of one drawn before: not drawn over it
     for arm in arms:
         for split, _ in _splits(panel, runs, arm):
             for line in panel.lines:
@@ -165,11 +169,11 @@ def _curve(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], r
                 rows = rows_of(res.rows, (line.panel or panel.panel).format(split=split), label)
                 key = np.round([[r["x"], r["median"], r["lo"], r["hi"]] for r in rows], 9).tobytes()
                 if rows and key in drawn:  # the same numbers (the population estimate at two momenta)
-                    first = next(ln for ln in ax.lines if ln.get_label() == drawn[key])
-                    drawn[key] = merged_label(drawn[key], label)
-                    first.set_label(drawn[key])
+                    first = next(ln for ln in ax.lines if ln.get_label() == merged_label(*drawn[key]))
+                    drawn[key].append(label)
+                    first.set_label(merged_label(*drawn[key]))
                     continue
-                drawn[key] = label
+                drawn[key] = [label]
                 draw_rows(ax, rows, label, arm.color, fill=line.fill and panel.fill, linestyle=style,
                           marker=line.marker or panel.marker)  # fmt: skip
 

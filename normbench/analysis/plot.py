@@ -299,11 +299,14 @@ def _legend_under(ax: Axes, legend: Any, renderer: Any) -> Any:
     columns (3 at most) as keep it within the panel's width and the page; flush with the panel's
     outer side where it still reaches past the page."""
     handles, labels = legend.legend_handles, [t.get_text() for t in legend.get_texts()]
-    below = (ax.get_tightbbox(renderer).y0 - ax.bbox.y0) / max(ax.bbox.height, 1.0) - 0.02
-    title, page = legend.get_title().get_text() or None, ax.figure.bbox
+    legend.set_visible(False)
+    # the gap under the axes' tick labels and x label, in the legend's font sizes: it holds when a
+    # later layout rescales the axes (an anchor in axes fractions would not)
+    pad = (ax.bbox.y0 - ax.get_tightbbox(renderer).y0) / (7 * ax.figure.dpi / 72) + 0.4
+    below, title, page = 0.0, legend.get_title().get_text() or None, ax.figure.bbox
     for ncols in range(min(3, -(-len(labels) // 4)), 0, -1):
         new = ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, below), bbox_transform=ax.transAxes,
-                        ncols=ncols, fontsize=7, title=title, title_fontsize=7)  # fmt: skip
+                        ncols=ncols, fontsize=7, title=title, title_fontsize=7, borderaxespad=pad)  # fmt: skip
         box = new.get_window_extent(renderer)
         if box.width <= 1.1 * ax.bbox.width and page.x0 <= box.x0 and box.x1 <= page.x1:
             return new
