@@ -212,10 +212,9 @@ def sweep_dashboard(runs: Sequence[Run], group: str) -> Dashboard:
     headline metric and a table of the final values."""
     keys, _ = settings(runs)
     metrics = metrics_of(runs)
-    job_types = sorted({str(r.get("logger.job_type") or "") for r in runs} - {""})
     panels = [Panel(metric_name(m), (m,)) for m in metrics]
     panels.append(Panel("runs: the final values per setting", tuple(metrics), kind="table"))
     section = Section("sweep", f"{group}: the sweep varies {', '.join(keys) or 'nothing'}", [], {}, keys, panels)
     return Dashboard(preset=group, title=f"normbench: {group}", description=f"{len(runs)} runs of {group}",
-                     job_type=job_types[0] if len(job_types) == 1 else "", swept=dict.fromkeys(keys, ""),
+                     job_type="", swept=dict.fromkeys(keys, ""),  # the group alone selects the sweep's runs
                      sections=[section], group=group)  # fmt: skip
