@@ -21,28 +21,17 @@ results folder's figures from its committed files, so that a committed figure is
 from __future__ import annotations
 
 import csv
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
 
 from normbench.analysis.figure_png import figure_spec, png_spec, save_png, spec_json
+from normbench.analysis.figure_redraws import CODE_REDRAWS, read_rows
 from normbench.analysis.figure_schema import FigureSpec
 from normbench.analysis.plot import FigureResult, place_legends
 from normbench.analysis.rules_schema import load_rules
 from normbench.rules import base_preset
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """A figure CSV's rows (`normbench.analysis.plot.CSV_COLUMNS`), numbers as numbers."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        for k in ("x", "median", "lo", "hi"):
-            r[k] = float(r[k])
-        r["n"] = int(r["n"])
-    return rows
 
 
 class TableRun:
@@ -77,20 +66,11 @@ def preset_of(folder: Path) -> str:
     return folder.name
 
 
-CODE_REDRAWS: dict[str, Callable[[Path, Sequence[Any]], list[FigureResult]]] = {}
-"""A code figure's file stem → the function that redraws it from a results folder (and its
-``per_run.csv`` rows): registered by the figure's module (`register_redraw`)."""
-
-
-def register_redraw(name: str, fn: Callable[[Path, Sequence[Any]], list[FigureResult]]) -> None:
-    """Register ``fn(folder, table_runs)`` as the redraw of the code figure whose file stem is ``name``."""
-    CODE_REDRAWS[name] = fn
-
-
 def redraw(folder: Path) -> list[FigureResult]:
     """Every figure of the folder's preset that its committed files draw (see the module's docstring)."""
-    import normbench.analysis  # noqa: F401  (registers the code figures' redraws)
-    from normbench.analysis.figure_spec import arm_runs, draw_spec  # the renderer imports this module's peers
+    import normbench.analysis.groups  # noqa: F401  (their imports register the code figures' redraws)
+    import normbench.analysis.transformer  # noqa: F401
+    from normbench.analysis.figure_spec import arm_runs, draw_spec
 
     rules = load_rules(base_preset(preset_of(folder)))
     if rules is None or rules.figures is None or not (folder / "per_run.csv").is_file():

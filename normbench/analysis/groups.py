@@ -22,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.colors import to_hex
 
 from normbench.analysis.figure_names import titled
-from normbench.analysis.figure_record import read_rows, register_redraw
+from normbench.analysis.figure_redraws import read_rows, register_redraw
 from normbench.analysis.measures import TRAIN_LOSS, error
 from normbench.analysis.plot import NORM_COLORS, FigureResult, add_point_rows, finish_axes, new_figure, seed_curve
 from normbench.analysis.plot_rows import draw_rows

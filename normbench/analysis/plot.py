@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import os
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from normbench.analysis.claims import Claim, write_claims  # noqa: E402
 from normbench.analysis.figure_checks import check_figure  # noqa: E402
 from normbench.analysis.figure_lint import covers  # noqa: E402
 from normbench.analysis.figure_png import save_png  # noqa: E402
-from normbench.analysis.plot_rows import draw_rows, number  # noqa: E402
+from normbench.analysis.plot_rows import category_labels, draw_rows, number  # noqa: E402
 from normbench.analysis.stats import band, stack  # noqa: E402
 from normbench.base.errors import ConfigError  # noqa: E402
 
@@ -256,11 +256,6 @@ def bar_panel(
             fontsize=7,
         )  # at the bar's left edge: clear of its error bar
     ax.set_xticks(range(len(values)), category_labels(values), fontsize=8)
-
-
-def category_labels(names: Iterable[str], width: int = 12) -> list[str]:
-    """Tick labels for categories: ``"rms (eager)"`` → ``"rms\n(eager)"``, each line wrapped at ``width``."""
-    return ["\n".join(textwrap.fill(part, width) for part in name.replace(" (", "\n(").split("\n")) for name in names]
 
 
 def point_panel(

@@ -6,7 +6,8 @@ min–max as an error bar; numbers written with 2-3 significant digits and no e-
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,11 @@ def number(value: float, signed: bool = False) -> str:
     digits = max(0, 2 - int(math.floor(math.log10(abs(value))))) if value else 0
     text = f"{value:,.{digits}f}".replace(",", " ") if abs(value) >= 1e4 else f"{value:.{digits}f}"
     return ("+" if signed and value > 0 else "") + text
+
+
+def category_labels(names: Iterable[str], width: int = 12) -> list[str]:
+    """Tick labels for categories: ``"rms (eager)"`` → ``"rms\n(eager)"``, each line wrapped at ``width``."""
+    return ["\n".join(textwrap.fill(part, width) for part in name.replace(" (", "\n(").split("\n")) for name in names]
 
 
 def rows_of(rows: Sequence[Mapping[str, Any]], panel: str, series: str) -> list[Mapping[str, Any]]:
@@ -90,7 +96,5 @@ def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[
         ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], fmt=markers.get(label, "o"), color=colors.get(label, "dimgray"),
                     capsize=4, markersize=6)  # fmt: skip
         place_label(ax, number(m), (i, m))
-    from normbench.analysis.plot import category_labels  # a function, not a cycle at import
-
     ax.set_xticks(range(len(labels)), category_labels(labels), fontsize=8)
     ax.set_xlim(-0.45, len(labels) - 0.55)  # the points spread over the panel; their medians written left

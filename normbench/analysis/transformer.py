@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from normbench.analysis.claims import measure
 from normbench.analysis.figure_names import arm_name, metric_name, titled
-from normbench.analysis.figure_record import read_rows, register_redraw
+from normbench.analysis.figure_redraws import read_rows, register_redraw
 from normbench.analysis.norm_figure import NormFigure, color_of, draw_norm_figure, end_points
 from normbench.analysis.plot import (
     NORM_COLORS,
