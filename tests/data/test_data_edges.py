@@ -82,7 +82,10 @@ def test_windows_line_ends_are_line_ends_for_every_reader(tmp_path) -> None:
     "made a space, as in a Hub row; the pairs stay aligned",
     "result",
 )
-def test_preparation_makes_a_line_break_inside_a_line_a_space(tmp_path, capsys) -> None:
+def test_preparation_makes_a_line_break_inside_a_line_a_space(tmp_path, capsys, monkeypatch) -> None:
+    from normbench.data import text_prepare
+
+    monkeypatch.setattr(text_prepare, "MULTI30K_LIMITS", {"train": 9, "valid": 2, "test": 2})  # the source's size
     src = tmp_path / "raw"
     src.mkdir()
     for stem, n in (("train", 9), ("val", 2), ("test_2016_flickr", 2)):
