@@ -235,6 +235,7 @@ class WandbSink:
         for axis in (STEP, EPOCH):
             self.run.define_metric(axis, hidden=True)  # x-axes only: no panels of their own
         self._defined: set[str] = {STEP, EPOCH}
+        self._epoch_rows: dict[tuple[str, ...], bool] = {}  # is_epoch_row by the row's keys (fnmatch per key)
 
     @property
     def run_id(self) -> str:
@@ -248,7 +249,10 @@ class WandbSink:
     def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
         """One W&B history row at ``step`` (``epoch`` comes from the row's own ``epoch`` metric)."""
         laid = layout(metrics)
-        epoch_row = is_epoch_row(metrics)
+        keys = tuple(metrics)
+        epoch_row = self._epoch_rows.get(keys)
+        if epoch_row is None:  # a step's rows carry the same keys: matched once
+            epoch_row = self._epoch_rows[keys] = is_epoch_row(metrics)
         row: dict[str, Any] = {STEP: step}
         for key, v in laid.scalars.items():
             row[key] = self.wandb.Histogram(np_histogram=(v.counts, v.edges)) if isinstance(v, Histogram) else v
