@@ -12,6 +12,7 @@ import functools
 import re
 from typing import Any
 
+from normbench.analysis.figure_names import DATASET_NAMES
 from normbench.analysis.runs import Run
 
 IMAGES, TRANSLATION = "images", "translation"
@@ -45,7 +46,6 @@ def dataset_label(name: str, folder: str = "") -> str:
     return DATA_FOLDERS.get(folder, f"{name} ({folder})")
 
 
-DATASET_NAMES = {"cifar10": "CIFAR-10", "cifar100": "CIFAR-100", "iwslt14": "IWSLT14 de-en"}
 MODEL_CELL = re.compile(r"^(?P<name>[a-z]+?)(?P<depth>\d*) \(depth (?P<ran>\d+)\)$|^(?P<plain>.+)$")
 DATASET_CELL = re.compile(r"^(?P<name>.+?)(?: \((?P<folder>[^()]+)\))?$")
 MODEL_FAMILIES = {"resnet": "ResNet", "vgg": "VGG"}
@@ -64,7 +64,8 @@ def model_title(model: str) -> str:
 
 def dataset_title(dataset: str) -> str:
     """A cell's data set as it is: its shared folder's contents when known (``iwslt14 (de-en-subset)``
-    → ``Multi30k de-en (subset)``), else the data set's name."""
+    → ``Multi30k de-en (subset)``), else the data set's name in words (`figure_names.DATASET_NAMES`:
+    ``synthetic_images`` → ``synthetic images``)."""
     m = DATASET_CELL.match(dataset)
     if m and m["folder"] in DATA_FOLDERS:
         return DATA_FOLDERS[m["folder"]]

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 import yaml
 from omegaconf import OmegaConf
 
 from normbench.analysis.dashboard import Dashboard, all_presets, build_dashboard
 from normbench.analysis.dashboard_cli import main
 from normbench.analysis.runs import load_local_runs
+from normbench.diagnostics.token_scale import scale_by_length
 from normbench.rules import base_preset, load_rules_data, variant
 from normbench.sinks.wandb_layout import EPOCH, STEP, layout
 from tests.conf.test_compose import compose_cfg
@@ -71,6 +73,9 @@ IMAGE_ROWS: list[dict[str, Any]] = [
         },
     },
 ]
+TOKEN_SCALE_KEYS = sorted(scale_by_length(torch.ones(2, 3, 4), None))
+"""What `token_scale` logs per layer of a batch of sentences (scale-free and ``_abs``), from the
+diagnostic itself, so the rows follow it."""
 TRANSLATION_ROWS: list[dict[str, Any]] = [
     {"step": 2, "epoch": 0, "train/batch_loss": 9.0, "train/batch_nll_loss": 9.0, "lr": 1e-4},
     {
@@ -88,7 +93,7 @@ TRANSLATION_ROWS: list[dict[str, Any]] = [
         **{
             f"token_scale/{layer}/{m}": 1.0
             for layer in ("first_layer", "encoder.layers.0.norm1")
-            for m in ("scale", "scale_long", "scale_short")
+            for m in TOKEN_SCALE_KEYS
         },
         "token_scale/padding_share": 0.2,
     },

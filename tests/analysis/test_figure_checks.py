@@ -175,7 +175,7 @@ def test_the_command_reports_each_problem_in_one_line_and_exits_1(
         ("transformer_tiny", "iwslt14 (de-en-subset)", "transformer_tiny on Multi30k de-en (subset)"),
         ("resnet20", "cifar10", "ResNet20 on CIFAR-10"),
         ("vgg11", "cifar10 (my-copy)", "VGG11 on CIFAR-10 (my-copy)"),
-        ("m", "synthetic_translation", "m on synthetic_translation"),
+        ("m", "synthetic_translation", "m on synthetic translation"),  # a data set's name in words
     ],
 )
 def test_leaderboard_cells_are_titled_by_what_ran(model: str, dataset: str, title: str) -> None:

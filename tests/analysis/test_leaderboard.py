@@ -235,12 +235,13 @@ def test_cli_writes_markdown_csv_and_figure(sweep: Path, tmp_path: Path, monkeyp
     text = (out / "leaderboard.md").read_text()
     assert "## resnet20 on cifar10" in text and "## transformer_tiny on synthetic_translation" in text
     assert "| bn | N×H×W, per channel | 82.00 % [" in text
-    assert "| none | nothing | 50.00 % (one seed: no interval) | 1 | not judged: no rules |" in text
+    assert "| none | nothing | 50.00 % (n = 1: too few seeds for an interval) | 1 | not judged: no rules |" in text
     pn_over = "enc: C/G per token, then N×T real tokens per channel (quadratic mean); dec: C, per token"
     enc = f"| pn (enc) / ln (dec) | {pn_over} |"
     assert enc in text and "future target tokens" in text
     assert table["transformer_tiny", "pn (enc) / ln (dec)"]["verdict"] == "not judged: no rules"
-    assert table["resnet20", "in"]["normalizes_over"] == "H×W, per sample and channel"
+    assert table["resnet20", "gn"]["normalizes_over"] == "C/G×H×W, per sample and group"
+    assert ("resnet20", "in") not in table  # never run in the sweep: not listed (issue 60.4)
     # what ran: from the runs' configs, the step schedule with the steps where the lr fell
     assert "## What ran" in text
     assert "step: lr × 0.1 at 50 %, 75 % of the steps (steps 50, 75)" in text and "1 epoch = 100 steps" in text
