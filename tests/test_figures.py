@@ -218,11 +218,11 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert_point(fig3, "5/rel_grad_diff", "Standard, lr=0.1", 20, [0.5 + 0.01 * s for s in SEEDS])
 
     verdicts = claims(out)
-    # BN's range is 4x smaller at every step and seed: the landscape claims are supported, except the
-    # loss range, which the pilot sent to the full preset (its row still carries the measured ratio).
+    # BN's range is 4x smaller at every step and seed: the landscape claims are supported, the loss
+    # range too (full_scale_only no longer withholds a verdict from arms that ran: issue 56)
     assert {c: v for c, v in verdicts.items() if c.startswith("fig4_")} == {
-        "fig4_loss_range": NOT_JUDGED, "fig4_predictiveness": SUPPORTED, "fig4_beta": SUPPORTED}
-    assert "not judged at this scale (needs n ≈ 18" in claim_row(out, "fig4_loss_range")["measured"]
+        "fig4_loss_range": SUPPORTED, "fig4_predictiveness": SUPPORTED, "fig4_beta": SUPPORTED}
+    assert float(claim_row(out, "fig4_loss_range")["estimate"]) == pytest.approx(RANGE["bn"] / RANGE["none"])
     landscape = claim_row(out, "fig4_beta")
     window = [t for t in STEPS if t >= 0.2 * TOTAL]  # the rules' window: steps 10..50
     betas = {norm: [np.median([santurkar_value(norm, 0.1, s, t)["beta_smoothness/beta"] for t in window])
@@ -238,7 +238,7 @@ def test_santurkar_figures(santurkar_runs: Path, tmp_path: Path) -> None:
     assert verdicts["fig3_ics_lr0.01"] == NOT_JUDGED  # no lr 0.01 runs here: n = 0
     assert verdicts["bn_trains"] == "passed"  # BN's synthetic training accuracy 0.7-0.8: error below 0.6
     assert verdicts["fig1_train_acc_lr0.1"] == SUPPORTED
-    assert verdicts["fig1_test_acc_lr0.1"] == NOT_JUDGED  # full-scale only: the pilot asks n ≈ 16
+    assert verdicts["fig1_test_acc_lr0.1"] == SUPPORTED  # 0.72 vs 0.42 (judged where its arms ran: issue 56)
     assert verdicts["fig1_train_acc_lr0.5"] == NOT_JUDGED  # the rules judge lr 0.5 in the full preset only
     assert verdicts["fig2_noisy_vs_standard"] == SUPPORTED
     assert verdicts["fig2_noisy_vs_bn"] == DIFFERENT  # 10 points apart, the margin is 2
@@ -278,7 +278,9 @@ def _cv_nlp_runs(root: Path, total: int, row: Callable[[float, int, int], dict[s
         for seed in SEEDS:
             rows = [{"step": step, "epoch": step // 10, **row(scale, seed, step)} for step in range(10, total + 1, 10)]
             cfg = {"model": {"name": model}, "dataset": {"name": dataset}, "norm": {"name": "bn"}, "seed": seed}
-            learnt = {"val/acc": 0.5} if dataset == "cifar10" else {"val/loss": 4.3}  # the positive controls pass
+            # the positive controls pass, and so do the learning checks (val/acc above 0.2; val/ppl = exp(nll)
+            # below V/20): a translation run logs its perplexity beside its loss (tasks/translation.py)
+            learnt = {"val/acc": 0.5} if dataset == "cifar10" else {"val/loss": 4.3, "val/ppl": float(np.exp(4.3))}
             write_run(root, job, cfg, rows, {"step": total, **learnt})
             job += 1
 
@@ -357,23 +359,25 @@ def _mt_runs(
 
 
 def test_powernorm_mt_figure(tmp_path: Path) -> None:
-    _mt_runs(tmp_path / "runs", {"ln": 20.0, "bn": 10.0, "pn": 20.5}, "encoder")
+    # every arm above the learning bound (test BLEU above 10 at every seed: issue 56)
+    _mt_runs(tmp_path / "runs", {"ln": 20.0, "bn": 12.0, "pn": 20.5}, "encoder")
     out = tmp_path / "out"
     build("powernorm_mt_cpu", tmp_path / "runs", out)
     rows = read_csv(out / "powernorm_mt.csv")
     assert_point(rows, "bleu", "PN", 2.0, [20.5 + s for s in SEEDS])  # the arms as the paper names them
-    assert_point(rows, "val_loss", "BN", 200, [5.0 - 2 - 0.1 * s - 0.1 for s in SEEDS])
+    assert_point(rows, "val_loss", "BN", 200, [5.0 - 2 - 0.1 * s - 0.12 for s in SEEDS])
     verdicts = claims(out)
-    # PN over LN (n ≈ 53) and BN below LN (n ≈ 11) are judged by the full preset only (the pilot)
-    assert verdicts["pn_above_ln"] == NOT_JUDGED and verdicts["bn_below_ln"] == NOT_JUDGED
+    # judged where their arms ran (full_scale_only withholds no verdict: issue 56): PN 0.5 above LN with
+    # seeds spread over 4 is inconclusive; BN 8 below LN is supported
+    assert verdicts["pn_above_ln"] == INCONCLUSIVE and verdicts["bn_below_ln"] == SUPPORTED
     assert verdicts["bn_below_pn"] == SUPPORTED
     row = claim_row(out, "bn_below_pn")
-    assert float(row["estimate"]) == pytest.approx(-10.5) and float(row["p"]) < 1e-4
+    assert float(row["estimate"]) == pytest.approx(-8.5) and float(row["p"]) < 1e-4
 
 
 def test_powernorm_chain_figure(tmp_path: Path) -> None:
     """PN and PN-V share the norm name pn: the arms (and the claims' selectors) part them by forward_stats."""
-    _mt_runs(tmp_path / "runs", {"bn": 10.0, "pn_v": 19.5, "pn": 30.0, "ln": 20.0}, "encoder")
+    _mt_runs(tmp_path / "runs", {"bn": 12.0, "pn_v": 19.5, "pn": 30.0, "ln": 20.0}, "encoder")  # all above BLEU 10
     out = tmp_path / "out"
     build("powernorm_chain_cpu", tmp_path / "runs", out)
     rows = read_csv(out / "powernorm_chain.csv")
@@ -381,8 +385,9 @@ def test_powernorm_chain_figure(tmp_path: Path) -> None:
     assert_point(rows, "bleu", "PN", 2.0, [30.0 + s for s in SEEDS])
     verdicts = claims(out)
     assert verdicts["pnv_above_bn"] == SUPPORTED and verdicts["pn_above_pnv"] == SUPPORTED
-    # the two claims against LN need n ≈ 26-27 (the pilot): judged by the full preset only
-    assert verdicts["pn_above_ln"] == NOT_JUDGED and verdicts["ln_above_pnv"] == NOT_JUDGED
+    # the two claims against LN (the pilot asked n ≈ 26-27) are judged where their arms ran (issue 56):
+    # PN 10 above LN is supported, LN 0.5 above PN-V with seeds spread over 4 inconclusive
+    assert verdicts["pn_above_ln"] == SUPPORTED and verdicts["ln_above_pnv"] == INCONCLUSIVE
     row = claim_row(out, "pn_above_pnv")
     assert float(row["estimate"]) == pytest.approx(10.5) and row["a_n"] == "5" and row["b_n"] == "5"
 
@@ -418,8 +423,9 @@ def test_ln_axes_figure(tmp_path: Path) -> None:
     # ln_sample above ln: at a reduced scale too, the opposite of the claim reads "opposite" (the scale is a column)
     assert verdicts["ln_bleu_above_ln_sample"] == OPPOSITE
     assert claim_row(out, "ln_bleu_above_ln_sample")["scale"].startswith("reduced: transformer_tiny")
-    # the claims against in are judged by the full preset only (the pilot), though in's runs are drawn
-    assert verdicts["ln_bleu_above_in"] == NOT_JUDGED and verdicts["ln_loss_below_in"] == NOT_JUDGED
+    # the claims against in are judged where in's runs ran (full_scale_only withholds no verdict: issue 56):
+    # BLEU 22 vs 17 (seeds spread over 4) supported; the final loss 1.6 vs 1.65 (spread 0.4) inconclusive
+    assert verdicts["ln_bleu_above_in"] == SUPPORTED and verdicts["ln_loss_below_in"] == INCONCLUSIVE
 
 
 # ---------------------------------------------------------------- Wu & He 2018
@@ -454,7 +460,7 @@ def test_gn_batch_size_figure(tmp_path: Path) -> None:
     assert verdicts["bn_error_grows"] == SUPPORTED
     assert verdicts["gn_flat"] == EQUIVALENT
     assert verdicts["gn_beats_bn_at_2"] == SUPPORTED
-    assert verdicts["brn_beats_bn_at_2"] == NOT_JUDGED  # full-scale only: the pilot asks n ≈ 9
+    assert verdicts["brn_beats_bn_at_2"] == SUPPORTED  # error 38 vs 60 %, judged where its arms ran (issue 56)
     assert verdicts["long_enough"] == PASSED  # a plateau: else no claim would be judged
 
 

@@ -133,9 +133,9 @@ def test_bn_lr_range_claims_read_each_seeds_lr_grid(tmp_path: Path) -> None:
     assert float(best["a_centre"]) == pytest.approx(0.57) and float(best["b_centre"]) == pytest.approx(0.42)
     largest = claim_row(out, "bn_trains_at_higher_lr")  # log10: BN 1.0 -> 0, none 0.1 -> -1
     assert largest["test"] == "rank" and float(largest["estimate"]) == pytest.approx(1.0)
-    rows = read_csv(out / "bn_lr_range.csv")
-    assert_point(rows, "final_val_acc", "gn", 3.0, [0.0] * 5)
-    assert_point(rows, "final_val_acc", "bn", 1.0, [0.45 + 0.01 * s for s in SEEDS])
+    rows = read_csv(out / "bn_lr_range.csv")  # arms as the papers name them (figure_names.arm_name)
+    assert_point(rows, "final_val_acc", "GN", 3.0, [0.0] * 5)
+    assert_point(rows, "final_val_acc", "BN", 1.0, [0.45 + 0.01 * s for s in SEEDS])
 
 
 def test_lr_grid_takes_one_seeds_runs_that_differ_in_lr_alone(tmp_path: Path) -> None:
@@ -185,7 +185,7 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
             scale = (1.4 if arm == "bn_padded_mixed" else 1.0) + 0.01 * seed
             rows += [
                 {"step": step, "token_scale/first_layer/scale_abs": scale + 0.1 * (step == 20),
-                 "token_scale/first_layer/scale": 1.0,
+                 "token_scale/first_layer/scale": 1.0 + 0.01 * seed,  # scale-free (issue 56.2): the panel's
                  "token_scale/first_layer/scale_short": scale + gap / 2 + 0.01 * seed * (step == 10),
                  "token_scale/first_layer/scale_long": scale - gap / 2,
                  "token_scale/padding_share": 0.1 if bucketed else 0.5}
@@ -207,18 +207,19 @@ def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
     assert "padded_tokens_scaled_up_mixed" not in verdicts  # the identity is a check now, not a claim
     assert verdicts["padding_hurts_bucketed"] != SUPPORTED  # 0.2 apart, seeds spread over 2
     assert claim_row(out, "ln_above_padded_bn_mixed")["b_n"] == "5"  # the LN arm (no count_padding) is not selected
-    rows = read_csv(out / "bn_padding.csv")
-    assert_point(rows, "bleu", "bn padded (mixed)", 3.0, [11.0 + 0.5 * s for s in SEEDS])
-    assert_point(rows, "var_dist", "bn padded (mixed)", 160.0, [0.5 * (1 + 0.1 * s) for s in SEEDS])
-    assert_point(rows, "var_dist", "bn masked (bucketed)", 160.0, [0.1 * (1 + 0.1 * s) for s in SEEDS])
-    assert not [r for r in rows if r["panel"] == "var_dist" and r["series"].startswith("ln")]  # LN has no BN stats
-    assert_point(rows, "token_scale", "bn padded (mixed)", 20.0, [1.5 + 0.01 * s for s in SEEDS])
+    rows = read_csv(out / "bn_padding.csv")  # arms as the papers name them (figure_names.arm_name)
+    assert_point(rows, "bleu", "BN padded (mixed)", 3.0, [11.0 + 0.5 * s for s in SEEDS])
+    # var_dist: each BN arm's final distance at its place (masked, padded: bucketed at 0, 1; mixed at 2, 3)
+    assert_point(rows, "var_dist", "BN padded (mixed)", 3.0, [0.5 * (1 + 0.1 * s) for s in SEEDS])
+    assert_point(rows, "var_dist", "BN masked (bucketed)", 0.0, [0.1 * (1 + 0.1 * s) for s in SEEDS])
+    assert not [r for r in rows if r["panel"] == "var_dist" and r["series"].startswith("LN")]  # LN has no BN stats
+    assert_point(rows, "token_scale", "BN padded (mixed)", 20.0, [1.0 + 0.01 * s for s in SEEDS])  # not scale_abs
     assert_point(rows, "padding_share", "mixed batches", 10.0, [0.5] * 5)  # one curve per batching
     assert_point(rows, "padding_share", "bucketed batches", 10.0, [0.1] * 5)
     assert {r["series"] for r in rows if r["panel"] == "padding_share"} == {"mixed batches", "bucketed batches"}
     # arms in order masked, padded (bucketed), masked, padded, ln (mixed); short at x - 0.15, long at x + 0.15
-    assert_point(rows, "token_scale_halves", "bn padded (mixed): short", 2.85, [1.5 + 0.01 * s for s in SEEDS])
-    assert_point(rows, "token_scale_halves", "ln (mixed): long", 4.15, [0.99 + 0.01 * s for s in SEEDS])
+    assert_point(rows, "token_scale_halves", "BN padded (mixed): short", 2.85, [1.5 + 0.01 * s for s in SEEDS])
+    assert_point(rows, "token_scale_halves", "LN (mixed): long", 4.15, [0.99 + 0.01 * s for s in SEEDS])
 
 
 @pytest.mark.parametrize("arm", PADDING_ARMS)
