@@ -23,7 +23,9 @@ def _write_dropout_runs(root: Path, final: dict[str, tuple[float, float]]) -> No
             train, val = final[arm]
             rows = [{"step": 70, "epoch": 10, "val/acc": val / 2, "train_eval/acc": train / 2},
                     {"step": 210, "epoch": 30, "val/acc": val + 0.01 * seed, "train_eval/acc": train}]  # fmt: skip
-            write_run(root, job, {"norm": {"name": norm}, "model": {"dropout": p}, "seed": seed}, rows, {})
+            # the CPU preset's VGG11 (resnet20, a config's default model here, has no dropout)
+            cfg = {"norm": {"name": norm}, "model": {"name": "vgg11", "dropout": p}, "seed": seed}
+            write_run(root, job, cfg, rows, {})
             job += 1
 
 
