@@ -155,7 +155,7 @@ def test_the_diverged_line_names_the_non_finite_metric(tmp_path, monkeypatch, ca
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *LOCAL, f"hydra.run.dir={out}")
     assert code == 0, stderr
     (line,) = [s for s in stdout.splitlines() if s.startswith("[normbench] diverged")]
-    assert line.endswith(": at step 8, val/loss=nan in the evaluation"), line
+    assert line.startswith("[normbench] diverged at step 8: val/loss=nan in the evaluation (stopped at step 8, "), line
     assert json.loads((out / "summary.json").read_text())["diverged_reason"] == "val/loss=nan in the evaluation"
 
 
@@ -167,7 +167,9 @@ def test_the_diverged_line_names_the_training_loss(tmp_path, monkeypatch, capsys
     assert code == 0, stderr
     summary = json.loads((out / "summary.json").read_text())
     (line,) = [s for s in stdout.splitlines() if s.startswith("[normbench] diverged")]
-    assert line.endswith(f": at step {summary['diverged_step']}, {summary['diverged_reason']}"), line
+    # the cause first (issue 60: 'diverged after 10 steps … at step 2' read as if it went bad at 10)
+    assert line.startswith(f"[normbench] diverged at step {summary['diverged_step']}: {summary['diverged_reason']} "
+                           f"(stopped at step {summary['step']}, "), line  # fmt: skip
     assert "training loss" in summary["diverged_reason"]
 
 

@@ -145,8 +145,10 @@ def print_summary(summary: Mapping[str, Any], unit: str) -> None:
     """The run's one result line (stdout and the job's log file)."""
     keys = ["val/acc", "val/bleu", "test/bleu", "val/loss", "train/loss", f"perf/{unit}_per_s"]
     parts = [f"{k}={summary[k]:.4g}" for k in keys if isinstance(summary.get(k), (int, float))]
-    if summary["status"] == "diverged":  # the metrics of a diverged run are no result: say what went bad
-        parts = [f"at step {summary['diverged_step']}, {summary['diverged_reason']}"]
+    if summary["status"] == "diverged":  # the cause first: where and what went bad, then where it stopped
+        info(f"[normbench] diverged at step {summary['diverged_step']}: {summary['diverged_reason']} "
+             f"(stopped at step {summary['step']}, {summary['wall_time_s']:.1f}s)")  # fmt: skip
+        return
     info(
         f"[normbench] {summary['status']} after {summary['step']} steps, {summary['wall_time_s']:.1f}s: "
         + " ".join(parts)
