@@ -397,6 +397,7 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
     import torch
 
     from normbench.run.loop.state import StepTimer, show_progress
+    from normbench.run.loop.sums import RunningSums
     from normbench.run.placement.distributed import DistState
 
     class Bar:
@@ -410,7 +411,7 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
     task = SimpleNamespace(summarize=lambda sums, prefix: {}, unit="samples")
     for world_size, expected in ((1, "80"), (2, "160"), (4, "320")):  # 160 samples on this rank in 2 s
         run = SimpleNamespace(task=task, timer=timer, dist=DistState(0, world_size, 0, "gloo"))
-        epoch = SimpleNamespace(sums={}, timed_units=160, bar=Bar())
+        epoch = SimpleNamespace(sums=RunningSums(), timed_units=160, bar=Bar())
         show_progress(run, epoch)
         assert epoch.bar.postfix == {"samples/s": expected}
 
@@ -462,9 +463,9 @@ def test_resuming_an_optuna_sweep_is_refused_and_keeps_it(tmp_path, monkeypatch,
     assert code == 2
     assert error_lines(stderr) == [
         f"normbench: error: resume=true continues sweeps of Hydra's basic sweeper only; the Optuna study of "
-        f"{sweep_dir} was kept in memory and is gone, so a resumed search would name a best from its new trials "
-        "alone; start a new search in another hydra.sweep.dir"
-    ]
+        f"{sweep_dir} was kept in memory (hydra.sweeper.storage=null) and is gone; start a new search in another "
+        "hydra.sweep.dir, with hydra.sweeper.storage=sqlite:///<file> to keep the study"
+    ]  # with a storage, the study continues in a new sweep folder (tests/test_optuna.py)
     assert files(sweep_dir) == before
 
 

@@ -36,8 +36,7 @@ def test_lines_come_every_interval_and_at_the_end_with_the_bars_numbers(monkeypa
         "[normbench] epoch 2/3: 3/10 steps in 1m15s, ~2m55s left: loss=1.800 samples/s=41",
         "[normbench] epoch 2/3: 6/10 steps in 2m30s, ~1m40s left: loss=1.500 samples/s=41",
         "[normbench] epoch 2/3: 9/10 steps in 3m45s, ~25s left: loss=1.200 samples/s=41",
-        "[normbench] epoch 2/3: done, 10 steps in 4m10s: loss=1.100 samples/s=41",
-    ]
+    ]  # the end of the epoch: its own line after the evaluation (epoch_line)
 
 
 def test_seconds_read_as_a_person_writes_them() -> None:
@@ -61,7 +60,8 @@ def test_a_run_off_a_terminal_writes_one_plain_line_per_epoch(tmp_path, monkeypa
     assert "\r" not in stdout + stderr  # no redraws in a log file
     epoch_lines = [line for line in stdout.splitlines() if line.startswith("[normbench] epoch ")]
     assert [line.split(":")[0] for line in epoch_lines] == ["[normbench] epoch 1/2", "[normbench] epoch 2/2"]
-    assert all("done, 8 steps" in line and "samples/s=" in line for line in epoch_lines)
+    assert epoch_lines[0].startswith("[normbench] epoch 1/2: step 8/16, ") and "left in the run" in epoch_lines[0]
+    assert all("train/loss=" in line and "val/acc=" in line and "samples_per_s=" in line for line in epoch_lines)
     assert len((stdout + stderr).encode()) < 4000  # a few lines, not a redraw every step
 
 
@@ -94,8 +94,8 @@ def test_the_numbers_are_made_only_when_shown(monkeypatch, caplog) -> None:
         progress.show_postfix(lines, lambda i=step: numbers(i))
         lines.update(1)
     lines.close()
-    assert made == [2, 5, 8, 9]  # the three interval lines and the epoch's end
-    assert caplog.records[-1].getMessage().endswith(": loss=9")
+    assert made == [2, 5, 8]  # the three interval lines (the epoch's end is epoch_line's, from its metrics)
+    assert caplog.records[-1].getMessage().endswith(": loss=8")  # the last interval line's numbers, made then
 
     class Bar:
         def __init__(self) -> None:
@@ -109,3 +109,46 @@ def test_the_numbers_are_made_only_when_shown(monkeypatch, caplog) -> None:
         clock.t += 0.2  # a logged step every 0.2 s: the bar takes every third
         progress.show_postfix(bar, lambda i=step: numbers(i))
     assert made == [0, 3, 6, 9] and bar.shown == [{"loss": str(i)} for i in made]
+
+
+def test_the_epoch_line_gives_validation_metrics_and_the_whole_runs_eta() -> None:
+    from normbench.sinks.progress import epoch_line
+
+    metrics = {"train/loss": 1.2345, "val/acc": 0.5, "val/loss": 2.0, "perf/samples_per_s": 40.0}
+    line = epoch_line(1, 5, 200, 500, metrics, elapsed=120.0, steps_here=150)  # 150 steps in 2 min: 300 left
+    assert line == ("[normbench] epoch 2/5: step 200/500, 2m00s, ~4m00s left in the run: "
+                    "train/loss=1.234 val/loss=2 val/acc=0.5 perf/samples_per_s=40")  # fmt: skip
+    assert "left" not in epoch_line(4, 5, 500, 500, metrics, 300.0, 450)  # the last epoch: nothing left
+
+
+@pytest.mark.e2e
+def test_on_a_terminal_each_epoch_leaves_a_line_with_validation_and_eta(tmp_path) -> None:
+    """Under a pseudo-terminal (the bar mode), each epoch's line stays after the bar is cleared."""
+    import os
+    import pty
+    import re
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO, cli_env
+
+    master, slave = pty.openpty()
+    args = [sys.executable, "-m", "normbench", "experiment=quickstart", "dataset.num_train=256", "dataset.num_test=64",
+            "epochs=2", "logger=local", f"hydra.run.dir={tmp_path / 'run'}"]  # fmt: skip
+    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, cwd=REPO, env=cli_env(), close_fds=True)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=300) == 0
+    screen = b"".join(chunks).decode(errors="replace")
+    lines = [line.split("\r")[-1] for line in screen.splitlines()]  # what a \r-redrawn line leaves
+    first = [line for line in lines if line.startswith("[normbench] epoch 1/2: step 4/8")]
+    assert first and re.search(r"~\d+s left in the run: .*val/acc=", first[0]), lines[-12:]
+    assert any(line.startswith("[normbench] epoch 2/2: step 8/8") and "val/loss=" in line for line in lines)

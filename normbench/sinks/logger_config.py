@@ -33,7 +33,7 @@ class LoggerConfig:
     progress: str = "auto"
     """``bar`` (tqdm, redrawn in place), ``lines`` (plain lines: one per epoch, one every
     ``progress_every_s`` within a long one) or ``auto`` (the bar on a terminal, lines in a log file)."""
-    progress_every_s: float = 300.0
+    progress_every_s: float = 60.0
     log_checkpoints: bool = False
     """Log each checkpoint file as a W&B ``model`` artifact (``model-<run id>``, aliases ``latest``, ``step-<N>``)."""
     init_timeout_s: float = 60.0

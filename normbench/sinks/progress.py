@@ -1,12 +1,13 @@
 """How a run shows its progress within an epoch: a tqdm bar on a terminal, plain lines elsewhere.
 
 ``logger.progress``: ``bar`` (tqdm on stderr, redrawn in place), ``lines`` (`LineProgress`: one
-plain line at the end of each epoch, and one every ``logger.progress_every_s`` seconds within a
-long epoch, on stdout and in the job's log file), or ``auto`` (the bar when stderr is a terminal,
+plain line every ``logger.progress_every_s`` seconds within a long epoch, on stdout and in the
+job's log file), or ``auto`` (the bar when stderr is a terminal,
 lines otherwise: a SLURM job, ``nohup``, CI). ``logger.progress_bar=false`` shows neither. Both
 show the same numbers: the epoch's running train metrics and the throughput (`show_postfix`),
 read and formatted only when the display draws: the lines when one is written, the bar at most
-every ``BAR_POSTFIX_EVERY_S`` seconds (not at every logged step).
+every ``BAR_POSTFIX_EVERY_S`` seconds (not at every logged step). After each epoch, either way,
+one line stays (`epoch_line`): its train and validation metrics and the whole run's ETA.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ Postfix = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 class LineProgress:
     """The interface of the tqdm bar the runner uses (``update``, ``set_postfix``, ``close``),
-    written as plain lines: one every ``every_s`` seconds (if the epoch lasts that long) and one
-    when the epoch ends."""
+    written as plain lines: one every ``every_s`` seconds (if the epoch lasts that long); the epoch's
+    end is `epoch_line`'s, with its validation metrics."""
 
     def __init__(self, epoch: int, epochs: int, steps: int, every_s: float) -> None:
         self.desc = f"epoch {epoch + 1}/{epochs}"
@@ -49,7 +50,7 @@ class LineProgress:
         self.postfix = postfix if callable(postfix) else dict(postfix)
 
     def close(self) -> None:
-        self._line(time.monotonic(), done=True)
+        """Nothing: the epoch's line (`epoch_line`, after its evaluation) says how it ended."""
 
     def _line(self, now: float, done: bool = False) -> None:
         elapsed = now - self.t0
@@ -60,6 +61,28 @@ class LineProgress:
         if not done and self.n:
             eta = f", ~{fmt_seconds(elapsed / self.n * (self.total - self.n))} left"
         info(f"[normbench] {self.desc}: {where} in {fmt_seconds(elapsed)}{eta}" + (f": {numbers}" if numbers else ""))
+
+
+EPOCH_KEYS = ("train/loss", "train/acc", "val/loss", "val/acc", "val/bleu", "test/bleu", "perf/samples_per_s",
+              "perf/tokens_per_s")
+"""What an epoch's result line shows, where the epoch has it (validation only on evaluation epochs)."""
+
+
+def epoch_line(epoch: int, epochs: int, step: int, total_steps: int, metrics: Mapping[str, Any], elapsed: float,
+               steps_here: int) -> str:  # fmt: skip
+    """The line that stays after each epoch, on a terminal too (the bar is cleared): the epoch, the
+    step against the run's, its train and validation metrics, the time so far and the whole run's
+    ETA (at this segment's pace: ``steps_here`` steps in ``elapsed`` seconds)."""
+    numbers = " ".join(f"{k}={metrics[k]:.4g}" for k in EPOCH_KEYS if isinstance(metrics.get(k), (int, float)))
+    left = total_steps - step
+    eta = f", ~{fmt_seconds(elapsed / steps_here * left)} left in the run" if steps_here > 0 and left > 0 else ""
+    return f"[normbench] epoch {epoch + 1}/{epochs}: step {step}/{total_steps}, {fmt_seconds(elapsed)}{eta}: {numbers}"
+
+
+def show_epoch(epoch: int, epochs: int, step: int, total_steps: int, metrics: Mapping[str, Any], elapsed: float,
+               steps_here: int) -> None:  # fmt: skip
+    """`epoch_line` on stdout and in the job's log file."""
+    info(epoch_line(epoch, epochs, step, total_steps, metrics, elapsed, steps_here))
 
 
 def fmt_seconds(s: float) -> str:

@@ -1,15 +1,12 @@
-"""The training runner: ``run(cfg) -> dict`` of final metrics.
-
-Read `run` and `fit` first: they are the table of contents of a training run.
+"""The training runner: ``run(cfg) -> dict`` of final metrics. `run` and `fit` are its table of contents.
 
     run(cfg)                          parse the config (typed), check it, start the processes (DDP)
       setup(config, record) -> Run    prepare: run directory, device, resume, seeds; then
                                       task → model → optimizer/schedule → hooks → sinks
       fit(run)                        for each epoch:
-        train_epoch(run, epoch)         training steps, diagnostics on their cadence, logging,
-                                        divergence checks, mid-epoch checkpoints
+        train_epoch(run, epoch)         steps, diagnostics, logging, divergence, mid-epoch checkpoints
         evaluate(run, epoch)            when due: population statistics, then the task's metrics
-        end_epoch(run, epoch, metrics)  per-epoch diagnostics, log, checkpoint
+        end_epoch(run, epoch, metrics)  per-epoch diagnostics, log, checkpoint, the epoch's line
       finish(run, status)             ``summary.json`` / W&B summary, the printed line
 
 Only `run` sees Hydra's ``DictConfig``: it parses it into the typed `RunConfig` (`normbench.config.parse`);
@@ -65,7 +62,7 @@ from normbench.run.resume.checkpoint import Checkpointer, restore
 from normbench.run.resume.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.sinks.files import LocalSink, MetricLogger, run_provenance
 from normbench.sinks.logger_config import LoggerConfig
-from normbench.sinks.progress import progress_display
+from normbench.sinks.progress import progress_display, show_epoch
 from normbench.sinks.wandb_run import WandbSink
 from normbench.tasks import build_task
 from normbench.tasks.base import StepOutput
@@ -388,6 +385,9 @@ def end_epoch(run: Run, epoch: int, metrics: dict[str, Any]) -> None:
     log(run, {**metrics, **diag_metrics})
     c.final.update(metrics)
     c.epochs_done = epoch + 1
+    if run.plan.show_progress:  # the line that stays: validation metrics, the whole run's ETA
+        show_epoch(epoch, run.plan.epochs, c.step, run.plan.total_steps, metrics, time.time() - run.t_start,
+                   c.step - c.start_epoch * run.plan.steps_per_epoch - c.skip)
     save_checkpoint(run, epoch + 1, 0, run.generator.get_state(), {})
 
 
