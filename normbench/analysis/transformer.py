@@ -193,7 +193,8 @@ def bn_padding(runs: Sequence[Run]) -> list[FigureResult]:
         if series:
             style = "--" if arm.endswith("(mixed)") else "-"
             seed_curve(axes[0, 1], res.rows, "token_scale", arm, series, color=colors[arm], linestyle=style)
-    finish_axes(axes[0, 1], "steps", "RMS over channels of x̂ (real tokens)", "first norm: real tokens' scale")
+    finish_axes(axes[0, 1], "steps", "RMS over channels of x̂, each channel\nin units of its own RMS (real tokens)",
+                "first norm: real tokens' scale")
     _padding_share_panel(axes[0, 2], res, groups)
     _halves_panel(axes[1, 0], res, groups, colors)
     key = bleu_key(runs)
