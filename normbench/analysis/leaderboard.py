@@ -95,7 +95,8 @@ HEADLINES = (
     Headline("loss_range", "landscape", ("loss_range",), "loss range along the step (Santurkar et al. 2018, Fig. 4a)"),
     Headline("beta", "beta_smoothness", ("beta",), "effective beta-smoothness (Santurkar et al. 2018, Fig. 4c)"),
     Headline("grad_var", "grad_variance", ("total",), "total variance of the mini-batch gradient"),
-    Headline("bn_mean_dist", "bn_stats", ("first_layer/mean_dist",), "first norm layer: RMS over channels of (mu_B - mu)/sigma"),
+    Headline("bn_mean_dist", "bn_stats", ("first_layer/mean_dist",),
+             "first norm layer: RMS over channels of (mu_B - mu)/sigma"),
     Headline(
         "bn_var_dist",
         "bn_stats",
