@@ -285,3 +285,23 @@ def test_the_wandb_summary_takes_no_large_value() -> None:
     assert out["val/acc"] == 0.5 and out["status"] == "finished" and out["loss"] == "nan"
     size = len(json.dumps(big))
     assert size > SUMMARY_VALUE_MAX_BYTES and out["git"] == f"({size} bytes: see summary.json)"
+
+
+@pytest.mark.parametrize(
+    ("override", "env", "needle"),
+    [("logger.project=a/b/c", {}, "logger.project='a/b/c' is not a W&B name: it holds '/'"),
+     ("logger.entity=x:y", {}, "logger.entity='x:y' is not a W&B name: it holds ':'"),
+     ("seed=0", {"WANDB_PROJECT": "x/y"}, "$WANDB_PROJECT='x/y' is not a W&B name: it holds '/'")],
+    ids=["project", "entity", "env"],
+)  # fmt: skip
+def test_a_name_wandb_refuses_is_one_line_before_the_run(tmp_path, monkeypatch, capsys, override, env, needle) -> None:
+    """Issue 59: a 30-41-line UsageError traceback and a run folder without summary.json before."""
+    from tests.conftest import TINY_RUN, run_cli_inprocess
+
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    out = tmp_path / "run"
+    code, _, stderr = run_cli_inprocess(monkeypatch, capsys, *TINY_RUN, override, f"hydra.run.dir={out}")
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and needle in lines[0], stderr
+    assert not out.exists()

@@ -5,9 +5,10 @@ and the progress display (`normbench.sinks.progress`)."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
-from normbench.base.errors import require
+from normbench.base.errors import ConfigError, require
 from normbench.sinks.progress import PROGRESS_MODES
 
 
@@ -50,3 +51,25 @@ class LoggerConfig:
             self.progress_every_s,
             "> 0 seconds",
         )
+        if self.wandb:  # W&B reads its variables whatever the config says
+            for key, value in (("logger.project", self.project), ("logger.entity", self.entity),
+                               ("$WANDB_PROJECT", os.environ.get("WANDB_PROJECT")),
+                               ("$WANDB_ENTITY", os.environ.get("WANDB_ENTITY"))):  # fmt: skip
+                check_wandb_name(key, value)
+
+
+WANDB_NAME_FORBIDDEN = "/\\#?%:"
+"""Characters W&B refuses in a project or entity name (``logger.project=a/b/c`` failed with a 30-41-line UsageError)."""
+
+
+def check_wandb_name(key: str, value: str | None) -> None:
+    """A W&B project or entity name W&B will take (not empty, none of `WANDB_NAME_FORBIDDEN`, at most
+    128 characters); else one line naming the key (or the environment variable)."""
+    if value is None:
+        return
+    bad = sorted({c for c in value if c in WANDB_NAME_FORBIDDEN})
+    if not value.strip() or bad or len(value) > 128:
+        why = f"it holds {' '.join(repr(c) for c in bad)}" if bad else ("it is empty" if not value.strip() else
+                                                                       "it is over 128 characters")  # fmt: skip
+        raise ConfigError(f"{key}={value!r} is not a W&B name: {why}; use letters, digits, "
+                          "'-', '_' and '.' (an entity goes in logger.entity, not in the project's name)")
