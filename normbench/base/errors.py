@@ -109,3 +109,16 @@ def one_line_os_error(e: OSError) -> str:
     """``<file>: No space left on device (errno 28)``: the file (when known) and the reason."""
     reason = e.strerror or str(e) or type(e).__name__
     return f"{e.filename}: {reason} (errno {e.errno})" if e.filename else f"{reason} (errno {e.errno})"
+
+
+def yaml_error_line(error: Exception, path: object = None) -> str:
+    """A YAML syntax error, or a tag ``yaml.safe_load`` refuses (``!!python/object``), in one line:
+    ``<file> line L, column C: <problem> (<context>)``. ``path``: the file, where the error does
+    not name it (a parse of text read earlier)."""
+    mark = getattr(error, "problem_mark", None)
+    where = str(path or getattr(mark, "name", "") or "the YAML")
+    if mark is not None:
+        where += f" line {mark.line + 1}, column {mark.column + 1}"
+    problem = " ".join(str(getattr(error, "problem", None) or error).split())
+    context = " ".join(str(getattr(error, "context", None) or "").split())
+    return f"{where}: {problem}" + (f" ({context})" if context else "") + "; fix the file (YAML, no Python tags)"

@@ -12,9 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import yaml
 from omegaconf import DictConfig, open_dict
 
-from normbench.base.errors import ConfigError, RecordsVanished, RunInterrupted, is_environment_error, signal_name
+from normbench.base.errors import (
+    ConfigError,
+    RecordsVanished,
+    RunInterrupted,
+    is_environment_error,
+    signal_name,
+    yaml_error_line,
+)
 from normbench.base.output import error_line, info
 from normbench.cli.help import list_groups_on_demand
 from normbench.cli.store import config_dir, register_configs
@@ -206,10 +214,10 @@ def cli() -> Any:
         check_modes(sys.argv[1:])
         check_launcher(sys.argv[1:])
         check_overrides(sys.argv[1:], config_dir())
-    except ConfigError as e:
+    except (ConfigError, yaml.YAMLError) as e:  # a YAML typo or Python tag in conf/: one line, not Hydra's 99
         if full_error():
             raise
-        error_line(str(e))
+        error_line(str(e) if isinstance(e, ConfigError) else yaml_error_line(e))
         sys.exit(2)
     if HELP_FLAGS & set(sys.argv[1:]):  # Hydra prints the help and runs nothing: no sweep, no run folder
         list_groups_on_demand()

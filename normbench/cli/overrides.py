@@ -61,6 +61,16 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+def check_yaml(path: Path) -> None:
+    """``path`` parses as YAML without Python tags (else yaml's error, which names the file, line and
+    column, and which the command turns into one line): a preset's typo is found here, not in Hydra."""
+    import yaml
+
+    if path.is_file():
+        with open(path) as f:
+            yaml.safe_load(f)
+
+
 def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
     """Check the command line's overrides against ``conf/`` before Hydra runs anything."""
     conf_dir = Path(conf_dir)
@@ -97,6 +107,8 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
                 if v not in valid:
                     raise ConfigError(f"{key}={v} is not an option of {key}; valid choices: {', '.join(valid)}")
             group_values[key] = values
+            for v in values:
+                check_yaml(conf_dir / key / f"{v}.yaml")
         elif key.partition(".")[0] not in FREE_FORM:
             value_overrides.append(o)  # ``+key`` and ``++key`` too: an unknown key is refused
     if placements:

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from normbench.base.errors import ConfigError
+from normbench.base.errors import ConfigError, yaml_error_line
 
 RULES_DIR = Path(__file__).resolve().parent
 SUPERSEDED_DIR = RULES_DIR / "superseded"
@@ -92,7 +92,12 @@ def file_hash(path: Path) -> str:
 def _parsed(preset: str) -> Any:
     """The parse shared by every reader in this process (None without a rules file): read it, never change it."""
     path = rules_path(preset)
-    return _parse(path.read_text()) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return _parse(path.read_text())
+    except yaml.YAMLError as e:  # a typo or a Python tag: one line naming the file, never a traceback
+        raise ConfigError(yaml_error_line(e, path)) from None
 
 
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
