@@ -20,6 +20,7 @@ import contextlib
 import copy
 import difflib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -71,9 +72,30 @@ def check_yaml(path: Path) -> None:
             yaml.safe_load(f)
 
 
+CFG_FLAGS = ("--cfg", "-c")
+CFG_VALUES = ("job", "hydra", "all")
+
+
+def without_cfg(args: Sequence[str]) -> list[str]:
+    """``args`` without ``--cfg``/``-c`` and its value (``job``, ``hydra``, ``all``)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+            if a in CFG_VALUES:
+                continue
+        if a.split("=")[0] in CFG_FLAGS:
+            skip = "=" not in a
+            continue
+        out.append(a)
+    return out
+
+
 def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
     """Check the command line's overrides against ``conf/`` before Hydra runs anything."""
     conf_dir = Path(conf_dir)
+    args = without_cfg(args)  # ``--cfg job <overrides>``: the overrides are checked as for a run
     if any(a.split("=")[0] in HYDRA_FLAGS_WITHOUT_RUN + HYDRA_FLAGS_OTHER_CONFIG for a in args):
         return
     groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name != "hydra"}
@@ -115,6 +137,12 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
         _check_placements(conf_dir, groups, group_values, placements)
     if value_overrides:
         _check_keys_and_types(conf_dir, groups, group_values, value_overrides, placed)
+    composing = [o for o in parsed if o.key_or_group.startswith("hydra/") or
+                 (o.input_line.startswith("+") and o.key_or_group.partition(".")[0] in FREE_FORM)]  # fmt: skip
+    if composing or len(group_values) > 1:  # what only Hydra's composition finds: said here in one line
+        first = [f"{g}={values[0]}" for g, values in group_values.items()]
+        first += [o.input_line for o in composing if not o.is_sweep_override()]
+        _compose(conf_dir, first, strict=True)
 
 
 def _parse(conf_dir: Path, groups: set[str], args: list[str]) -> list[Any]:
@@ -204,6 +232,21 @@ def _check_keys_and_types(
                 _check_key(node, rest, o, conf_dir=conf_dir, group=head, option=option)
 
 
+def composition_error(e: Exception, overrides: list[str]) -> str:
+    """Hydra's (or OmegaConf's) reason a command line cannot compose, in one line, with the remedy
+    where the reason is one a user meets: an unknown launcher or sweeper, ``+key`` on a key that is
+    there, a preset's keys that the data set chosen beside it does not have."""
+    text = " ".join(str(e).replace("\t", " ").split()).split(" Config search path:")[0]
+    if "Could not append to config. An item is already at" in text:
+        return text  # Hydra's own words name both remedies
+    if (missing := re.search(r"Key '(\w+)' not in '(\w+)' full_key: ([\w.]+)", text)) and overrides:
+        key, schema, full = missing.groups()
+        chosen = [o for o in overrides if o.split("=")[0] == full.split(".")[0]]
+        return (f"{full} is not a key of {schema} ({' '.join(chosen) or 'the chosen option'}): a preset's settings "
+                "for another option of that group do not fit it; choose a preset made for it, or drop the switch")
+    return f"the command line does not compose: {text}"
+
+
 _COMPOSED: dict[tuple[str, tuple[str, ...], tuple[tuple[str, int, int], ...]], Any] = {}
 
 
@@ -218,30 +261,37 @@ def _conf_state(conf_dir: Path) -> tuple[tuple[str, int, int], ...]:
     return tuple(sorted(state))
 
 
-def _compose(conf_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]] | None:
+def _compose(conf_dir: Path, overrides: list[str], strict: bool = False) -> tuple[DictConfig, dict[str, Any]] | None:
     """The job's config without its ``hydra`` node, and the group choices; None where Hydra
-    cannot compose it. Composed once per command line and state of ``conf_dir`` in a process
-    (~0.3 s each): a process that starts several runs (a test session, a notebook) checks the same
-    command lines again; each caller gets its own copy."""
+    cannot compose it (``strict``: a `ConfigError` with Hydra's reason in one line instead).
+    Composed once per command line and state of ``conf_dir`` in a process (~0.3 s each): a process
+    that starts several runs (a test session, a notebook) checks the same command lines again; each
+    caller gets its own copy."""
     key = (str(conf_dir), tuple(overrides), _conf_state(conf_dir))
     if key not in _COMPOSED:
         if len(_COMPOSED) >= 64:
             _COMPOSED.clear()
         _COMPOSED[key] = _compose_uncached(conf_dir, overrides)
-    return copy.deepcopy(_COMPOSED[key])
+    found = _COMPOSED[key]
+    if isinstance(found, ConfigError):
+        if strict:
+            raise found
+        return None
+    return copy.deepcopy(found)
 
 
-def _compose_uncached(conf_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]] | None:
+def _compose_uncached(conf_dir: Path, overrides: list[str]) -> tuple[DictConfig, dict[str, Any]] | ConfigError:
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
 
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(conf_dir), version_base="1.3"):
             cfg = compose("config", overrides=overrides, return_hydra_config=True)
-    except HydraException:
-        return None
+    except (HydraException, OmegaConfBaseException) as e:
+        return ConfigError(composition_error(e, overrides))
     finally:
         GlobalHydra.instance().clear()
     chosen = dict(cfg.hydra.runtime.choices)
