@@ -32,9 +32,10 @@ def test_override_keys() -> None:
 
 def test_recorded_overrides_come_first_and_the_command_line_wins(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    _record(run_dir, ["experiment=quickstart", "norm=gn", "hardware.num_threads=1", "resume=false"])
+    _record(run_dir, ["experiment=quickstart", "norm=gn", "hardware.num_threads=1", "resume=false",
+                      "logger=local", "logger.local=false", "checkpoint.every_n_steps=3"])  # fmt: skip
     args, taken = with_recorded_overrides(["resume=true", f"hydra.run.dir={run_dir}", "hardware.num_threads=2"])
-    assert taken == ["experiment=quickstart", "norm=gn"]
+    assert taken == ["experiment=quickstart", "norm=gn"]  # how a segment ran (logger, checkpoints) is not taken
     assert args == ["experiment=quickstart", "norm=gn", "resume=true", f"hydra.run.dir={run_dir}",
                     "hardware.num_threads=2"]  # fmt: skip
 

@@ -4,8 +4,8 @@ Hydra composes a config from the command line only, so a run started with overri
 (``experiment=quickstart dataset.root=… norm=gn``) would be resumed with the defaults and refused
 as "another configuration". `with_recorded_overrides` puts the run's own overrides, as Hydra
 recorded them in ``R/.hydra/overrides.yaml`` (the accepted run's copy in ``.hydra/trained/`` first),
-before those of the command line; a key given on the command line wins, so a setting that cannot
-change a result (``hardware.num_threads``, the logger) may differ, and the checkpoint's check
+before those of the command line; a key given on the command line wins, a setting of how a segment
+runs (the logger, checkpoints, threads: `HOW_IT_RUNS`) is never taken from the record, and the checkpoint's check
 (`normbench.run.resume.checkpoint.config_difference`) refuses every other difference in one line.
 """
 
@@ -25,6 +25,16 @@ RECORDED = (Path(".hydra") / "trained" / "overrides.yaml", Path(".hydra") / "ove
 def override_key(arg: str) -> str:
     """The key an override sets: ``+a.b=1`` → ``a.b``, ``~x`` → ``x``, ``norm=gn`` → ``norm``."""
     return arg.split("=", 1)[0].lstrip("+~")
+
+
+HOW_IT_RUNS = ("resume", "logger", "checkpoint", "hardware.num_threads")
+"""Settings of how a segment runs, not of what it computes (`normbench.run.resume.checkpoint`'s
+volatile and neutral keys): taken from this command line, never from the record (a segment run with
+``logger.local=false`` does not make the next one write no files)."""
+
+
+def _how_it_runs(key: str) -> bool:
+    return any(key == k or key.startswith(f"{k}.") for k in HOW_IT_RUNS)
 
 
 def _value(args: Sequence[str], key: str) -> str | None:
@@ -61,5 +71,5 @@ def with_recorded_overrides(args: Sequence[str]) -> tuple[list[str], list[str]]:
     if not recorded:
         return args, []
     given = {override_key(a) for a in args if "=" in a or a.startswith("~")}
-    taken = [a for a in recorded if override_key(a) not in given and override_key(a) != "resume"]
+    taken = [a for a in recorded if override_key(a) not in given and not _how_it_runs(override_key(a))]
     return [*taken, *args], taken
