@@ -54,7 +54,7 @@ def _verdict(r: Row) -> str:
 
 def _subtitle(rows: Sequence[Row], what: str) -> str:
     """What the error bars are; hollow points named only when one is drawn; the verdicts' reminder."""
-    hollow = "; hollow: one seed" if any(r.score.n == 1 for r in rows) else ""
+    hollow = "; hollow: under 3 seeds" if any(r.score.n and not math.isfinite(r.score.lo) for r in rows) else ""
     return f"({what}{hollow})\nin brackets: the rules' verdict; a gap without one is not decided"
 
 
@@ -97,7 +97,7 @@ def throughput_figure(rows: Sequence[Row]) -> Any:
     cells = _cells(rows)
     title = "Norm leaderboard: score vs training throughput\n" + _subtitle(
         [r for c in cells for r in c[2]], "error bars: 95 % t-interval over seeds")
-    fig, axes = new_figure(1, max(len(cells), 1), title)
+    fig, axes = new_figure(1, max(len(cells), 1), title, size=(max(7.0, 6.0 * len(cells)), 5.0))  # the title fits
     cell_labels = []
     for ax, (model, dataset, scored, task) in zip(axes[0], cells):
         scale = 100.0 if task == IMAGES else 1.0

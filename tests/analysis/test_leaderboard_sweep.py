@@ -1,7 +1,7 @@
 """The leaderboard end to end: a 3-norm x 1-seed x 6-step sweep through ``python -m normbench -m``
 on the synthetic quickstart data, then ``normbench-leaderboard`` over its sweep folder; every
-number in the table is checked against the job folders' own files, every registered norm has a
-row, and "What ran" gives PowerNorm's warm-up as the runner planned it (10 % of 6 steps: 1)."""
+number in the table is checked against the job folders' own files, the norms that ran and no
+other have a row (issue 60), and "What ran" gives PowerNorm's warm-up as the runner planned it (10 % of 6 steps: 1)."""
 
 from __future__ import annotations
 
@@ -59,8 +59,7 @@ def test_sweep_then_leaderboard(tmp_path: Path) -> None:
     assert lb.returncode == 0, lb.stderr[-3000:]
     with open(out / "leaderboard.csv") as f:
         rows = {row["norm"]: row for row in csv.DictReader(f)}
-    assert set(rows) == set(list_norms())  # every registered norm: those not swept are "not run"
-    assert {n for n, row in rows.items() if row["verdict"] != "not run"} == {"bn", "gn", "pn"}
+    assert set(rows) == {"bn", "gn", "pn"} < set(list_norms())  # the norms that ran, no row for one never run
     assert all(row["normalizes_over"] == NORMS.get(n).normalizes_over("NCHW") for n, row in rows.items())
     by_norm = {}
     for d in (p for p in sweep.iterdir() if p.name.isdigit()):
