@@ -161,7 +161,9 @@ def runs_table(results: Path, folders: list[Path], problems: list[str]) -> list[
     rows = []
     for folder, run in runs.items():
         rules, status = states[folder], run.get("status", "?")
-        unusual = "(" in rules or rules.startswith("none") or status not in ("", "runs 0, figures 0")
+        superseded_only = "(superseded:" in rules  # said once, under the tally (superseded_note)
+        unusual = ("(" in rules and not superseded_only) or rules.startswith("none") or status not in (
+            "", "runs 0, figures 0")  # fmt: skip
         if rules.endswith("STALE)") or not unusual:
             continue
         rows.append(f"| [{folder.name}]({folder.name}/README.md) | {run.get('commit', '?')} | {rules} "
@@ -201,6 +203,7 @@ def build(results: Path = RESULTS) -> tuple[str, list[str]]:
     current, legacy = judged_folders(results)
     titles = {f.name: claim_meta(f.name, judged_hash(rows))[0] for f, rows in current}
     old = {f.name for f, rows in current if superseded(f, rows)}
+    old = set() if len(old) == len(current) else old  # every folder superseded: said once, not per row
     folders = annotated(current)
     checks = [r for f, rows in current for r in annotate(rows, f.name) if r["check"]]
     papers = [(f, rows) for f, rows in folders if f.name != LEADERBOARD]  # the leaderboard: its own table
@@ -239,9 +242,11 @@ def superseded_note(current: list[tuple[Path, list[dict[str, str]]]]) -> list[st
     names = [f.name for f, rows in current if superseded(f, rows)]
     if not names:
         return []
+    which = ("every verdict below is its preset's last run's, under the superseded rules, and exploratory"
+             if len(names) == len(current) else "their verdicts below are their last runs', under the superseded "
+             "rules, marked *(superseded)*")  # fmt: skip
     return [f"**{len(names)} of {len(current)} presets await their rerun under new rules** (each folder's "
-            "HISTORY.md: the planned attempt, declared before its runs); their verdicts below are their last "
-            "runs', under the superseded rules, marked *(superseded)*."]  # fmt: skip
+            f"HISTORY.md: the planned attempt, declared before its runs); {which}."]  # fmt: skip
 
 
 def claims_folders(results: Path = RESULTS) -> list[Path]:

@@ -189,7 +189,8 @@ def test_changed_rules_declared_as_a_planned_attempt_pass_the_check_and_mark_the
     planned = history.plan_entry(folder, "the relation turned, as the paper's Fig. 2 reads")
     assert planned.startswith(f"## Attempt 2 — rules {rules.rules_hash('powernorm_stats_cpu')}, planned before")
     text, problems = index.build(tmp_path / "results")
-    assert problems == [] and "**supported** *(superseded)*" in text and "await their rerun" in text
+    assert problems == [] and "await their rerun" in text  # every folder superseded: said once, not per row
+    assert "under the superseded rules, and exploratory" in text and "*(superseded)*" not in text
     path.write_text(path.read_text().replace("alpha: 0.05", "alpha: 0.01", 1))  # amended before any run
     assert history.plan_entry(folder, "alpha 0.01").startswith("## Attempt 2 — rules ")
     write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))  # the rerun under the amended plan

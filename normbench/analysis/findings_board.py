@@ -58,7 +58,7 @@ def _versus(claims: Sequence[Mapping[str, Any]], row: Mapping[str, Any], referen
         return f"not judged ({short_reason(claim)})"
     s = signed(claim, claim["unit"])
     q = to_float(claim.get("q"))
-    return short_verdict(claim) + (f", {s.text(arms=False)}" if s else "") + (
+    return short_verdict(claim) + (f", {s.text()}" if s else "") + (
         f", q {p_text(q)}{' ⚑' if q > 0.05 else ''}" if q == q else "")  # fmt: skip
 
 
