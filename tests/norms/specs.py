@@ -162,23 +162,19 @@ def sentence_layer(f: Callable[[Tensor, nn.Module], Tensor]) -> Callable[[Tensor
 
 # -- the table -----------------------------------------------------------------------------------
 
+BATCH_NORM = Spec(
+    nchw=lambda x, m: standardize(x, m, (0, 2, 3)),
+    ntc=lambda x, mask, m: bn_torch(x[mask], m),
+    torch=bn_torch,
+    invariances=both(BATCH_STATS),
+    statistics="batch",
+    masked=True,
+)
+"""BatchNorm's row (per channel over N×H×W / the real tokens), which Batch Renorm's shares."""
+
 SPECS: dict[str, Spec] = {
-    "bn": Spec(
-        nchw=lambda x, m: standardize(x, m, (0, 2, 3)),
-        ntc=lambda x, mask, m: bn_torch(x[mask], m),
-        torch=bn_torch,
-        invariances=both(BATCH_STATS),
-        statistics="batch",
-        masked=True,
-    ),
-    "brn": Spec(  # a fresh module is in its warm-up: plain BatchNorm
-        nchw=lambda x, m: standardize(x, m, (0, 2, 3)),
-        ntc=lambda x, mask, m: bn_torch(x[mask], m),
-        torch=bn_torch,
-        invariances=both(BATCH_STATS),
-        statistics="batch",
-        masked=True,
-    ),
+    "bn": BATCH_NORM,
+    "brn": BATCH_NORM,  # a fresh module is in its warm-up: plain BatchNorm
     "bn_noisy": Spec(  # the same noise: BN's invariances carry over
         nchw=lambda x, m: noise(standardize(x, m, (0, 2, 3)), m),
         ntc=lambda x, mask, m: noise(bn_torch(x[mask], m), m, mask),
