@@ -25,7 +25,9 @@ def first_comment(path: Path) -> str:
             break
         if "@package" not in line:
             block.append(line[1:].strip())
-    return re.split(r"(?<=[^.]\.) ", " ".join(block), maxsplit=1)[0]  # an ellipsis ends no sentence
+    not_ends = "".join(rf"(?<!\b{re.escape(a)})" for a in ("al.", "e.g.", "i.e.", "vs.", "Fig.", "Figs.", "cf.",
+                                                            "Eq.", "Sec.", "sec.", "Tab."))  # fmt: skip
+    return re.split(rf"(?<=[^.]\.){not_ends} ", " ".join(block), maxsplit=1)[0]  # nor an ellipsis or "et al."
 
 
 def defaults() -> dict[str, str]:
@@ -74,3 +76,12 @@ def test_help_marks_the_command_lines_choices_and_lists_a_new_preset(tmp_path, m
     assert [o for o in group_line(text, "norm") if o.endswith("*")] == ["gn*"]
     assert re.search(r"^  zz_new\* +A preset made by the test\.$", text, re.M)
     assert re.search(r"^  quickstart +\S", text, re.M)  # the presets of conf/ are still listed
+
+
+def test_a_first_sentence_runs_past_et_al(tmp_path) -> None:
+    """--help cut some presets' first sentence at "et al." (issue 59)."""
+    from normbench.cli.help import first_comment
+
+    path = tmp_path / "p.yaml"
+    path.write_text("# @package _global_\n# Santurkar et al. 2018 (Figs. 1-4), e.g. VGG: the landscape. More.\nx: 1\n")
+    assert first_comment(path) == "Santurkar et al. 2018 (Figs. 1-4), e.g. VGG: the landscape."

@@ -45,6 +45,10 @@ def register_resolvers() -> None:
         OmegaConf.register_new_resolver("normbench.help", help_text)
 
 
+NOT_SENTENCE_ENDS = ("al.", "e.g.", "i.e.", "vs.", "Fig.", "Figs.", "cf.", "Eq.", "Sec.", "sec.", "Tab.")
+"""Abbreviations whose period ends no sentence (``Santurkar et al. 2018`` was cut at ``et al.``)."""
+
+
 def first_comment(path: Path) -> str:
     """The first sentence of a config file's leading comment (``# @package`` aside), without the
     ``#``: a sentence that runs over several comment lines is joined, never cut mid-way."""
@@ -56,7 +60,8 @@ def first_comment(path: Path) -> str:
         if not text.lstrip("# ").startswith("@package"):
             words += text.lstrip("#").split()
     joined = " ".join(words)
-    end = next((i for i, w in enumerate(words) if w.endswith(".") and not w.endswith("..")), None)
+    end = next((i for i, w in enumerate(words) if w.endswith(".") and not w.endswith("..")
+                and w.strip("(") not in NOT_SENTENCE_ENDS), None)  # fmt: skip
     return " ".join(words[: end + 1]) if end is not None else joined
 
 
