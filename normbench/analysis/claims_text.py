@@ -154,6 +154,22 @@ CONVENTION = (
 )
 
 
+def runs_counted(claims: Sequence[Mapping[str, Any]]) -> str:
+    """Which runs the claims count (issue 60: never pooled silently): a run that ended neither
+    finished nor diverged is left out, named in a warning when the claims are judged; a diverged run
+    counts in its arm at the measure's worst value; the claims here that hold one, from claims.csv."""
+    def count(r: Mapping[str, Any], side: str) -> int:
+        text = str(r.get(f"{side}_diverged") or "0")
+        return int(float(text)) if text.replace(".", "", 1).isdigit() else 0
+
+    held = [f"{r.get('short') or r.get('id')} ({count(r, 'a')} + {count(r, 'b')})" for r in claims
+            if count(r, "a") + count(r, "b")]  # fmt: skip
+    where = "; diverged runs in: " + ", ".join(held) if held else "; no judged arm here holds a diverged run"
+    return ("Runs counted: a run that ended neither finished nor diverged (interrupted, failed, killed) is left out, "
+            "named in a warning when the claims are judged; a diverged run counts in its arm at the measure's worst "
+            f"value (a rank test then){where}.")
+
+
 def claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]], pilot: bool = False) -> str:
     """The text of ``claims.md`` from ``claims.csv``'s rows (``pilot``: a pilot's, which sizes a plan
     and judges nothing)."""
@@ -167,6 +183,7 @@ def claims_markdown(preset: str, rows: Sequence[Mapping[str, Any]], pilot: bool 
              "| claim | in the paper's words | the paper | ours | signed difference [95 % CI] | test, p | "
              "E · detectable | verdict |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     lines += [claim_line(r) for r in claims]
+    lines += ["", runs_counted(claims)]
     checks = [r for r in every if r["check"]]
     if checks:
         units = check_units(preset, judged_hash)
