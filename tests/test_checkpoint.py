@@ -252,13 +252,15 @@ def test_cli_resume_past_a_corrupted_checkpoint_is_one_line_and_keeps_the_run(tm
     data = bytearray(only.read_bytes())
     data[len(data) // 2] ^= 0x01  # one flipped bit
     only.write_bytes(bytes(data))
+    summary = json.loads((out / "summary.json").read_text())  # a run stopped before its end (a finished one
+    (out / "summary.json").write_text(json.dumps({**summary, "status": "interrupted"}))  # has nothing to resume)
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, *base, "resume=true")
     assert code == 2 and stderr.count("\n") == 1, stderr
     assert stderr.startswith("normbench: error: resume=true but no checkpoint in") and only.name in stderr
     after = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     assert after == before  # the run is untouched, Hydra's records of it too
-    assert json.loads((out / "summary.json").read_text())["status"] == "finished"
+    assert json.loads((out / "summary.json").read_text())["status"] == "interrupted"
 
 
 @fault("resume=true where there is nothing to resume", "one line; no fresh run, nothing left behind", "one-line")

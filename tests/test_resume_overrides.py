@@ -86,3 +86,18 @@ def test_resume_alone_continues_a_run_started_with_overrides(tmp_path, monkeypat
     assert [s["num_threads"] for s in summary["segments"]] == [1, 2]
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["norm"]["name"] == "gn"
+
+
+@pytest.mark.parametrize("status", ["finished", "diverged"])
+def test_resuming_a_run_that_ended_does_nothing(tmp_path, monkeypatch, capsys, status: str) -> None:
+    """Issue 59: resume=true of a finished run added a segment and a second W&B run and doubled wall_time_s."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    summary = {"status": status, "step": 62, "wall_time_s": 20.0, "segments": [{"from_step": 0}]}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    before = {p.name: p.read_bytes() for p in run_dir.iterdir()}
+    code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, "resume=true", f"hydra.run.dir={run_dir}")
+    assert code == 0 and stderr == ""
+    assert stdout.strip() == (f"[normbench] {run_dir} holds a run that {status} at step 62: nothing to resume "
+                              "(its results stand; start a new run in another hydra.run.dir)")  # fmt: skip
+    assert {p.name: p.read_bytes() for p in run_dir.iterdir()} == before  # no segment, no .hydra/, no W&B run

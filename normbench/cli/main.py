@@ -205,8 +205,11 @@ def cli() -> Any:
     if VERSION_FLAGS & set(sys.argv[1:]):  # Hydra's own --version would name Hydra's version only
         print(version_line())
         return None
-    from normbench.cli.recorded import with_recorded_overrides
+    from normbench.cli.recorded import ended_run, with_recorded_overrides
 
+    if (ended := ended_run(sys.argv[1:])) is not None:  # resume=true of a run that ended: nothing to do
+        info(ended)
+        return None
     try:
         sys.argv[1:], taken = with_recorded_overrides(sys.argv[1:])  # Hydra reads sys.argv
         if taken:

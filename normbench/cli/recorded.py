@@ -11,6 +11,7 @@ runs (the logger, checkpoints, threads: `HOW_IT_RUNS`) is never taken from the r
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -73,3 +74,29 @@ def with_recorded_overrides(args: Sequence[str]) -> tuple[list[str], list[str]]:
     given = {override_key(a) for a in args if "=" in a or a.startswith("~")}
     taken = [a for a in recorded if override_key(a) not in given and not _how_it_runs(override_key(a))]
     return [*taken, *args], taken
+
+
+ENDED = ("finished", "diverged")
+"""A run that ended with a result: a resume has nothing to continue."""
+
+
+def ended_run(args: Sequence[str]) -> str | None:
+    """For a single run's ``resume=true hydra.run.dir=R`` (no other setting but how it runs) where
+    ``R`` holds a run that ended with a result: the line that says so (the command then does
+    nothing: no new segment, W&B run or doubled wall time); None otherwise."""
+    if any(a in ("-m", "--multirun") for a in args) or (_value(args, "resume") or "").lower() != "true":
+        return None
+    settings = [a for a in args if "=" in a and override_key(a) not in ("resume", "hydra.run.dir")
+                and not _how_it_runs(override_key(a))]  # fmt: skip
+    if settings:  # a setting given: the checkpoint's check says whether it is the run's own
+        return None
+    run_dir = _value(args, "hydra.run.dir")
+    try:
+        summary = json.loads((Path(run_dir) / "summary.json").read_text()) if run_dir else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(summary, dict) or summary.get("status") not in ENDED:
+        return None
+    step = summary.get("step", "?")
+    return (f"[normbench] {run_dir} holds a run that {summary['status']} at step {step}: nothing to resume (its "
+            "results stand; start a new run in another hydra.run.dir)")
