@@ -28,13 +28,14 @@ import numpy as np
 
 from normbench.analysis.dashboard import Dashboard, Panel, Section
 from normbench.analysis.figure_names import arm_name, metric_name
+from normbench.analysis.leaderboard import MIN_SEEDS_FOR_INTERVAL
 from normbench.analysis.run_record import Run
 from normbench.analysis.stats import t_interval
 from normbench.base.errors import ConfigError
 from normbench.base.output import warn
 
-MIN_SEEDS = 3
-"""Seeds a setting needs for an interval."""
+MIN_SEEDS = MIN_SEEDS_FOR_INTERVAL
+"""Seeds a setting needs for an interval: the leaderboard's rule."""
 NOT_SETTINGS = ("seed", "resume", "logger", "hardware.resolved", "hardware.num_threads", "checkpoint")
 """Config keys (and sections) that differ between runs without making another setting."""
 HEADLINE_METRICS = ("train/loss", "val/loss", "val/acc", "test/acc", "val/bleu", "test/bleu")

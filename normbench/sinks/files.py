@@ -25,6 +25,7 @@ from normbench.base.errors import RecordsVanished
 from normbench.base.hydra_job import hydra_preset
 from normbench.base.output import atomic_write_text, warn
 from normbench.rules import rules_hash
+from normbench.run.records.folders import checkout_root
 from normbench.run.records.segments import RecordsWatch
 
 if TYPE_CHECKING:
@@ -53,13 +54,6 @@ def _jsonable(v: Any) -> Any:
 
 GIT_TIMEOUT_S = 10.0
 """Seconds each git call may take; a slower (or missing) git records no tree, it never fails a run."""
-
-
-def checkout_root() -> Path | None:
-    """The git checkout this package runs from (None when installed from a wheel: a repository
-    that merely encloses ``site-packages`` is not normbench's tree)."""
-    root = Path(__file__).resolve().parents[2]
-    return root if (root / ".git").exists() else None
 
 
 def _top(path: Path | None) -> Path | None:

@@ -13,8 +13,9 @@ class RunDirError(ConfigError):
     """The run directory cannot be taken: nothing may be written into it."""
 
 
-def checkout_of_package() -> Path | None:
-    """The git checkout this package runs from (None when installed from a wheel)."""
+def checkout_root() -> Path | None:
+    """The git checkout this package runs from (None when installed from a wheel: a repository
+    that merely encloses ``site-packages`` is not normbench's tree)."""
     root = Path(__file__).resolve().parents[3]
     return root if (root / ".git").exists() else None
 
@@ -30,7 +31,7 @@ def check_output_folder(path: str | Path, key: str) -> None:
     folder = Path(os.path.abspath(os.path.expanduser(text)))
     if folder == Path(folder.anchor):
         raise RunDirError(f"{key}={text!r} is the file system's root; name a folder for the run, e.g. outputs/<name>")
-    checkout = checkout_of_package()
+    checkout = checkout_root()
     if checkout is not None and checkout.is_relative_to(folder):
         where = "is" if folder == checkout else "holds"
         raise RunDirError(f"{key}={text!r} {where} the checkout {checkout}: a run's files would mix with the code's; "
