@@ -66,13 +66,25 @@ def preset_of(folder: Path) -> str:
     return folder.name
 
 
+def judged_rules_hash(folder: Path) -> str | None:
+    """The one rules hash the folder's ``claims.csv`` was judged under (None: no claims.csv, or none
+    or several hashes there: the current rules draw)."""
+    if not (folder / "claims.csv").is_file():
+        return None
+    with open(folder / "claims.csv", newline="") as f:
+        hashes = {r.get("rules_hash") or "" for r in csv.DictReader(f)}
+    return hashes.pop() if len(hashes) == 1 and "" not in hashes else None
+
+
 def redraw(folder: Path) -> list[FigureResult]:
-    """Every figure of the folder's preset that its committed files draw (see the module's docstring)."""
+    """Every figure of the folder's preset that its committed files draw (see the module's docstring),
+    under the rules its claims were judged under (a superseded file's figure specs for a folder that
+    awaits its rerun: the runs were drawn by those)."""
     import normbench.analysis.groups  # noqa: F401  (their imports register the code figures' redraws)
     import normbench.analysis.transformer  # noqa: F401
     from normbench.analysis.figure_spec import arm_runs, draw_spec
 
-    rules = load_rules(base_preset(preset_of(folder)))
+    rules = load_rules(base_preset(preset_of(folder)), judged_rules_hash(folder))
     if rules is None or rules.figures is None or not (folder / "per_run.csv").is_file():
         return []
     runs, out = table_runs(folder), []

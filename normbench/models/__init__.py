@@ -1,6 +1,6 @@
 """Models, each taking its norm through one factory argument."""
 
-from normbench.models import resnet, transformer, vgg  # noqa: F401  (registration)
+from normbench.models import mlp, resnet, transformer, vgg  # noqa: F401  (registration)
 from normbench.models.registry import (
     MODELS,
     ModelConfig,

@@ -72,7 +72,7 @@ class ImageClassificationTask:
         self.eval_train = eval_train
 
     def model_kwargs(self) -> dict[str, Any]:
-        return {"num_classes": self.num_classes}
+        return {"num_classes": self.num_classes, "image_shape": tuple(self.train_x.shape[1:])}  # (C, H, W)
 
     def steps_per_epoch(self) -> int:
         return len(self.train_x) // self.batch_size

@@ -91,7 +91,7 @@ def bn_saturation(root: Path) -> None:
     job = 0
     for norm, saturated, first in (("none", [0.5, 0.6, 0.7], 1e-4), ("bn", [0.05, 0.1, 0.15], 0.1)):
         for seed in SEEDS:
-            grads = {"features.0.conv": first, "features.2.conv": 0.5, "classifier": 1.0}
+            grads = {"features.0.linear": first, "features.1.linear": 0.5, "classifier": 1.0}
             rows = _saturation_rows([s + 0.01 * seed for s in saturated], grads, seed)
             write_run(root, job, {"norm": {"name": norm}, "seed": seed}, rows, {})
             job += 1

@@ -83,8 +83,8 @@ def test_bn_saturation_measures_and_claims(tmp_path: Path, standard_acc: float) 
     job = 0
     for norm, saturated, first in (("none", [0.5, 0.6, 0.7], 1e-4), ("bn", [0.05, 0.1, 0.15], 0.1)):
         for seed in SEEDS:
-            rows = _saturation_rows([s + 0.01 * seed for s in saturated], {"features.0.conv": first,
-                                    "features.2.conv": 0.5, "classifier": 1.0}, seed)  # fmt: skip
+            rows = _saturation_rows([s + 0.01 * seed for s in saturated], {"features.0.linear": first,
+                                    "features.1.linear": 0.5, "classifier": 1.0}, seed)  # fmt: skip
             summary = {"val/acc": 0.3 if norm == "bn" else standard_acc}  # the positive control: BN learns
             write_run(tmp_path / "runs", job, {"norm": {"name": norm}, "seed": seed}, rows, summary)
             job += 1
@@ -106,7 +106,8 @@ def test_bn_saturation_measures_and_claims(tmp_path: Path, standard_acc: float) 
 def test_bn_saturation_arms_compose(arm: str) -> None:
     cfg = compose_cfg(["experiment=bn_saturation_cpu", f"experiment/arms/bn_saturation@_global_={arm}"])
     assert cfg.norm.name == ("none" if arm == "standard" else "bn") and cfg.model.activation == "sigmoid"
-    assert cfg.diagnostics.saturation.threshold == 4.0 and cfg.max_steps == 300 and cfg.model.name == "vgg11"
+    assert cfg.diagnostics.saturation.threshold == 4.0 and cfg.max_steps == 2000 and cfg.batch_size == 60
+    assert cfg.model.name == "mlp" and list(cfg.model.hidden) == [100, 100, 100]  # Ioffe & Szegedy's MNIST net
 
 
 def test_bn_lr_range_claims_read_each_seeds_lr_grid(tmp_path: Path) -> None:
