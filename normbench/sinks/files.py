@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from normbench.base.errors import RecordsVanished
 from normbench.base.hydra_job import hydra_preset
+from normbench.base.layout import RunDir
 from normbench.base.output import atomic_write_text, warn
 from normbench.rules import rules_hash
 from normbench.run.records.folders import checkout_root
@@ -195,12 +196,13 @@ class LocalSink:
         load: Load | None = None,
     ) -> None:
         self.run_dir = run_dir
-        self.path = run_dir / "metrics.jsonl"
+        self.files = RunDir(run_dir)
+        self.path = self.files.metrics
         if resume_offset is not None:
             check_resumed_metrics(self.path, resume_offset, resume_sha256)
-            keep_edited_config(run_dir / "config.yaml", config, load)
+            keep_edited_config(self.files.config, config, load)
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "config.yaml", config_yaml)
+        atomic_write_text(self.files.config, config_yaml)
         self._metrics = open(self.path, "ab", buffering=0)  # noqa: SIM115  (open for the run; unbuffered)
         if resume_offset is not None and resume_offset < self._metrics.tell():
             self._metrics.truncate(resume_offset)
@@ -246,7 +248,7 @@ class LocalSink:
             raise RecordsVanished(self.path, "cut short")
         self.watch.check(self.run_dir)  # a replaced metrics.jsonl: the folder is the run's, the summary says so
         text = json.dumps({k: _jsonable(v) for k, v in summary.items()}, indent=2, default=str)
-        atomic_write_text(self.run_dir / "summary.json", text + "\n")
+        atomic_write_text(self.files.summary, text + "\n")
 
 
 def check_resumed_metrics(path: Path, offset: int, sha256: str | None) -> None:

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normbench.base.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
+from normbench.base.layout import RunDir
 from normbench.base.output import info, warn
 from normbench.config import comparable_record
 from normbench.run.divergence import diverged_reason
-from normbench.run.placement.hardware import load_now, machine_record, usable_cores
+from normbench.placement.hardware import load_now, machine_record, usable_cores
 from normbench.run.records import rundir
 from normbench.run.records import segments as run_records
 from normbench.run.resume.checkpoint import Checkpointer
@@ -45,7 +46,7 @@ def resume_state(resume: bool, checkpointer: Checkpointer, record: dict[str, Any
         info(f"[normbench] run directory: {run_dir}")
     if resume:
         return checkpointer.resume_state(record, load=comparable_record)  # compared as typed records
-    status = summary_status(run_dir / "summary.json")
+    status = summary_status(RunDir(run_dir).summary)
     if checkpointer.has_checkpoints() or status in (*RESULT_STATUSES, "unreadable"):
         raise ConfigError(
             f"the run directory {run_dir} already holds a run; pass resume=true to continue it, "

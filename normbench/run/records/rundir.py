@@ -28,12 +28,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from normbench.base.layout import RunDir
 from normbench.base.output import atomic_write_bytes, error_line
-from normbench.run.placement import distributed
+from normbench.placement import distributed
 from normbench.run.records.folders import RunDirError, check_output_folder
 
-LOCK_NAME = ".normbench.lock"
-RESULT_NAMES = ("metrics.jsonl", "summary.json", "checkpoints", "wandb")
+LOCK_NAME = RunDir.LOCK
+RESULT_NAMES = RunDir.RESULTS
 """Entries that mean a run got as far as results: a run that wrote one is never cleaned away."""
 
 
@@ -223,7 +224,7 @@ class Snapshot:
     def take(cls, run_dir: str | Path) -> Snapshot:
         run_dir = Path(os.path.abspath(run_dir))
         if run_dir.is_dir():
-            hydra = run_dir / ".hydra"
+            hydra = RunDir(run_dir).hydra
             entries = set(os.listdir(run_dir))
             return cls(
                 run_dir,
@@ -266,8 +267,8 @@ class Snapshot:
                         break
                 folder = folder.parent
             return removed
-        hydra = self.run_dir / ".hydra"
-        if ".hydra" in self.entries and hydra.is_dir():
+        hydra = RunDir(self.run_dir).hydra
+        if hydra.name in self.entries and hydra.is_dir():
             for name in sorted(set(os.listdir(hydra)) - self.hydra_entries):
                 _remove(hydra / name)
                 removed.append(hydra / name)

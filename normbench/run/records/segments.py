@@ -23,15 +23,16 @@ from pathlib import Path
 
 from normbench.base.errors import RecordsVanished
 from normbench.base.hydra_job import hydra_output_subdir
+from normbench.base.layout import RunDir
 from normbench.base.output import atomic_write_bytes
 
-TRAINED_DIR = "trained"
+TRAINED_DIR = RunDir.TRAINED
 """``.hydra/trained/``: Hydra's three files as they were when the directory's run was last
 accepted (a fresh start or a verified resume); a refused job of a sweep puts them back."""
-HYDRA_RECORDS = ("config.yaml", "hydra.yaml", "overrides.yaml")
-RECORD_NAMES = ("metrics.jsonl", "summary.json", "config.yaml")
+HYDRA_RECORDS = RunDir.HYDRA_FILES
+RECORD_NAMES = RunDir.RECORDS
 """What a run writes at its top level (`normbench.sinks.files.LocalSink`)."""
-RESTARTS_DIR = "restarts"
+RESTARTS_DIR = RunDir.RESTARTS
 _TMP = re.compile(r"^\..+\.tmp$")
 
 
@@ -85,7 +86,7 @@ def remove_tmp_files(run_dir: Path) -> list[Path]:
     """Remove the ``.<name>.tmp`` files of writes that failed (a full disk) in ``run_dir`` and its
     ``checkpoints/``; only this run writes there (it holds the lock)."""
     removed = []
-    for folder in (run_dir, run_dir / "checkpoints"):
+    for folder in (run_dir, RunDir(run_dir).checkpoints):
         for path in folder.iterdir() if folder.is_dir() else []:
             if _TMP.match(path.name) and ".rank-" not in path.name and path.is_file():  # not a rank's write
                 with contextlib.suppress(OSError):

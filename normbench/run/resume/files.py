@@ -20,9 +20,10 @@ from typing import Any
 
 import torch
 
+from normbench.base.layout import RunDir
 from normbench.base.output import atomic_write_text
 
-CHECKPOINT_DIR = "checkpoints"
+CHECKPOINT_DIR = RunDir.CHECKPOINTS
 REJECTED_DIR = "rejected"
 CHECKSUM_SUFFIX = ".sha256"
 _NAME = re.compile(r"^step-(\d+)\.pt$")
@@ -146,7 +147,7 @@ def remove_rank_files(folder: Path, step: int) -> None:
 
 def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
     """``(step, path)`` of the checkpoints in ``run_dir``, newest first."""
-    folder = Path(run_dir) / CHECKPOINT_DIR
+    folder = RunDir(run_dir).checkpoints
     if not folder.is_dir():
         return []
     found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
