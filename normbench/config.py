@@ -41,8 +41,8 @@ from normbench.diagnostics.registry import CadenceConfig
 from normbench.models.registry import ModelConfig
 from normbench.norms.registry import NormConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
+from normbench.placement.hardware import HardwareConfig
 from normbench.run.divergence import DivergenceConfig
-from normbench.run.placement.hardware import HardwareConfig
 from normbench.run.resume.checkpoint import CheckpointConfig
 from normbench.sinks.logger_config import LoggerConfig
 
@@ -241,7 +241,7 @@ def load_record(record: Mapping[str, Any]) -> RunConfig:
 
 
 def _load_record(record: Mapping[str, Any]) -> RunConfig:
-    from normbench.run.placement.hardware import HardwareConfig
+    from normbench.placement.hardware import HardwareConfig
     from normbench.sinks.logger_config import LoggerConfig
 
     if not isinstance(record, Mapping):

@@ -5,7 +5,7 @@ Shapes: images (128, 64, 16, 16) NCHW, and sequences 64 × 32 tokens × 512 chan
 about 10 % padding (the mask is passed to every norm). Each norm runs in training mode; one timed
 call is forward + ``torch.autograd.grad`` of (y·dy).sum() with respect to the input and the
 parameters. ``compiled`` is the norm module compiled as a run compiles it
-(`normbench.run.placement.hardware.maybe_compile`: ``torch.compile`` with eager's random streams), once,
+(`normbench.placement.hardware.maybe_compile`: ``torch.compile`` with eager's random streams), once,
 outside the timing.
 
 References (torch's own fused op, eager, on the same tensor): images — ``F.batch_norm`` (what
@@ -54,7 +54,7 @@ from bench_io import CsvRows, versions  # noqa: E402
 
 from normbench.base.output import format_table  # noqa: E402
 from normbench.norms import build_norm, list_norms  # noqa: E402
-from normbench.run.placement import hardware  # noqa: E402
+from normbench.placement import hardware  # noqa: E402
 
 KW = {"gn": {"groups": 8}, "pn": {"groups": 4}}
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters

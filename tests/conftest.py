@@ -48,10 +48,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def _threads_as_set_here(monkeypatch: pytest.MonkeyPatch) -> None:
     """An in-process run with hardware.num_threads=null keeps this worker's share of the cores and
     says nothing of the machine's load (the tests run beside each other): the load it reads is the
-    one that leaves exactly that share free (`normbench.run.placement.hardware.start_load`)."""
+    one that leaves exactly that share free (`normbench.placement.hardware.start_load`)."""
     import torch
 
-    from normbench.run.placement import hardware
+    from normbench.placement import hardware
 
     share = torch.get_num_threads()
     monkeypatch.setattr(hardware, "start_load", lambda: float(hardware.usable_cores() - share))

@@ -15,8 +15,8 @@ import torch
 
 from normbench.base.errors import ConfigError
 from normbench.norms.batch import BatchNormConfig
-from normbench.run.placement import distributed
-from normbench.run.placement.hardware import HardwareConfig
+from normbench.placement import distributed
+from normbench.placement.hardware import HardwareConfig
 from tests.conftest import REPO, cli_env, needs_slurm_extra, run_cli_inprocess
 
 HAS_SYNC = "sync" in BatchNormConfig.__dataclass_fields__

@@ -396,9 +396,9 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
 
     import torch
 
+    from normbench.placement.distributed import DistState
     from normbench.run.loop.state import StepTimer, show_progress
     from normbench.run.loop.sums import RunningSums
-    from normbench.run.placement.distributed import DistState
 
     class Bar:
         postfix: dict = {}

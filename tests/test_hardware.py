@@ -17,8 +17,8 @@ from normbench.base.errors import ConfigError
 from normbench.models.resnet import CifarResNet
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.registry import NORMS, NormConfig
-from normbench.run.placement import hardware
-from normbench.run.placement.hardware import HardwareConfig
+from normbench.placement import hardware
+from normbench.placement.hardware import HardwareConfig
 from tests.conftest import compose_cfg
 
 CUDA = pytest.param("cuda", marks=pytest.mark.gpu)
@@ -353,7 +353,7 @@ def test_fallback_random_is_an_option(fallback: bool) -> None:
 def test_the_machine_record_is_quiet_only_without_waiting_processes(
     start: tuple[float, float, float], end: tuple[float, float, float], cores: int, quiet: bool
 ) -> None:
-    from normbench.run.placement.hardware import machine_record
+    from normbench.placement.hardware import machine_record
 
     record = machine_record(start, end, cores)
     assert record == {"cores": cores, "load_start": list(start), "load_end": list(end), "quiet": quiet}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.run.placement import distributed
+from normbench.placement import distributed
 from normbench.run.records.rundir import LOCK_NAME, RunDirBusyError, RunDirLock, Snapshot, hold, release
 from tests.conftest import REPO, TINY_RUN
 from tests.faults import fault

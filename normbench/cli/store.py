@@ -73,7 +73,7 @@ def register_configs(conf_dir: str | Path | None = None) -> None:
     from normbench.cli.help import register_resolvers as register_help
     from normbench.config import RunSchema
     from normbench.data.roots import register_resolvers as register_data_roots
-    from normbench.run.placement.hardware import HardwareConfig
+    from normbench.placement.hardware import HardwareConfig
     from normbench.sinks.logger_config import LoggerConfig
 
     register_data_roots()

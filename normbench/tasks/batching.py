@@ -11,7 +11,7 @@ from torch import Tensor
 
 from normbench.base.errors import ConfigError
 from normbench.data.bpe import Vocabulary
-from normbench.run.placement.hardware import upload
+from normbench.placement.hardware import upload
 
 
 @dataclass

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from normbench.norms import build_norm, list_norms
-from normbench.run.placement import hardware
-from normbench.run.placement.hardware import HardwareConfig
+from normbench.placement import hardware
+from normbench.placement.hardware import HardwareConfig
 from tests.faults import fault
 
 C = 8

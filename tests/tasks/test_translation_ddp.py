@@ -19,7 +19,7 @@ from normbench.data.translation import prepare
 from normbench.models import build_model
 from normbench.models.unwrap import unwrap
 from normbench.norms import norm_factory
-from normbench.run.placement import distributed
+from normbench.placement import distributed
 from normbench.tasks.batching import TranslationBatch
 from normbench.tasks.translation import TranslationConfig, TranslationTask
 

@@ -21,7 +21,6 @@ from normbench.base.layout import RunDir
 from normbench.base.output import info, warn
 from normbench.config import comparable_record
 from normbench.run.divergence import diverged_reason
-from normbench.placement.hardware import load_now, machine_record, usable_cores
 from normbench.run.records import rundir
 from normbench.run.records import segments as run_records
 from normbench.run.resume.checkpoint import Checkpointer
@@ -127,9 +126,9 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
         summary["diverged_reason"] = c.diverged_reason or diverged_reason(None, run.plan.loss_factor)
     if run.sinks.wandb is not None:
         summary["wandb_run_id"] = run.sinks.wandb.run_id
-    summary["machine"] = machine_record(run.load_start, load_now(), usable_cores())
+    summary["machine"] = run.placement.machine_record(run.load_start)
     try:
-        if run.dist.is_main:
+        if run.placement.is_main:
             run_records.remove_tmp_files(run.run_dir)
         run.sinks.logger.finish(summary, exit_code=ending.exit_code)
     except Exception as e:
@@ -137,7 +136,7 @@ def write_summary(run: Run, ending: Ending) -> dict[str, Any]:
             raise
         warn(f"the summary of this {ending.status} run could not be written ({one_line(e)})")
     finally:
-        if run.dist.is_main:
+        if run.placement.is_main:
             run_records.remove_tmp_files(run.run_dir)
     return summary
 

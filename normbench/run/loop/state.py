@@ -25,11 +25,10 @@ from torch import nn
 from normbench.base.output import info as info_line
 from normbench.base.output import warn
 from normbench.diagnostics import DiagContext, run_hooks
+from normbench.placement.placement import Placement
 from normbench.run.divergence import DivergenceMonitor, diverged_reason, non_finite
 from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.timer import StepTimer
-from normbench.run.placement import distributed
-from normbench.run.placement.hardware import load_now
 from normbench.run.resume.checkpoint import Checkpointer, training_state
 from normbench.run.resume.seeds import save_rank_rng
 from normbench.sinks.files import LocalSink, MetricLogger
@@ -43,10 +42,9 @@ if TYPE_CHECKING:
 
 class Place(NamedTuple):
     """Where a run trains (`normbench.run.loop.train.prepare`): its run directory (rank 0's in a
-    distributed run), its device, its checkpoints and the state it resumes from (None: a new run)."""
+    distributed run), its checkpoints and the state it resumes from (None: a new run)."""
 
     run_dir: Path
-    device: torch.device
     checkpointer: Checkpointer
     resumed: dict[str, Any] | None
 
@@ -168,9 +166,8 @@ class Run:
     record: dict[str, Any]
     """The config as composed (`normbench.config.as_recorded`): what a checkpoint is checked against."""
     run_dir: Path
-    dist: distributed.DistState
-    """Where this process sits among the processes of the job (one, unless ``hardware=ddp``)."""
-    device: torch.device
+    placement: Placement
+    """The device and the processes of the job (one, unless ``hardware=ddp``): every collective goes through it."""
     t_start: float
     task: Any
     model: nn.Module
@@ -190,8 +187,8 @@ class Run:
     """What the summary reports about the setup: device, precision, git commit, seed, parameters."""
     timer: StepTimer
     progress: Progress
-    load_start: tuple[float, float, float] = field(default_factory=load_now)
-    """The machine's load averages when the run was set up (`normbench.run.placement.hardware.machine_record`)."""
+    load_start: tuple[float, float, float]
+    """The machine's load averages when the run was set up (`Placement.machine_record`)."""
 
     @property
     def step(self) -> int:
@@ -244,8 +241,8 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
     """Write a checkpoint at the run's step (main process), positioned at ``batch_in_epoch`` of ``epoch``."""
     if not run.checkpointer.enabled:
         return
-    if not run.dist.is_main:  # rank 0 writes the checkpoint; each other rank its own random state
-        save_rank_rng(run.checkpointer.folder, run.progress.step, run.dist.rank)
+    if not run.placement.is_main:  # rank 0 writes the checkpoint; each other rank its own random state
+        save_rank_rng(run.checkpointer.folder, run.progress.step, run.placement.rank)
         return
     c, sinks = run.progress, run.sinks
     path = run.checkpointer.save(
@@ -277,11 +274,8 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
 def diverged_step(run: Run) -> int | None:
     """The step where the loss diverged on any rank (every rank agrees), or None."""
     at = run.monitor.diverged_step()
-    if run.dist.active:
-        flag = torch.tensor(float(at if at is not None else -1), device=run.device)
-        torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)
-        at = int(flag.item()) if flag.item() >= 0 else None
-    return at
+    latest = run.placement.reduce_max(-1.0 if at is None else float(at))  # -1: none on this rank
+    return int(latest) if latest >= 0 else None
 
 
 def call_diagnostics(due: list[Any], ctx: DiagContext, hooks: list[Any]) -> dict[str, Any]:
@@ -299,8 +293,8 @@ def show_progress(run: Run, epoch: Epoch) -> None:
     """The epoch's running train metrics and throughput for the progress display, as they stand
     at this step; read, formatted and shown only when the display draws (`show_postfix`)."""
     # every process trains an equal share of the batch: this rank's rate times the processes is the
-    # global rate the records show (`distributed.throughput_over_ranks`), with no collective here
-    units = epoch.timed_units * run.dist.world_size
+    # global rate the records show (`Placement.reduce_throughput`), with no collective here
+    units = epoch.timed_units * run.placement.world_size
     seconds = run.timer.elapsed + run.timer.lap()
     show_postfix(epoch.bar, functools.partial(progress_postfix, run.task, epoch.sums.totals(), units, seconds))
 
@@ -347,10 +341,10 @@ def start_segment(progress: Progress, info: Mapping[str, Any], resumed: bool, ma
 def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
     """The logged batch's metrics over all processes: ``train/batch_loss`` (the loss optimized)
     and the task's other statistics of the batch (``train/batch_acc``, ``train/batch_ppl``, …)."""
-    stats = distributed.sum_over_ranks(out.stats, run.dist)
+    stats = run.placement.reduce_sum(out.stats)
     summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
     metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
-    return {"train/batch_loss": distributed.mean_over_ranks(out.loss.detach(), run.dist).item(), **metrics}
+    return {"train/batch_loss": run.placement.reduce_mean(out.loss.detach()).item(), **metrics}
 
 
 def check_evaluation(run: Run, metrics: Mapping[str, Any]) -> None:

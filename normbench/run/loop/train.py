@@ -33,6 +33,7 @@ from normbench.diagnostics.registry import step_calls
 from normbench.models import build_model
 from normbench.norms.population import evaluate_each, refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
+from normbench.placement.placement import Placement
 from normbench.run.divergence import DivergenceMonitor
 from normbench.run.loop.interrupts import Interrupts
 from normbench.run.loop.policy import Ending, print_summary, resume_state, write_summary
@@ -56,7 +57,6 @@ from normbench.run.loop.state import (
 )
 from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.validate import RunNorm, check_before_data, check_norm_compiles, check_norm_in_model
-from normbench.run.placement import distributed, hardware
 from normbench.run.records import segments as run_records
 from normbench.run.resume.checkpoint import Checkpointer, restore
 from normbench.run.resume.seeds import restore_rank_rng, seed_everything, seed_rank_streams
@@ -80,17 +80,17 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     norm = check_before_data(config.model, config.norm, config.dataset, config.batch_size)  # the factory, built once
     check_norm_compiles(config.model, config.norm, config.hardware.compile)
     with Interrupts() as interrupts:  # STOP_SIGNALS: at once during setup, at a step boundary after
-        dist = distributed.init(config.hardware, hardware.device_type(config.hardware))
+        placement = Placement.start(config.hardware)  # the processes (DDP) joined, the device chosen
         try:
-            state = setup(config, record, Path(run_dir), dist, t_start, norm)
-            if dist.is_main:
+            state = setup(config, record, Path(run_dir), placement, t_start, norm)
+            if placement.is_main:
                 run_records.keep_trained_records(state.run_dir)  # what a refused job of a sweep puts back
             interrupts.attach(state.checkpointer)
             result = train(state)
         except BaseException:
-            distributed.shutdown(dist, wait_for_others=False)  # the others may be stuck in a collective
+            placement.shutdown(wait_for_others=False)  # the others may be stuck in a collective
             raise
-    distributed.shutdown(dist)
+    placement.shutdown()
     return result
 
 
@@ -128,30 +128,29 @@ def fit(run: Run) -> str:
 # setup
 
 
-def prepare(config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distributed.DistState) -> Place:
+def prepare(config: RunConfig, record: dict[str, Any], run_dir: Path, placement: Placement) -> Place:
     """Where the run trains, in one phase: the processes' share of the batch and their run
-    directory, the device and its backends, the checkpoint to resume from (or a directory to
-    start in), the seeds."""
-    distributed.check_batch(config.batch_size, dist)
-    run_dir = distributed.shared_run_dir(run_dir, dist)
-    device = hardware.resolve_device(config.hardware, dist.local_rank if dist.active else None)
-    hardware.configure_backends(config.hardware)
+    directory, the device's backends, the checkpoint to resume from (or a directory to start
+    in), the seeds."""
+    placement.check_batch(config.batch_size)
+    run_dir = placement.shared_run_dir(run_dir)
+    placement.configure_backends()
     checkpointer = Checkpointer(run_dir, config.checkpoint)
     resumed = resume_state(config.resume, checkpointer, record)
     seed_everything(config.seed)
-    return Place(run_dir, device, checkpointer, resumed)
+    return Place(run_dir, checkpointer, resumed)
 
 
 def setup(
-    config: RunConfig, record: dict[str, Any], run_dir: Path, dist: distributed.DistState, t_start: float, norm: RunNorm
+    config: RunConfig, record: dict[str, Any], run_dir: Path, placement: Placement, t_start: float, norm: RunNorm
 ) -> Run:
     """The place (`prepare`), then what trains (with the run's ``norm``: `check_before_data`), in
     the order the random streams are drawn."""
     hooks = build_diagnostics(config.diagnostics)
-    run_dir, device, checkpointer, resumed = prepare(config, record, run_dir, dist)
-    task = load_task(config, run_dir, dist, device)
-    model, step_model = build_models(config, norm, task, dist, device)
-    plan = LoopPlan.of(config, task.steps_per_epoch(), dist.is_main)
+    run_dir, checkpointer, resumed = prepare(config, record, run_dir, placement)
+    task = load_task(config, run_dir, placement)
+    model, step_model = build_models(config, norm, task, placement)
+    plan = LoopPlan.of(config, task.steps_per_epoch(), placement.is_main)
     for module in model.modules():  # schedules given as fractions of the run (pn, brn): in steps
         if hasattr(module, "plan_schedule"):
             module.plan_schedule(plan.total_steps)
@@ -161,28 +160,24 @@ def setup(
     for hook in hooks:
         hook.setup(model)
     generator = torch.Generator().manual_seed(config.seed)
-    seed_rank_streams(config.seed, dist.rank)  # dropout and noise: each rank its own stream
+    seed_rank_streams(config.seed, placement.rank)  # dropout and noise: each rank its own stream
     monitor = DivergenceMonitor(config.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
     progress = Progress()
     if resumed is not None:
         restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
-        progress = Progress.resumed(resumed, device)
-        if dist.rank > 0:
-            restore_rank_rng(checkpointer.folder, progress.step, config.seed, dist.rank)
-    resolved = {
-        **hardware.describe(device, config.hardware),
-        **distributed.describe(dist, config.batch_size, config.norm.syncs_statistics()),
-    }
-    sinks = open_sinks(config.logger, record, resolved, run_dir, dist, resumed)
+        progress = Progress.resumed(resumed, placement.device)
+        if placement.rank > 0:
+            restore_rank_rng(checkpointer.folder, progress.step, config.seed, placement.rank)
+    resolved = placement.describe(config.batch_size, config.norm.syncs_statistics())
+    sinks = open_sinks(config.logger, record, resolved, run_dir, placement.is_main, resumed)
     num_params = sum(p.numel() for p in model.parameters())
     info = {**resolved, **run_provenance(), "seed": config.seed, "num_params": num_params}
-    start_segment(progress, info, resumed is not None, dist.is_main)  # where it resumes; what changed since
+    start_segment(progress, info, resumed is not None, placement.is_main)  # where it resumes; what changed since
     return Run(
         plan=plan,
         record=record,
         run_dir=run_dir,
-        dist=dist,
-        device=device,
+        placement=placement,
         t_start=t_start,
         task=task,
         model=model,
@@ -193,36 +188,35 @@ def setup(
         checkpointer=checkpointer,
         monitor=monitor,
         generator=generator,
-        autocast=hardware.autocast(config.hardware, device),
+        autocast=placement.autocast(),
         sinks=sinks,
         info=info,  # run_provenance: git_commit, git (dirty files, diff hash), rules (preset, hash)
-        timer=StepTimer(device),
+        timer=StepTimer(placement.device),
         progress=progress,
+        load_start=placement.machine_load(),
     )
 
 
-def load_task(config: RunConfig, run_dir: Path, dist: distributed.DistState, device: torch.device) -> Any:
-    """The data set's task (the main process first: it writes the files), sharded."""
-    with distributed.main_first(dist):
+def load_task(config: RunConfig, run_dir: Path, placement: Placement) -> Any:
+    """The data set's task (the main process first: it writes the files), laid out and sharded."""
+    with placement.main_first():
         task = build_task(
-            config.dataset, device, run_dir, batch_size=config.batch_size, eval_batch_size=config.eval_batch_size
+            config.dataset,
+            placement.device,
+            run_dir,
+            batch_size=config.batch_size,
+            eval_batch_size=config.eval_batch_size,
         )
-    if config.hardware.channels_last:
-        task.memory_format = torch.channels_last
-    return distributed.shard_task(task, dist)
+    return placement.setup_task(task)
 
 
-def build_models(
-    config: RunConfig, norm: RunNorm, task: Any, dist: distributed.DistState, device: torch.device
-) -> tuple[nn.Module, nn.Module]:
+def build_models(config: RunConfig, norm: RunNorm, task: Any, placement: Placement) -> tuple[nn.Module, nn.Module]:
     """The model with the run's norm (checked in it first where that needed the data's sizes), and
     the model the step calls (DDP-wrapped, maybe compiled)."""
     if not norm.checked:
         check_norm_in_model(config.model, config.norm, config.batch_size, task.model_kwargs(), norm.layer)
-    model = build_model(config.model, norm.layer, **task.model_kwargs()).to(device)
-    hardware.prepare_model(model, config.hardware)
-    wrapped = distributed.wrap_model(model, dist, device)
-    step_model = hardware.maybe_compile(wrapped, config.hardware, varying_shapes=task.kind == "sequence")
+    model = build_model(config.model, norm.layer, **task.model_kwargs())
+    step_model = placement.setup_model(model, varying_shapes=task.kind == "sequence")  # model on the device
     return model, step_model
 
 
@@ -231,16 +225,17 @@ def open_sinks(
     record: dict[str, Any],
     resolved: dict[str, Any],
     run_dir: Path,
-    dist: distributed.DistState,
+    main: bool,
     resumed: dict[str, Any] | None,
 ) -> Sinks:
-    """The local files and W&B (main process): the logged config is the record with ``hardware.resolved``."""
+    """The local files and W&B (``main``: the main process only): the logged config is the record
+    with ``hardware.resolved``."""
     logged = {**record, "hardware": {**record["hardware"], "resolved": resolved}}
     local = wandb = None
-    if logger.local and dist.is_main:
+    if logger.local and main:
         offset, digest = (resumed.get("metrics_offset"), resumed.get("metrics_sha256")) if resumed else (None, None)
         local = LocalSink(run_dir, logged, OmegaConf.to_yaml(logged), offset, digest, comparable_record)
-    if logger.wandb and dist.is_main:
+    if logger.wandb and main:
         wandb_id = resumed["wandb_run_id"] if resumed else None
         wandb = WandbSink(logger, run_dir, logged, None, wandb_id)  # None: the sweep's group
     return Sinks(MetricLogger([s for s in (local, wandb) if s is not None]), local, wandb)
@@ -347,9 +342,8 @@ def end_training_epoch(run: Run, ep: Epoch) -> dict[str, Any]:
     run.timer.stop()
     if ep.bar is not None:
         ep.bar.close()
-    sums = distributed.sum_over_ranks(ep.sums.totals(), run.dist)
-    timed = run.timer.elapsed
-    units, run.timer.elapsed = distributed.throughput_over_ranks(ep.timed_units, timed, run.dist, run.device)
+    sums = run.placement.reduce_sum(ep.sums.totals())
+    units, run.timer.elapsed = run.placement.reduce_throughput(ep.timed_units, run.timer.elapsed)
     metrics = run.task.summarize({k: float(v) for k, v in sums.items()}, "train")
     if run.timer.elapsed > 0:
         metrics[f"perf/{run.task.unit}_per_s"] = units / run.timer.elapsed
@@ -395,6 +389,6 @@ def finish(run: Run, ending: Ending) -> dict[str, Any]:
     """Write the summary (``summary.json``, W&B with the ending's exit code: `write_summary`) and
     print its line; the run's final metrics."""
     summary = write_summary(run, ending)
-    if run.dist.is_main:
+    if run.placement.is_main:
         print_summary(summary, run.task.unit)
     return {**run.progress.final, "status": ending.status}

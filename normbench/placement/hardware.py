@@ -5,7 +5,7 @@ statistics in float32 (torch's batch/layer/group/RMS norm kernels accumulate in 
 bfloat16 inputs, and `tests/test_hardware.py` checks every registered norm against a float64
 reference). ``channels_last`` stores images and conv weights NHWC; ``compile`` trains through
 `torch.compile` of the model while diagnostics and checkpoints use the uncompiled module (same
-parameters). ``distributed`` (``hardware=ddp``) is described in `normbench.run.placement.distributed`.
+parameters). ``distributed`` (``hardware=ddp``) is described in `normbench.placement.distributed`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class HardwareConfig:
     """Under ``compile``, random ops draw torch's own generator (eager's stream); false: inductor's
     fused random (`maybe_compile`)."""
     distributed: bool = False
-    """One process per device under torchrun / a multi-task SLURM job (`normbench.run.placement.distributed`)."""
+    """One process per device under torchrun / a multi-task SLURM job (`normbench.placement.distributed`)."""
     backend: str = "auto"
     """``torch.distributed`` backend: ``auto`` (NCCL on CUDA, gloo on CPU), ``gloo``, ``nccl``."""
 

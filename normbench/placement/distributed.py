@@ -37,7 +37,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from normbench.base.errors import ConfigError
-from normbench.run.placement.hardware import HardwareConfig
+from normbench.placement.hardware import HardwareConfig
 
 LAUNCH_HINT = (
     "launch one process per device: torchrun --nproc_per_node=N -m normbench hardware=ddp ..., "
@@ -248,6 +248,16 @@ def mean_over_ranks(value: Tensor, state: DistState) -> Tensor:
     total = value.detach().to(torch.float64).clone()
     dist.all_reduce(total, op=dist.ReduceOp.SUM)
     return total / state.world_size
+
+
+def max_over_ranks(value: float, state: DistState, device: torch.device) -> float:
+    """``value``'s largest over ranks (in float32 on ``device``: exact for integers below 2**24,
+    such as a step number)."""
+    if not state.active:
+        return value
+    t = torch.tensor(float(value), device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 def throughput_over_ranks(units: int, seconds: float, state: DistState, device: torch.device) -> tuple[int, float]:

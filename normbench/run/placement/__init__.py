@@ -1,1 +1,0 @@
-"""Where a run runs: device, precision and compile (`hardware`); data parallelism over processes (`distributed`)."""
