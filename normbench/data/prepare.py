@@ -21,10 +21,12 @@ the two subsets. Each data set is written into a temporary folder beside its tar
 when complete; an existing folder is left alone (``--force`` moves it aside to
 ``<name>.replaced-<time>``). Each prints its folder, counts, every file's size and SHA-256 (also
 written as ``SHA256SUMS``). Without a network the first download fails at once, in one line that
-says what to fetch by hand and where to put it; exit status 1, nothing half-written. A file given
-with ``--from`` that cannot be used (an archive cut short or not gzip, text that is not UTF-8 or
-holds a line break inside a line, two languages of a split not aligned) is one line naming it;
-exit status 2, nothing half-written.
+says what to fetch by hand and where to put it; exit status 1, nothing half-written (so is a disk
+that refuses a write). The user's own errors are one line and exit status 2, nothing written: an
+unknown name or flag (with the valid ones, never argparse's usage block), ``--root`` naming a file,
+``NORMBENCH_DATA`` set but empty, and a file or folder given with ``--from`` that cannot be used
+(missing files, an archive cut short or not gzip, text that is not UTF-8 or holds a line break
+inside a line, two languages of a split not aligned, too few pairs), named in the line.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from normbench.base.errors import ConfigError
 from normbench.data import cifar_prepare, text_prepare
@@ -72,8 +75,24 @@ def data_root(name: str, root: str | None) -> Path:
     return Path(chosen).expanduser().absolute()
 
 
+class UsageError(ConfigError):
+    """A name or flag on the command line that cannot work: one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with an error as one `UsageError` line naming the valid flags, not its usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments"):
+            flags = [f for a in self._actions for f in a.option_strings if f.startswith("--")]
+            message += f"; valid flags: {', '.join(flags)}"
+        raise UsageError(f"{message} (see normbench-data --help)")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    """The command line; `UsageError` (one line) on an unknown name or flag, ``--from`` with
+    several names, ``--root`` naming a file."""
+    parser = _Parser(
         prog="normbench-data",
         description="Prepare the data sets the presets read (CIFAR-10, its CPU subset, the Multi30k subset, IWSLT14).",
     )
@@ -97,6 +116,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args.names = list(FOLDERS) if not args.names or "all" in args.names else list(dict.fromkeys(args.names))
     if args.source is not None and len(args.names) != 1:
         parser.error("--from makes one data set: name it (e.g. normbench-data iwslt14 --from DIR)")
+    if args.root is not None and (not args.root.strip() or Path(args.root).expanduser().is_file()):
+        what = "is empty" if not args.root.strip() else "is a file"
+        parser.error(f"--root {args.root!r} {what}; pass the folder that holds (or will hold) the data sets")
     return args
 
 
@@ -131,20 +153,30 @@ def prepare_one(name: str, args: argparse.Namespace) -> None:
         return
     except ConfigError as e:  # a bad input file, named by normbench.data's readers
         raise BadSource(str(e)) from None
+    except PrepareError as e:  # with --from, whatever is wrong is the source the user gave
+        if args.source is None or isinstance(e, BadSource):
+            raise
+        raise BadSource(str(e)) from None
     except OSError as e:  # a read-only or full disk, a file that cannot be written
         raise PrepareError(f"{one_line(e)} while writing {target}; nothing was left there") from None
     print("\n".join(describe(report, target)))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse_args(argv)
+    """Exit status 0; 2 for the user's errors (`UsageError`, `BadSource`, an empty
+    ``NORMBENCH_DATA``), 1 when a download or a write failed; one line on stderr either way."""
+    try:
+        args = parse_args(argv)
+        roots = sorted({str(data_root(n, args.root)) for n in args.names})
+    except ConfigError as e:
+        print(f"normbench-data: {e}", file=sys.stderr)
+        return 2
     for name in args.names:
         try:
             prepare_one(name, args)
         except PrepareError as e:
             print(f"normbench-data {name}: {e}", file=sys.stderr)
             return 2 if isinstance(e, BadSource) else 1
-    roots = sorted({str(data_root(n, args.root)) for n in args.names})
     if args.root or os.environ.get("NORMBENCH_DATA"):
         print(f"the presets read it with: export NORMBENCH_DATA={roots[0]}")
     return 0
