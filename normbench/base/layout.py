@@ -12,6 +12,7 @@ the command line and the analysis read through it. A run directory holds::
       checkpoints/    step-<step>.pt with SHA-256 sidecars; rejected/ (normbench.run.resume.files)
       wandb/          W&B's own files
       restarts/<n>/   the records of an attempt set aside (normbench.run.records.segments)
+      traceback.txt   a sweep's job that crashed (normbench.cli.main.refused_job)
       .normbench.lock the writer's PID while it runs (normbench.run.records.rundir.RunDirLock)
       .hydra/         Hydra's layout, not ours: config.yaml, hydra.yaml, overrides.yaml (at
                       Hydra's default ``hydra.output_subdir``); trained/ holds the copy taken when
@@ -40,6 +41,7 @@ class RunDir:
     CHECKPOINTS: ClassVar[str] = "checkpoints"
     WANDB: ClassVar[str] = "wandb"
     RESTARTS: ClassVar[str] = "restarts"
+    TRACEBACK: ClassVar[str] = "traceback.txt"
     LOCK: ClassVar[str] = ".normbench.lock"
     HYDRA: ClassVar[str] = ".hydra"
     """Hydra's default ``hydra.output_subdir``."""
@@ -82,6 +84,11 @@ class RunDir:
     @property
     def restarts(self) -> Path:
         return self.path / self.RESTARTS
+
+    @property
+    def traceback(self) -> Path:
+        """A crashed job's traceback (a sweep's job, `normbench.cli.main.refused_job`)."""
+        return self.path / self.TRACEBACK
 
     @property
     def lock(self) -> Path:

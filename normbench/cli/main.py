@@ -23,6 +23,7 @@ from normbench.base.errors import (
     signal_name,
     yaml_error_line,
 )
+from normbench.base.layout import RunDir
 from normbench.base.output import error_line, info
 from normbench.cli.help import list_groups_on_demand
 from normbench.cli.store import config_dir, register_configs
@@ -112,12 +113,13 @@ def refused_job(run_dir: Path, message: str, trace: str | None = None) -> None:
     from normbench.base.output import atomic_write_text
     from normbench.run.records import segments as run_records
 
+    files = RunDir(run_dir)
     with contextlib.suppress(OSError):
         run_records.restore_trained_records(run_dir)
-        if not (run_dir / "summary.json").exists():
-            atomic_write_text(run_dir / "summary.json", json.dumps({"status": "failed", "error": message}) + "\n")
+        if not files.summary.exists():
+            atomic_write_text(files.summary, json.dumps({"status": "failed", "error": message}) + "\n")
         if trace is not None:
-            atomic_write_text(run_dir / "traceback.txt", trace)
+            atomic_write_text(files.traceback, trace)
         run_records.remove_tmp_files(run_dir)
 
 

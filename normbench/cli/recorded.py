@@ -18,9 +18,7 @@ from pathlib import Path
 import yaml
 
 from normbench.base.errors import ConfigError
-
-RECORDED = (Path(".hydra") / "trained" / "overrides.yaml", Path(".hydra") / "overrides.yaml")
-"""Where a run directory keeps the overrides it was started with, the accepted run's copy first."""
+from normbench.base.layout import RunDir
 
 
 def override_key(arg: str) -> str:
@@ -45,8 +43,8 @@ def _value(args: Sequence[str], key: str) -> str | None:
 
 def recorded_overrides(run_dir: Path) -> list[str] | None:
     """The overrides ``run_dir``'s run was started with, None when it recorded none."""
-    for name in RECORDED:
-        path = run_dir / name
+    files = RunDir(run_dir)
+    for path in (files.trained_overrides, files.hydra_overrides):  # the accepted run's copy first
         if path.is_file():
             try:
                 found = yaml.safe_load(path.read_text())
@@ -92,7 +90,7 @@ def ended_run(args: Sequence[str]) -> str | None:
         return None
     run_dir = _value(args, "hydra.run.dir")
     try:
-        summary = json.loads((Path(run_dir) / "summary.json").read_text()) if run_dir else None
+        summary = json.loads(RunDir(run_dir).summary.read_text()) if run_dir else None
     except (OSError, ValueError):
         return None
     if not isinstance(summary, dict) or summary.get("status") not in ENDED:

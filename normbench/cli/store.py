@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]
+from normbench.base import layout
+
 NORM_KINDS = ("all", "causal", "mixing")
 """``${normbench.norms:<kind>}``: every registered norm, those that never mix positions in training
 (a decoder may use them), those that do (`normbench.norms.probes.mixes_positions`)."""
@@ -19,10 +20,10 @@ NORM_KINDS = ("all", "causal", "mixing")
 
 def config_dir() -> str:
     """``conf/`` beside the package in a checkout; the copy packed into the wheel otherwise."""
-    for candidate in (PACKAGE_DIR.parent / "conf", PACKAGE_DIR / "_conf"):
-        if (candidate / "config.yaml").is_file():
-            return str(candidate)
-    raise FileNotFoundError(f"normbench's conf/ not found beside {PACKAGE_DIR}")
+    found = layout.conf_dir()
+    if found is None:
+        raise FileNotFoundError(f"normbench's conf/ not found beside {layout.PACKAGE_DIR}")
+    return str(found)
 
 
 def norm_list(kind: str = "all") -> str:

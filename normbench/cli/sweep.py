@@ -32,6 +32,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from normbench.base.errors import ConfigError
+from normbench.base.layout import RunDir
 from normbench.base.output import format_table, info, write_csv
 from normbench.data.roots import BASIC_SWEEPER, sweep_jobs
 from normbench.run.loop.policy import RESULT_STATUSES
@@ -95,7 +96,7 @@ def planned_jobs(config: DictConfig) -> list[list[str]] | None:
 
 def job_dirs(sweep_dir: Path) -> list[Path]:
     """The job directories of a sweep (those holding Hydra's ``overrides.yaml``), in job order."""
-    dirs = {p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")}
+    dirs = {p.parent.parent for p in sweep_dir.glob(f"*/{RunDir.HYDRA}/{RunDir.HYDRA_OVERRIDES}")}
     return sorted(dirs, key=lambda p: (int(p.name), "") if p.name.isdigit() else (1 << 30, p.name))
 
 
@@ -103,10 +104,10 @@ def recorded_overrides(job_dir: Path) -> list[str]:
     """The overrides the job's run trained with (``.hydra/trained/`` when kept, else Hydra's)."""
     import yaml
 
-    hydra = job_dir / ".hydra"
-    path = hydra / "trained" / "overrides.yaml"
+    files = RunDir(job_dir)
+    path = files.trained_overrides
     if not path.is_file():
-        path = hydra / "overrides.yaml"
+        path = files.hydra_overrides
     try:
         return [str(o) for o in yaml.safe_load(path.read_text()) or []]
     except (OSError, ValueError, yaml.YAMLError):
@@ -128,7 +129,7 @@ def job_action(run_dir: Path) -> str:
     from normbench.run.loop.policy import summary_status
     from normbench.run.resume.files import list_checkpoints
 
-    if summary_status(run_dir / "summary.json") in RESULT_STATUSES:
+    if summary_status(RunDir(run_dir).summary) in RESULT_STATUSES:
         return "keep"
     if list_checkpoints(run_dir):
         return "resume"
@@ -136,12 +137,13 @@ def job_action(run_dir: Path) -> str:
 
 
 def read_summary(job_dir: Path) -> dict[str, Any] | None:
+    path = RunDir(job_dir).summary
     try:
-        summary = json.loads((job_dir / "summary.json").read_text())
+        summary = json.loads(path.read_text())
     except FileNotFoundError:
         return None
     except (OSError, ValueError):
-        return {"status": "failed", "error": f"{job_dir / 'summary.json'} is not readable JSON"}
+        return {"status": "failed", "error": f"{path} is not readable JSON"}
     return summary if isinstance(summary, dict) else {"status": "failed", "error": "summary.json is not a JSON object"}
 
 
@@ -224,8 +226,9 @@ def resume_search_refusal(config: DictConfig, sweep_dir: Path) -> str:
 def enclosing_run(folder: Path) -> Path | None:
     """The run directory ``folder`` is, or lies in (Hydra's ``.hydra/`` beside a run's records); None."""
     for candidate in (folder, *folder.parents):
-        records = any((candidate / name).exists() for name in ("summary.json", "metrics.jsonl", "checkpoints"))
-        if records and (candidate / ".hydra").is_dir():
+        files = RunDir(candidate)
+        records = any(path.exists() for path in (files.summary, files.metrics, files.checkpoints))
+        if records and files.hydra.is_dir():
             return candidate
     return None
 
@@ -282,7 +285,8 @@ def collect(sweep_dir: Path, planned: list[list[str]] | None = None, started: fl
         row["status"] = summary.get("status", "unknown")
         if started is not None:
             with contextlib.suppress(OSError):
-                mtime = (job_dir / "summary.json").stat().st_mtime if (job_dir / "summary.json").exists() else None
+                path = RunDir(job_dir).summary
+                mtime = path.stat().st_mtime if path.exists() else None
                 row["ran"] = "earlier" if mtime is not None and mtime < started else "this sweep"
         row.update({key: summary[key] for key in SUMMARY_KEYS if key in summary})
         row["wall_time_s"] = summary.get("wall_time_s")
