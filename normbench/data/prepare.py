@@ -24,9 +24,10 @@ written as ``SHA256SUMS``). Without a network the first download fails at once, 
 says what to fetch by hand and where to put it; exit status 1, nothing half-written (so is a disk
 that refuses a write). The user's own errors are one line and exit status 2, nothing written: an
 unknown name or flag (with the valid ones, never argparse's usage block), ``--root`` naming a file,
-``NORMBENCH_DATA`` set but empty, and a file or folder given with ``--from`` that cannot be used
-(missing files, an archive cut short or not gzip, text that is not UTF-8 or holds a line break
-inside a line, two languages of a split not aligned, too few pairs), named in the line.
+``NORMBENCH_DATA`` set but empty (not taken as unset: the presets would read ``/<name>``), and a
+file or folder given with ``--from`` that cannot be used (missing files, an archive cut short or
+not gzip, text that is not UTF-8 or holds a line break inside a line, two languages of a split not
+aligned, too few pairs), named in the line.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from normbench.data.prepare_io import (
     staged,
     write_checksums,
 )
-from normbench.data.roots import from_checkout
+from normbench.data.roots import blank_data_env, blank_env_error, from_checkout
 
 FOLDERS = {
     "cifar10": "cifar10",
@@ -70,7 +71,12 @@ UNSET_ROOT = {
 
 
 def data_root(name: str, root: str | None) -> Path:
-    """The folder that holds ``name``'s folder (see the module doc)."""
+    """The folder that holds ``name``'s folder (see the module doc); `ConfigError` when
+    ``$NORMBENCH_DATA`` is read and set but empty (the presets would read ``/<name>``)."""
+    blank = None if root else blank_data_env()
+    error = None if blank is None else blank_env_error(f"{blank}/{FOLDERS[name]}", f"{name} would go to {{root}}")
+    if error is not None:
+        raise error
     chosen = root or os.environ.get("NORMBENCH_DATA") or from_checkout(UNSET_ROOT[name])
     return Path(chosen).expanduser().absolute()
 
@@ -167,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ``NORMBENCH_DATA``), 1 when a download or a write failed; one line on stderr either way."""
     try:
         args = parse_args(argv)
-        roots = sorted({str(data_root(n, args.root)) for n in args.names})
+        roots = sorted({str(data_root(n, args.root)) for n in args.names})  # NORMBENCH_DATA='': before any work
     except ConfigError as e:
         print(f"normbench-data: {e}", file=sys.stderr)
         return 2

@@ -3,6 +3,10 @@
 A preset names its data as ``${oc.env:NORMBENCH_DATA,${normbench.checkout:../shared/data}}/<set>``:
 the folder in ``$NORMBENCH_DATA``, else ``../shared/data`` beside the checkout, resolved against
 this package's location (`from_checkout`), never against the directory normbench is started in.
+``NORMBENCH_DATA`` set but empty (``NORMBENCH_DATA=$DATA`` with ``$DATA`` unset) is not taken as
+unset: OmegaConf's ``oc.env`` reads it as given, so the presets would read ``/<set>``; a root made
+so that does not exist is one line naming the variable (`blank_env_error`), and ``normbench-data``
+refuses it alike.
 
 `check_sweep_data_roots` runs when a sweep starts (`normbench.cli.callbacks.DataRootCallback`, before
 the sweeper makes the sweep directory): it composes every job as the basic sweeper will, and a
@@ -32,6 +36,32 @@ def from_checkout(relative: str) -> str:
     """``relative`` resolved against the checkout: ``../shared/data`` → ``<checkout>/../shared/data``
     normalized to an absolute path (the ``normbench.checkout`` resolver)."""
     return os.path.normpath(CHECKOUT / str(relative))
+
+
+DATA_ENV = "NORMBENCH_DATA"
+
+
+def blank_data_env() -> str | None:
+    """``$NORMBENCH_DATA`` when it is set but blank (empty or spaces); None when unset or a folder."""
+    value = os.environ.get(DATA_ENV)
+    return value if value is not None and not value.strip() else None
+
+
+MISSING_OUTCOME = "dataset.root is {root}, which does not exist"
+
+
+def blank_env_error(root: str | Path, outcome: str = MISSING_OUTCOME) -> ConfigError | None:
+    """The one line for a data root that a blank ``$NORMBENCH_DATA`` made (``/cifar10-subset``:
+    the variable's value, a slash, one folder), ``outcome`` saying what came of it; None for any
+    other root."""
+    value, text = blank_data_env(), str(root)
+    if value is None or not text.startswith(value + "/") or "/" in text[len(value) + 1 :]:
+        return None
+    leaf = text[len(value) + 1 :]
+    return ConfigError(
+        f"{DATA_ENV}={value!r} is set but empty, so {outcome.format(root=repr(text))}; set {DATA_ENV}="
+        f"<the folder holding {leaf}/>, or unset it for the preset's folder beside the checkout"
+    )
 
 
 def register_resolvers() -> None:
@@ -98,6 +128,8 @@ def check_sweep_data_roots(config: DictConfig) -> None:
             from_env = from_env or "NORMBENCH_DATA" in written
     if not readers:
         return
+    if from_env and (blank := blank_env_error(next(iter(readers)))) is not None:
+        raise blank
     roots = ", ".join(str(p) for p in readers)
     folders = ", ".join(f"{p.name}/" for p in readers)
     remedy = "pass dataset.root=<the data folder>"

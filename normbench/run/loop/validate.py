@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 from normbench.base.errors import ConfigError
 from normbench.data.registry import DatasetConfig
-from normbench.data.roots import missing_root
+from normbench.data.roots import blank_env_error, missing_root
 from normbench.models import ModelConfig, build_model, model_input_kind
 from normbench.norms import NormConfig, list_norms, norm_factory
 from normbench.norms.probes import uses_batch_statistics
@@ -98,6 +98,8 @@ def check_dataset_root(dataset: DatasetConfig) -> None:
             f"dataset.root={str(Path(str(root)).expanduser())!r} is a file, not a directory; "
             "pass the folder that holds the data"
         )
+    if path is not None and (blank := blank_env_error(path)) is not None:  # NORMBENCH_DATA='': /cifar10-subset
+        raise blank
     if path is not None:
         if "hub" in keys:  # a translation data set: local text files or a Hub data set
             remedies = "dataset.hub=<Hub data set> (needs network), or dataset=synthetic_translation"

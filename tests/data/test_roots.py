@@ -1,0 +1,51 @@
+"""Where a run finds its data (`normbench.data.roots`), issue 59: ``NORMBENCH_DATA`` set but empty
+is one line naming the variable (the presets' ``oc.env`` reads it as given, so they read
+``/<set>``), in a run, a sweep and ``normbench-data`` alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from normbench.data.prepare import main as data_main
+from normbench.data.roots import blank_env_error
+from tests.conftest import run_cli_inprocess
+
+BLANKS = ["", " "]
+
+
+@pytest.mark.parametrize("value", BLANKS)
+def test_a_blank_variable_names_itself_for_the_root_it_made(monkeypatch, value) -> None:
+    monkeypatch.setenv("NORMBENCH_DATA", value)
+    error = blank_env_error(f"{value}/cifar10-subset")
+    assert error is not None and str(error).startswith(f"NORMBENCH_DATA={value!r} is set but empty")
+    assert f"dataset.root is {value + '/cifar10-subset'!r}" in str(error)
+    assert blank_env_error("/data/cifar10-subset") is None  # a root the variable did not make
+    monkeypatch.setenv("NORMBENCH_DATA", "/data")
+    assert blank_env_error("/data/cifar10-subset") is None
+    monkeypatch.delenv("NORMBENCH_DATA")
+    assert blank_env_error("/cifar10-subset") is None
+
+
+@pytest.mark.parametrize("multirun", [False, True])
+def test_a_run_or_sweep_on_a_blank_variable_is_one_line_naming_it(tmp_path, monkeypatch, capsys, multirun) -> None:
+    monkeypatch.setenv("NORMBENCH_DATA", "")
+    monkeypatch.chdir(tmp_path)
+    where = f"hydra.sweep.dir={tmp_path / 'sweep'}" if multirun else f"hydra.run.dir={tmp_path / 'run'}"
+    args = ["-m"] * multirun + ["experiment=bn_lp_cpu", where, "max_steps=1"] + ["seed=0,1"] * multirun
+    code, out, err = run_cli_inprocess(monkeypatch, capsys, *args)
+    assert code == 2 and err.count("\n") == 1, err[-3000:]
+    assert err.startswith("normbench: error: NORMBENCH_DATA='' is set but empty, so dataset.root is '/cifar10-subset'")
+    assert "unset it" in err and "<the folder holding cifar10-subset/>" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", BLANKS)
+def test_normbench_data_refuses_a_blank_variable(tmp_path, monkeypatch, capsys, value) -> None:
+    """It took an empty value as unset and wrote beside the checkout, where a run would not look."""
+    monkeypatch.setenv("NORMBENCH_DATA", value)
+    monkeypatch.chdir(tmp_path)
+    assert data_main(["de-en-subset"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"normbench-data: NORMBENCH_DATA={value!r} is set but empty"), err
+    assert f"de-en-subset would go to {value + '/de-en-subset'!r}" in err[0]
+    assert list(tmp_path.iterdir()) == []
