@@ -37,6 +37,7 @@ import yaml
 
 from normbench.analysis.figure_schema import FigureSpec
 from normbench.analysis.rules_schema import CheckRule, ClaimRule, load_rules
+from normbench.base import layout
 from normbench.base.errors import ConfigError
 from normbench.rules import base_preset, list_rule_presets, variant
 from normbench.sinks.wandb_layout import EPOCH, FIRST_LAYER, LAYER_MEAN, STEP, TABLE
@@ -232,11 +233,10 @@ LEADERBOARD_DATASETS = {"images": ("cifar10",), "translation": ("iwslt14",)}
 
 def conf_dir() -> Path:
     """``conf/`` beside the package in a checkout; the copy packed into the wheel otherwise."""
-    package = Path(__file__).resolve().parents[1]
-    for candidate in (package.parent / "conf", package / "_conf"):
-        if (candidate / "config.yaml").is_file():
-            return candidate
-    raise ConfigError(f"normbench's conf/ not found beside {package}")
+    found = layout.conf_dir()
+    if found is None:
+        raise ConfigError(f"normbench's conf/ not found beside {layout.PACKAGE_DIR}")
+    return found
 
 
 def swept_params(preset: str) -> dict[str, str]:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from normbench.base.errors import ConfigError
+from normbench.base.layout import RunDir
 
 if TYPE_CHECKING:
     from normbench.config import RunConfig
@@ -164,14 +165,15 @@ def read_record(path: Path, parse: Callable[[str], Any]) -> Any:
 def load_local_run(job_dir: Path) -> Run:
     import yaml
 
-    config = read_record(job_dir / "config.yaml", yaml.safe_load)
-    summary = read_record(job_dir / "summary.json", json.loads)
-    overrides_path = job_dir / ".hydra" / "overrides.yaml"
+    files = RunDir(job_dir)
+    config = read_record(files.config, yaml.safe_load)
+    summary = read_record(files.summary, json.loads)
+    overrides_path = files.hydra_overrides
     overrides = (yaml.safe_load(overrides_path.read_text()) or []) if overrides_path.is_file() else []
     return Run(
         name=job_dir.name,
         config=config or {},
-        history=_read_jsonl(job_dir / "metrics.jsonl"),
+        history=_read_jsonl(files.metrics),
         summary={k: _number(v) for k, v in (summary or {}).items()},
         overrides=list(overrides),
         source=str(job_dir),

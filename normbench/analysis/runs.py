@@ -23,20 +23,24 @@ from typing import Any
 
 from normbench.analysis.run_record import Run, _number, load_local_run, read_record
 from normbench.base.errors import ConfigError
-from normbench.run.records.segments import RESTARTS_DIR
+from normbench.base.layout import RunDir
 
 __all__ = ["Run", "load_local_run", "read_record", "load_local_runs", "find_job_dirs", "experiment_key"]
 
-RECORDS = ("metrics.jsonl", "summary.json", ".hydra/overrides.yaml")
-"""What makes a folder a job folder: any of these (a job refused before training has no metrics)."""
 RESULT_STATUSES = ("finished", "diverged")
 """A run that ended with one of these is evidence (`normbench.run.loop.policy.RESULT_STATUSES`)."""
-NOT_RUNS = ("wandb", ".hydra", "checkpoints")
+NOT_RUNS = RunDir.NOT_RUNS
 """Folders of a run that are never runs themselves (W&B's own, Hydra's, the checkpoints)."""
 
 
+def job_records(folder: Path) -> tuple[Path, ...]:
+    """What makes a folder a job folder: any of these (a job refused before training has no metrics)."""
+    files = RunDir(folder)
+    return files.metrics, files.summary, files.hydra_overrides
+
+
 def find_job_dirs(root: Path) -> list[Path]:
-    """Every folder under ``root`` (``root`` included) that holds one of `RECORDS`, in path order,
+    """Every folder under ``root`` (``root`` included) that holds one of `job_records`, in path order,
     symlinked folders followed (a link back into its own parents is not walked twice). A real
     folder reached by two paths is listed under both: `load_local_runs` names the two."""
     found: list[Path] = []
@@ -47,7 +51,7 @@ def find_job_dirs(root: Path) -> list[Path]:
         if real in walking:
             return
         walking.add(real)
-        if any((folder / m).is_file() for m in RECORDS):
+        if any(path.is_file() for path in job_records(folder)):
             found.append(folder)
         try:
             children = sorted(p for p in folder.iterdir() if p.name not in NOT_RUNS and p.is_dir())
@@ -69,19 +73,20 @@ def load_job(job: Path, unfinished: bool, needs: Sequence[str]) -> tuple[Run | N
     it stopped). ``needs``: config keys a run must have."""
     import yaml
 
-    if job.parent.name == RESTARTS_DIR:
+    if job.parent.name == RunDir.RESTARTS:
         return None, f"an earlier attempt, set aside when the run in {job.parent.parent} started over"
-    config = read_record(job / "config.yaml", yaml.safe_load)
-    config = config or read_record(job / ".hydra" / "config.yaml", yaml.safe_load)
+    files = RunDir(job)
+    config = read_record(files.config, yaml.safe_load)
+    config = config or read_record(files.hydra_config, yaml.safe_load)
     if not config:
         return None, "no config.yaml or .hydra/config.yaml: not a normbench run"
     missing = [k for k in needs if k not in config]
     if missing:
         return None, f"its config has no {', '.join(missing)}: not a normbench run"
-    if (job / "metrics.jsonl").is_file():
+    if files.metrics.is_file():
         run = load_local_run(job)
     else:
-        summary = {k: _number(v) for k, v in (read_record(job / "summary.json", json.loads) or {}).items()}
+        summary = {k: _number(v) for k, v in (read_record(files.summary, json.loads) or {}).items()}
         if not unfinished:
             error = f": {summary['error']}" if "error" in summary else ""
             return None, f"no metrics.jsonl (status {summary.get('status', 'unknown: no summary.json')}{error})"
