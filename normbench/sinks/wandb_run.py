@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from normbench.base.hydra_job import HydraJob, current_hydra_job
+from normbench.base.layout import RunDir
 from normbench.base.output import warn
 from normbench.sinks.files import Histogram, _jsonable
 from normbench.sinks.logger_config import LoggerConfig
@@ -159,7 +160,7 @@ def redirect_unwritable_home(run_dir: Path) -> dict[str, str]:
         "WANDB_DATA_DIR": home / ".local" / "share" / "wandb",
         "XDG_CACHE_HOME": home / ".cache",
     }
-    spare = run_dir / "wandb" / "home"
+    spare = RunDir(run_dir).wandb / "home"
     moved = {k: str(spare / k.lower()) for k, d in defaults.items() if not writable(Path(os.environ.get(k) or d))}
     if moved:
         warn(f"HOME ({home}) cannot be written; W&B's cache, config and data folders go under {spare}")
