@@ -31,7 +31,10 @@ from typing import ClassVar
 @dataclass(frozen=True)
 class RunDir:
     """A run directory's layout: the path of each file a run writes or reads there. Makes and
-    checks nothing; ``RunDir(path).summary`` is ``path / "summary.json"``."""
+    checks nothing; ``RunDir(path).summary`` is ``path / "summary.json"``. Hydra's files are
+    Hydra's layout, named here so that each name is spelt once: `hydra` is its folder at Hydra's
+    default ``hydra.output_subdir`` (where a finished run's records are read); the running job's
+    own setting is `normbench.run.records.segments.hydra_dir`'s."""
 
     path: Path
 

@@ -22,10 +22,11 @@ NAMES = (
     RunDir.TRACEBACK,
     RunDir.RESTARTS,
     RunDir.HYDRA,
+    RunDir.TRAINED,
     *RunDir.HYDRA_FILES,
 )
-"""The names a literal may spell once (``wandb`` and ``trained`` aside: they are also a package's
-name and a word)."""
+"""The names a literal may spell once (``wandb`` aside: W&B's own folders under HOME and the
+logger's name spell it too)."""
 
 
 def docstrings(tree: ast.AST) -> set[int]:
