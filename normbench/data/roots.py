@@ -3,6 +3,9 @@
 A preset names its data as ``${oc.env:NORMBENCH_DATA,${normbench.checkout:../shared/data}}/<set>``:
 the folder in ``$NORMBENCH_DATA``, else ``../shared/data`` beside the checkout, resolved against
 this package's location (`from_checkout`), never against the directory normbench is started in.
+A relative ``dataset.root`` is read against the directory normbench was started in, also where
+``hydra.job.chdir=true`` runs the job inside its run directory (`anchor_root`, Hydra's
+``to_absolute_path``), as a sweep's check (in the launching process) reads it.
 ``NORMBENCH_DATA`` set but empty (``NORMBENCH_DATA=$DATA`` with ``$DATA`` unset) is not taken as
 unset: OmegaConf's ``oc.env`` reads it as given, so the presets would read ``/<set>``; a root made
 so that does not exist is one line naming the variable (`blank_env_error`), and ``normbench-data``
@@ -79,6 +82,23 @@ def missing_root(dataset: Any) -> Path | None:
         return None
     path = Path(str(root)).expanduser()
     return None if path.exists() else path
+
+
+def anchored(root: str) -> str:
+    """``root`` with ``~`` expanded, a relative one made absolute against the directory normbench
+    was started in (Hydra's original working directory; the current one outside Hydra)."""
+    from hydra.utils import to_absolute_path
+
+    return to_absolute_path(str(Path(root).expanduser()))
+
+
+def anchor_root(dataset: Any) -> None:
+    """Set ``dataset.root`` (a data set's config) to `anchored` ``dataset.root``, so that the check and
+    the loader read the folder the user named whether or not Hydra changed directory
+    (``hydra.job.chdir=true``); a data set without a root is left as it is."""
+    root = getattr(dataset, "root", None)
+    if root:
+        dataset.root = anchored(str(root))
 
 
 def sweep_jobs(config: DictConfig) -> list[list[str]]:

@@ -4,13 +4,29 @@ is one line naming the variable (the presets' ``oc.env`` reads it as given, so t
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
+
+import numpy as np
 import pytest
 
+from normbench.data.cifar import LABEL_NAMES
 from normbench.data.prepare import main as data_main
 from normbench.data.roots import blank_env_error
 from tests.conftest import run_cli_inprocess
 
 BLANKS = ["", " "]
+
+
+def write_random_release(folder: Path, per_batch: int = 20) -> None:
+    """A tiny CIFAR-10 python release: random images (none twice), labels 0..9 in turn."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{k}" for k in range(1, 6)] + ["test_batch"]:
+        labels = [i % 10 for i in range(per_batch)]
+        batch = {"labels": labels, "data": rng.integers(0, 256, (per_batch, 3072), np.uint8)}
+        (folder / name).write_bytes(pickle.dumps(batch, protocol=2))
+    (folder / "batches.meta").write_bytes(pickle.dumps({"label_names": LABEL_NAMES}, protocol=2))
 
 
 @pytest.mark.parametrize("value", BLANKS)
@@ -26,7 +42,7 @@ def test_a_blank_variable_names_itself_for_the_root_it_made(monkeypatch, value) 
     assert blank_env_error("/cifar10-subset") is None
 
 
-@pytest.mark.parametrize("multirun", [False, True])
+@pytest.mark.parametrize("multirun", [False, pytest.param(True, marks=pytest.mark.slow)])  # a sweep: ~6 s
 def test_a_run_or_sweep_on_a_blank_variable_is_one_line_naming_it(tmp_path, monkeypatch, capsys, multirun) -> None:
     monkeypatch.setenv("NORMBENCH_DATA", "")
     monkeypatch.chdir(tmp_path)
@@ -49,3 +65,20 @@ def test_normbench_data_refuses_a_blank_variable(tmp_path, monkeypatch, capsys, 
     assert len(err) == 1 and err[0].startswith(f"normbench-data: NORMBENCH_DATA={value!r} is set but empty"), err
     assert f"de-en-subset would go to {value + '/de-en-subset'!r}" in err[0]
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow  # one training step in process: ~6 s
+def test_a_relative_root_is_read_where_normbench_started_with_chdir(tmp_path, monkeypatch, capsys) -> None:
+    """``hydra.job.chdir=true`` runs the job in its run directory: the relative root named an
+    existing folder, yet was reported as one that "does not exist" (issue 59)."""
+    monkeypatch.delenv("NORMBENCH_DATA", raising=False)
+    write_random_release(tmp_path / "data" / "cifar" / "cifar-10-batches-py")
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    code, out, err = run_cli_inprocess(monkeypatch, capsys,
+        "experiment=quickstart", "dataset=cifar10", "dataset.root=data/cifar", "dataset.verify_checksums=false",
+        "hydra.job.chdir=true", f"hydra.run.dir={run}", "logger=local", "max_steps=1", "batch_size=8",
+    )  # fmt: skip
+    assert code in (0, None) and "error" not in err, err[-3000:]
+    assert (run / "summary.json").is_file() and '"finished"' in (run / "summary.json").read_text()
+    assert not (run / "data").exists()  # nothing looked for (or downloaded) inside the run directory

@@ -36,7 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 from normbench.base.errors import ConfigError
 from normbench.data.registry import DatasetConfig
-from normbench.data.roots import blank_env_error, missing_root
+from normbench.data.roots import anchor_root, blank_env_error, missing_root
 from normbench.models import ModelConfig, build_model, model_input_kind
 from normbench.norms import NormConfig, list_norms, norm_factory
 from normbench.norms.probes import uses_batch_statistics
@@ -56,6 +56,7 @@ def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConf
     """Every check of the combination that needs no data: raise `ConfigError` on the first problem.
     The run's norm factory, as checked."""
     check_model_takes_dataset(model.name, dataset.name)
+    anchor_root(dataset)  # a relative root read where normbench started, not in the run dir (hydra.job.chdir)
     check_dataset_root(dataset)
     check_positions(model, dataset)
     layer = norm_factory(norm)
