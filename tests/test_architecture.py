@@ -4,6 +4,8 @@
   subpackage such as ``norms`` or a top-level module such as ``train``). Every ``import`` counts,
   also those inside functions, which are often written to hide a circle rather than remove it;
   only those under ``if TYPE_CHECKING:`` (annotations, never executed) do not.
+- Layers: each room imports only from the rooms that ARCHITECTURE.md's layer table names for it
+  (and every room has its row); ``run/`` holds the runner, which nothing below imports.
 - No file in ``normbench/`` over 400 lines.
 - The runner (``train.py``, ``run_state.py``) has no nested functions and no function longer
   than a screen (60 lines).
@@ -162,6 +164,127 @@ def test_no_import_circle(rooms: bool) -> None:
     edges = graph(rooms)
     found = cycles(edges)
     assert not found, "import circles: " + " | ".join(describe(c, edges) for c in found)
+
+
+def room_of(token: str) -> str:
+    """A room as ARCHITECTURE.md writes it (``base/``, ``run/loop``, ``config``) as `room` names it."""
+    return "normbench." + token.strip().rstrip("/").replace("/", ".")
+
+
+LOOSE = ("everything below", "what they use")
+"""Words of an "imports from" cell that this check leaves to the circle check (the runner, the entry points)."""
+
+
+def layer_table(text: str) -> dict[str, frozenset[str] | None]:
+    """ARCHITECTURE.md's table "| room | holds | imports from |": each room (a cell may name
+    several) → the rooms it says it imports from, its backticked names (``None``: `LOOSE` words)."""
+    lines = text.split("| room | holds | imports from |", 1)[1].splitlines()[2:]
+    table: dict[str, frozenset[str] | None] = {}
+    for row in itertools.takewhile(lambda line: line.startswith("|"), lines):
+        cells = row.split("|")
+        stated = cells[-2]
+        allowed = None if any(w in stated for w in LOOSE) else frozenset(map(room_of, stated.split("`")[1::2]))
+        table.update({room_of(name): allowed for name in cells[1].split("`")[1::2]})
+    return table
+
+
+LAYERS = layer_table(ARCHITECTURE.read_text())
+PACKAGE_ITSELF = ("normbench", "normbench.__main__", "normbench.run")
+"""``normbench/__init__.py``, ``python -m normbench`` and the run wing's ``__init__`` (its map): no rooms."""
+
+
+def test_the_layer_table_is_read() -> None:
+    text = "| room | holds | imports from |\n|---|---|---|\n| `a/` | x | `b`, `run/c` (why) |\n| `b`, `d/` | y | z |\n"
+    assert layer_table(text) == {
+        "normbench.a": {"normbench.b", "normbench.run.c"},
+        "normbench.b": set(),
+        "normbench.d": set(),
+    }
+    assert layer_table(text.replace("| z |", "| everything below |"))["normbench.b"] is None
+    assert LAYERS["normbench.base"] == set() and LAYERS["normbench.run.loop"] is None  # nothing; everything below
+
+
+def test_every_room_imports_only_what_architecture_md_says() -> None:
+    """Each room of the code has its row in ARCHITECTURE.md's table, each row's room exists, and a
+    room imports only from the rooms its row names ("imports from"; the runner and the entry
+    points aside, whose imports the circle check bounds)."""
+    edges = graph(rooms=True)
+    rooms = {room(m) for m in MODULES} - set(PACKAGE_ITSELF)
+    assert not rooms - set(LAYERS), (
+        f"rooms without a row in ARCHITECTURE.md's layer table: {sorted(rooms - set(LAYERS))}"
+    )
+    assert not set(LAYERS) - rooms, f"rows of ARCHITECTURE.md's layer table with no room: {sorted(set(LAYERS) - rooms)}"
+    found = [
+        f"{a} -> {b} ({', '.join(where)})"
+        for a, allowed in LAYERS.items()
+        if allowed is not None
+        for b, where in edges.get(a, {}).items()
+        if b not in allowed
+    ]
+    assert not found, "imports that ARCHITECTURE.md's layer table does not allow: " + "; ".join(found)
+
+
+RUNNER_ROOMS = ("normbench.run", "normbench.run.loop")
+ENTRY_POINTS = ("normbench.cli", "normbench.analysis", "normbench.__main__")
+NOT_YET_MOVED = ("normbench.run.resume", "normbench.run.records", "normbench.run.divergence")
+"""Lower rooms that still sit in ``run/`` (issue 58, item 5 moves them out, as ``placement`` went):
+a list that only shrinks. ``run/`` holds the runner; anything else there is a room below it."""
+
+
+def test_run_holds_only_the_runner() -> None:
+    """Nothing below the runner imports it (only the entry points do), and no lower room sits in
+    ``run/`` beyond those not yet moved out."""
+    edges = graph(rooms=True)
+    upward = [
+        f"{a} -> {b} ({', '.join(where)})"
+        for a, targets in edges.items()
+        if a not in (*RUNNER_ROOMS, *ENTRY_POINTS)
+        for b, where in targets.items()
+        if b in RUNNER_ROOMS
+    ]
+    assert not upward, "imports from below up into the runner: " + "; ".join(upward)
+    in_run = {room(m) for m in MODULES if m.startswith("normbench.run.")} - set(RUNNER_ROOMS)
+    assert in_run <= set(NOT_YET_MOVED), (
+        f"lower rooms in run/ (they belong beside it): {sorted(in_run - set(NOT_YET_MOVED))}"
+    )
+    assert set(NOT_YET_MOVED) <= in_run, (
+        f"moved out of run/: take them off NOT_YET_MOVED: {sorted(set(NOT_YET_MOVED) - in_run)}"
+    )
+
+
+COLLECTIVES = frozenset(
+    {"all_reduce", "broadcast", "broadcast_object_list", "barrier", "all_gather", "init_process_group"}
+)
+
+
+def distributed_calls(source: str) -> list[int]:
+    """Lines that import ``torch.distributed`` or name it or one of its `COLLECTIVES`."""
+    found = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Import):
+            hit = any(a.name.startswith("torch.distributed") for a in n.names)
+        elif isinstance(n, ast.ImportFrom):
+            module = n.module or ""
+            hit = module.startswith("torch.distributed") or (
+                module == "torch" and "distributed" in {a.name for a in n.names}
+            )
+        else:
+            hit = isinstance(n, ast.Attribute) and (n.attr in COLLECTIVES or ast.unparse(n) == "torch.distributed")
+        if hit:
+            found.append(n.lineno)
+    return sorted(set(found))
+
+
+def test_the_runner_leaves_the_processes_to_placement() -> None:
+    """The run wing names no ``torch.distributed`` (nor a collective): every all-reduce, broadcast
+    and barrier goes through `normbench.placement.placement.Placement`."""
+    lines = {m: distributed_calls(p.read_text()) for m, p in MODULES.items() if m.startswith("normbench.run.")}
+    found = {m: at for m, at in lines.items() if at}
+    assert not found, f"the run wing calls torch.distributed itself (ask its Placement): {found}"
+    old = "def f(run):\n    flag = 1\n    torch.distributed.all_reduce(flag, op=torch.distributed.ReduceOp.MAX)\n"
+    assert distributed_calls(old) == [3]  # what diverged_step did before it asked its Placement
+    assert distributed_calls("import torch.distributed as dist\nfrom torch import distributed\n") == [1, 2]
+    assert distributed_calls("run.placement.reduce_max(x)\nrun.placement.is_main\n") == []
 
 
 def test_no_file_over_the_line_limit() -> None:

@@ -397,6 +397,8 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
     import torch
 
     from normbench.placement.distributed import DistState
+    from normbench.placement.hardware import HardwareConfig
+    from normbench.placement.placement import Placement
     from normbench.run.loop.state import StepTimer, show_progress
     from normbench.run.loop.sums import RunningSums
 
@@ -409,8 +411,10 @@ def test_ddp_terminal_lines_show_the_global_throughput() -> None:
     timer = StepTimer(torch.device("cpu"))
     timer.elapsed = 2.0
     task = SimpleNamespace(summarize=lambda sums, prefix: {}, unit="samples")
+    cpu = HardwareConfig(name="cpu", device="cpu")
     for world_size, expected in ((1, "80"), (2, "160"), (4, "320")):  # 160 samples on this rank in 2 s
-        run = SimpleNamespace(task=task, timer=timer, dist=DistState(0, world_size, 0, "gloo"))
+        placement = Placement(cpu, DistState(0, world_size, 0, "gloo"), timer.device)
+        run = SimpleNamespace(task=task, timer=timer, placement=placement)
         epoch = SimpleNamespace(sums=RunningSums(), timed_units=160, bar=Bar())
         show_progress(run, epoch)
         assert epoch.bar.postfix == {"samples/s": expected}

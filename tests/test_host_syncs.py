@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from normbench.run.loop import train
-from tests.test_hardware import compose_cfg
+from tests.conftest import compose_cfg
 
 DATA_DEPENDENT = {
     "aten.nonzero.default",

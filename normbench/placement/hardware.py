@@ -2,7 +2,7 @@
 
 ``precision=bf16`` runs the forward under `torch.autocast` in bfloat16; the norms keep their
 statistics in float32 (torch's batch/layer/group/RMS norm kernels accumulate in float32 for
-bfloat16 inputs, and `tests/test_hardware.py` checks every registered norm against a float64
+bfloat16 inputs, and `tests/placement/test_hardware.py` checks every registered norm against a float64
 reference). ``channels_last`` stores images and conv weights NHWC; ``compile`` trains through
 `torch.compile` of the model while diagnostics and checkpoints use the uncompiled module (same
 parameters). ``distributed`` (``hardware=ddp``) is described in `normbench.placement.distributed`.

@@ -4,7 +4,9 @@
   starts over, continues or ends (`policy`), the stop signals (`interrupts`) and the checks made
   before any data is read (`validate`);
 - `resume/`: checkpoints, their verified files and the random streams;
-- `placement/`: device, precision, compile (`hardware`) and data parallelism (`distributed`);
 - `records/`: the run directory (one writer, what a refused run may remove) and the run's segments;
 - `divergence`: when a run has diverged (a result, not a crash).
+
+Device, precision, compile and data parallelism live below the wing, in `normbench.placement`
+(the runner holds one `Placement`).
 """
