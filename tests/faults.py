@@ -1,6 +1,6 @@
 """What a reliability test is about: the fault or bad input, and what the user gets.
 
-Tests declare it with `fault`; ``scripts/reliability_table.py`` collects the tests and counts
+Tests declare it with `fault`; ``normbench-reports reliability`` collects the tests and counts
 their cases (a parametrized test counts each parameter) per fault and per outcome, which is how
 the figures and the table in ``RELIABILITY.md`` are made.
 """

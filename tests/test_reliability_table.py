@@ -1,4 +1,5 @@
-"""RELIABILITY.md's table is what the tests say: ``scripts/reliability_table.py --check``."""
+"""RELIABILITY.md's table is what the tests say: ``normbench-reports reliability --check RELIABILITY.md``
+(`normbench.analysis.reports.reliability`)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,15 @@ import sys
 
 import pytest
 
+from normbench.analysis.reports import reliability
 from tests.conftest import REPO
+from tests.faults import Fault
 
 
 @pytest.mark.e2e
 def test_the_reliability_table_matches_the_tests() -> None:
     r = subprocess.run(
-        [sys.executable, "scripts/reliability_table.py", "--check", "RELIABILITY.md"],
+        [sys.executable, "-m", "normbench.analysis.reports.reliability", "--check", "RELIABILITY.md"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -23,19 +26,23 @@ def test_the_reliability_table_matches_the_tests() -> None:
 
 
 def test_every_fault_has_a_known_outcome_and_counts_each_case() -> None:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import reliability_table
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    from tests.faults import Fault
-
     cases = {
         "tests/a.py::test_x[1]": Fault("f", "g", "one-line"),
         "tests/a.py::test_x[2]": Fault("f", "g", "one-line"),
         "tests/b.py::test_y": Fault("h", "i", "bit-exact"),
     }
-    text = reliability_table.table(cases)
+    text = reliability.table(cases)
     assert "| f | g | one-line | 2 | `a.py::test_x` |" in text
     assert "**3 cases** (2 tests, 2 faults): **2 one-line errors**, 0 recorded results" in text
     assert "**1 bit-exact resumes**" in text
+
+
+def test_the_external_faults_name_test_files_it_collects_and_known_outcomes() -> None:
+    """`EXTERNAL` (fault tests in files the decorator does not reach) names only files in `FILES`,
+    with outcomes `tests.faults` knows, so `collect` can turn each into a `Fault`."""
+    from tests.faults import OUTCOMES
+
+    assert reliability.REPO == REPO
+    assert {test.split("::")[0] for test in reliability.EXTERNAL} <= set(reliability.FILES)
+    assert all(outcome in OUTCOMES for _, _, outcome in reliability.EXTERNAL.values())
+    assert all((REPO / f).is_file() for f in reliability.FILES)

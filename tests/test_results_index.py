@@ -1,4 +1,5 @@
-"""scripts/results_index.py: the index is up to date, and a rule changed after its runs fails the check."""
+"""`normbench.analysis.reports.index` (``normbench-reports index``): the index is up to date, and a rule
+changed after its runs fails the check; `normbench.analysis.reports.history`: every attempt on record."""
 
 from __future__ import annotations
 
@@ -10,16 +11,12 @@ import pytest
 
 import normbench.rules as rules
 from normbench.analysis.claims import CSV_FIELDS
-from tests.conftest import load_script
-
-
-def load_index():
-    return load_script("results_index", "results_index")
+from normbench.analysis.reports import history, index
 
 
 def test_the_committed_index_is_current_and_no_rule_changed_after_its_runs(capsys: pytest.CaptureFixture) -> None:
-    """In-process (the default suite guards the committed results): `results_index.py --check`."""
-    assert load_index().main(["--check"]) == 0, capsys.readouterr().err
+    """In-process (the default suite guards the committed results): ``normbench-reports index --check``."""
+    assert index.main(["--check"]) == 0, capsys.readouterr().err
 
 
 def write_claims(folder: Path, rules_hash: str) -> None:
@@ -39,7 +36,6 @@ def test_a_tampered_rule_fails_the_check(tmp_path: Path, monkeypatch: pytest.Mon
     rules_dir = tmp_path / "rules"
     shutil.copytree(rules.RULES_DIR, rules_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     monkeypatch.setattr(rules, "RULES_DIR", rules_dir)
-    index = load_index()
     monkeypatch.setattr(index, "rules_hash", rules.rules_hash)
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))
@@ -54,16 +50,11 @@ def test_a_tampered_rule_fails_the_check(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_a_folder_judged_before_the_rules_is_listed_as_awaiting_its_rerun(tmp_path: Path) -> None:
-    index = load_index()
     folder = tmp_path / "results" / "ln_axes_cpu"
     folder.mkdir(parents=True)
     (folder / "claims.csv").write_text("figure,claim,paper,measured,verdict\nln_axes,c,p,m,holds\n")
     text, problems = index.build(tmp_path / "results")
     assert problems == [] and "Awaiting a rerun" in text and "holds" not in text
-
-
-def load_history():
-    return load_script("results_history", "results_history")
 
 
 def write_run(folder: Path, commit: str, start: str) -> None:
@@ -74,7 +65,6 @@ def write_run(folder: Path, commit: str, start: str) -> None:
 def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    index, history = load_index(), load_history()
     results = tmp_path / "results"
     folder = results / "powernorm_stats_cpu"
     write_claims(folder, rules.rules_hash("powernorm_stats_cpu"))
@@ -96,7 +86,6 @@ def test_the_check_reports_each_folder_whose_claims_differ_from_its_evidence(
     """``--check`` runs `normbench.analysis.verify.verify_folder` on every judged folder (not the pilots)."""
     import normbench.analysis.verify as verify
 
-    index = load_index()
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))
     write_claims(results / "powernorm_stats_cpu" / "pilot", rules.rules_hash("powernorm_stats_cpu"))
@@ -107,7 +96,6 @@ def test_the_check_reports_each_folder_whose_claims_differ_from_its_evidence(
 
 
 def test_history_is_append_only_and_numbers_each_attempt(tmp_path: Path) -> None:
-    history = load_history()
     folder = tmp_path / "results" / "powernorm_stats_cpu"
     write_claims(folder, "1111222233334444")
     write_run(folder, "abc1234", "2026-12-01 10:00:00")
@@ -132,13 +120,11 @@ def test_history_is_append_only_and_numbers_each_attempt(tmp_path: Path) -> None
 
 
 def test_history_tally_counts_claims_and_setup_checks_apart() -> None:
-    history = load_history()
     rows = [{"verdict": v} for v in ("inconclusive", "supported", "failed", "inconclusive", "holds")]
     assert history.tally(rows) == "claims: supported 1, inconclusive 2, holds 1; setup checks: failed 1"
 
 
 def test_history_refuses_a_folder_judged_before_the_rules(tmp_path: Path) -> None:
-    history = load_history()
     folder = tmp_path / "ln_axes_cpu"
     folder.mkdir()
     (folder / "claims.csv").write_text("figure,claim,paper,measured,verdict\nln_axes,c,p,m,holds\n")
@@ -146,7 +132,6 @@ def test_history_refuses_a_folder_judged_before_the_rules(tmp_path: Path) -> Non
 
 
 def test_the_tally_and_the_table_come_from_the_claims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    index = load_index()
     monkeypatch.setattr(index, "rules_hash", lambda preset: "h")
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", "h")
@@ -174,7 +159,6 @@ def test_changed_rules_declared_as_a_planned_attempt_pass_the_check_and_mark_the
     rules_dir = tmp_path / "rules"
     shutil.copytree(rules.RULES_DIR, rules_dir, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
     monkeypatch.setattr(rules, "RULES_DIR", rules_dir)
-    index, history = load_index(), load_history()
     for module in (index, history):
         monkeypatch.setattr(module, "rules_hash", rules.rules_hash)
     folder = tmp_path / "results" / "powernorm_stats_cpu"

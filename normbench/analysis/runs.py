@@ -275,17 +275,6 @@ def load_wandb_runs(
     return runs
 
 
-def group_runs(runs: Iterable[Run], keys: Iterable[str]) -> dict[tuple[Any, ...], list[Run]]:
-    """Runs grouped by their config values at the dotted ``keys`` (seeds fall into one group)."""
-    keys = list(keys)
-    groups: dict[tuple[Any, ...], list[Run]] = {}
-    for run in runs:
-        groups.setdefault(tuple(run.get(k) for k in keys), []).append(run)
-    for members in groups.values():
-        members.sort(key=lambda r: r.seed)
-    return groups
-
-
 def select(runs: Iterable[Run], **criteria: Any) -> list[Run]:
     """Runs whose config matches every criterion; keys use ``__`` for dots (``norm__name="bn"``);
     floats compare with a relative tolerance of 1e-9. Sorted by seed."""

@@ -8,7 +8,7 @@ writes the rebuilt ``claims.csv`` / ``claims.md`` to a scratch folder with the w
 numbers to a relative 1e-9 (NaN equals NaN), text exactly, and ``claims.md`` line by line. It
 returns one line per difference (none: the folder is what its evidence says). A hand-edited
 verdict, estimate or interval is a difference; so is a ``claims.csv`` written by older code (the
-folder must be regenerated). ``scripts/results_index.py --check`` runs it on every results folder.
+folder must be regenerated). ``normbench-reports index --check`` runs it on every results folder.
 """
 
 from __future__ import annotations

@@ -139,11 +139,6 @@ def extract_archive(archive: Path, into: Path, wanted: Callable[[tarfile.TarInfo
         raise BadSource(f"{archive} is not a whole .tar.gz archive ({one_line(e)}); fetch it again") from None
 
 
-def moved_aside(target: Path) -> list[Path]:
-    """The folders `staged` moved ``target`` to (``<name>.replaced-*``), newest last."""
-    return sorted(target.parent.glob(f"{target.name}.replaced-*"))
-
-
 def _behind_proxy() -> bool:
     return any(os.environ.get(k) for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"))
 

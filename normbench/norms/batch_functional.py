@@ -107,7 +107,7 @@ def snapshot(buffer: Tensor) -> Tensor:
     step updates ``buffer`` in place. Eager mode needs no copy; under ``torch.compile`` (torch 2.14)
     AOT autograd's partitioner may recompute a value the backward needs from a mutated buffer
     rather than save it, and the recompute then reads the buffer *after* the step's update: silently
-    wrong gradients (pytorch/pytorch#197039, open; the minimal case: scripts/torch_mutated_buffer_read.py).
+    wrong gradients (pytorch/pytorch#197039, open; the minimal case: tests/norms/test_torch_mutated_buffer_read.py).
     A sum over a stacked zero is a reduction, which the partitioner saves instead of recomputing;
     bit-exact (x + 0 = x)."""
     return torch.stack([buffer, torch.zeros_like(buffer)]).sum(0)

@@ -7,7 +7,7 @@ of seeds per arm and the scale of each variant (the full preset and its ``_cpu``
 one file). `rules_hash` is the SHA-256 of the file's parsed content (canonical JSON) but its
 ``figures:`` block (what is drawn judges nothing, so redrawing needs no rerun): a run
 records the hash it was made under (``summary.json``: ``rules``), ``normbench-figures`` writes it
-into ``claims.csv``, and ``scripts/results_index.py --check`` fails when a results folder was
+into ``claims.csv``, and ``normbench-reports index --check`` fails when a results folder was
 judged under a hash that is no longer its preset's — changing a rule after looking means
 rerunning.
 
@@ -103,7 +103,7 @@ def _parsed(preset: str) -> Any:
 _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 """libyaml's parser where PyYAML was built with it (the same resolver and constructor as
 ``yaml.safe_load``, so the same data), about 10x faster: the analysis reads the rules of every
-preset many times (``scripts/results_index.py`` ~170 times)."""
+preset many times (``normbench-reports index`` ~170 times)."""
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,4 +1,4 @@
-"""The findings page (`normbench.analysis.findings`, written by ``scripts/results_index.py``) as a
+"""The findings page (`normbench.analysis.findings`, written by ``normbench-reports index``) as a
 newcomer reads it: built here from the committed ``claims.csv`` / ``per_run.csv`` files (in
 memory: nothing under results/ is written), so these pass before results/ is regenerated.
 
@@ -24,7 +24,6 @@ from normbench.analysis.findings_board import board_section, separated_top
 from normbench.analysis.forest import forest_figure
 from normbench.analysis.present import signed, signed_num, to_float
 from normbench.analysis.units import UNITS
-from tests.conftest import load_script
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
@@ -34,7 +33,9 @@ RAW_KEYS = sorted({k for _, k in UNITS if k} | {n for n, _ in UNITS if "_" in n}
 
 @pytest.fixture(scope="module")
 def index():
-    return load_script("results_index", "results_index")
+    from normbench.analysis.reports import index
+
+    return index
 
 
 @pytest.fixture(scope="module")

@@ -143,7 +143,7 @@ def test_inductor_matches_eager_every_norm(name: str, layout: str, masked: bool)
 def test_a_snapshot_keeps_the_value_before_the_update_in_the_compiled_backward(dtype: torch.dtype) -> None:
     """y = x·f(buffer) with the buffer updated in place afterwards: eager's dy/dx is f of the value
     before the update, and so is inductor's when the buffer is read through `snapshot` (a plain
-    read is recomputed after the update in torch 2.14: scripts/torch_mutated_buffer_read.py)."""
+    read is recomputed after the update in torch 2.14: tests/norms/test_torch_mutated_buffer_read.py)."""
     from normbench.norms.batch_functional import snapshot
 
     class Step(torch.nn.Module):

@@ -4,7 +4,6 @@ registered norm: `normbench.norms.invariance` and ``INVARIANCES.md``."""
 from __future__ import annotations
 
 import math
-import sys
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -90,12 +89,10 @@ def test_gradient_ratio_is_not_one_over_delta_without_a_norm() -> None:
 
 
 def _script() -> ModuleType:
-    sys.path.insert(0, str(REPO / "scripts"))
-    try:
-        import invariance_table
-    finally:
-        sys.path.remove(str(REPO / "scripts"))
-    return invariance_table
+    """The writer of INVARIANCES.md (``normbench-reports invariances``)."""
+    from normbench.analysis.reports import invariances
+
+    return invariances
 
 
 def test_invariances_md_is_current() -> None:
@@ -117,7 +114,7 @@ def test_check_fails_on_a_stale_file(
     stale = tmp_path / "INVARIANCES.md"
     stale.write_text("| `bn` | ✗ |\n")
     assert script.main(["--check", str(stale)]) == 1
-    assert "is stale; run `python scripts/invariance_table.py --write INVARIANCES.md`" in capsys.readouterr().err
+    assert "is stale; run `normbench-reports invariances --write INVARIANCES.md`" in capsys.readouterr().err
     assert script.main(["--write", str(stale)]) == 0 and script.main(["--check", str(stale)]) == 0
 
 

@@ -5,9 +5,11 @@ Every registered norm, in each layout it supports, is put through the six transf
 beside the papers' marks, the measured differences, and the gradient scaling of the norms whose
 output is invariant to weight matrix re-scaling.
 
-    python scripts/invariance_table.py                          # print the file
-    python scripts/invariance_table.py --write INVARIANCES.md   # write it
-    python scripts/invariance_table.py --check INVARIANCES.md   # exit 1 if the file differs
+    normbench-reports invariances                          # print the file
+    normbench-reports invariances --write INVARIANCES.md   # write it
+    normbench-reports invariances --check INVARIANCES.md   # exit 1 if the file differs
+
+(``python -m normbench.analysis.reports.invariances`` is the same.)
 
 ``tests/norms/test_invariance.py`` checks the file with `check`: a row that differs from the
 measurement, or a norm no longer registered, fails; a newly registered norm without rows is a
@@ -23,13 +25,10 @@ import re
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from normbench.norms import invariance as inv
+from normbench.norms.registry import LAYOUTS, list_norms
 
-from normbench.norms import invariance as inv  # noqa: E402
-from normbench.norms.registry import LAYOUTS, list_norms  # noqa: E402
-
-COMMAND = "python scripts/invariance_table.py --write INVARIANCES.md"
+COMMAND = "normbench-reports invariances --write INVARIANCES.md"
 RESCALE = "weight_matrix_rescaling"
 SMALL = 1e-9
 """Differences below this are printed as "< 1e-9": their digits are rounding and eps, which vary
@@ -245,8 +244,8 @@ def check(path: Path) -> tuple[str, list[str]]:
     return stale, sorted(set(list_norms()) - names)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysis.reports.invariances") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--write", type=Path, help="write the document to this file")
     group.add_argument("--check", type=Path, help="exit 1 unless this file equals the document")

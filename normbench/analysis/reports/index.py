@@ -10,10 +10,12 @@ The page (`normbench.analysis.findings`) and the forests (`normbench.analysis.fo
 from those files alone, so no number on them is typed by hand. A folder whose ``claims.csv``
 predates the rules (no hash) is listed as awaiting its rerun, its old verdicts left out.
 
-    python scripts/results_index.py            # writes the page, the forests and every claims.md
-    python scripts/results_index.py --check    # exit 1 if any of them is stale, a rule changed after
-                                               # its runs, a folder's rules hash has no entry in its
-                                               # HISTORY.md, or a folder fails its evidence check
+    normbench-reports index            # writes the page, the forests and every claims.md
+    normbench-reports index --check    # exit 1 if any of them is stale, a rule changed after
+                                       # its runs, a folder's rules hash has no entry in its
+                                       # HISTORY.md, or a folder fails its evidence check
+
+(``python -m normbench.analysis.reports.index`` is the same.)
 """
 
 from __future__ import annotations
@@ -25,12 +27,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
-sys.path.insert(0, str(RESULTS.parent))
-
-from normbench.analysis.claim_meta import annotate, claim_meta  # noqa: E402
-from normbench.analysis.claims_text import claims_markdown  # noqa: E402
-from normbench.analysis.findings import (  # noqa: E402
+from normbench.analysis.claim_meta import annotate, claim_meta
+from normbench.analysis.claims_text import claims_markdown
+from normbench.analysis.findings import (
     add_observed,
     add_q,
     confirmatory_line,
@@ -42,19 +41,26 @@ from normbench.analysis.findings import (  # noqa: E402
     scope,
     tally,
 )
-from normbench.analysis.findings_board import board_section  # noqa: E402
-from normbench.analysis.forest import forest_table, remove_forest, write_forest  # noqa: E402
-from normbench.analysis.present import preset_words  # noqa: E402
-from normbench.rules import rules_hash  # noqa: E402
+from normbench.analysis.findings_board import board_section
+from normbench.analysis.forest import forest_table, remove_forest, write_forest
+from normbench.analysis.present import preset_words
+from normbench.analysis.provenance import results_root
+from normbench.rules import rules_hash
+
+RESULTS = results_root()
+COMMAND = "normbench-reports index"
+"""How a user rebuilds the page, the forests and every claims.md (named in the page and the problems)."""
+HISTORY_COMMAND = "normbench-reports history"
+"""How a user appends an attempt to a folder's HISTORY.md (`normbench.analysis.reports.history`)."""
 
 TITLE = "# What normbench found, at CPU scale"
 
 METHOD = """## How a claim is judged
 
 Rules fixed before the runs (`normbench/rules/<preset>.yaml`; a rule changed after them fails
-`python scripts/results_index.py --check`); Welch intervals (on logarithms for ratios), Holm within a
+`normbench-reports index --check`); Welch intervals (on logarithms for ratios), Holm within a
 preset, Benjamini–Hochberg over the page. Rebuild the runs with `bash scripts/reproduce_cpu.sh`, this
-page, the forests and every `claims.md` with `python scripts/results_index.py`.
+page, the forests and every `claims.md` with `normbench-reports index`.
 """
 
 CHECKS = ("passed", "failed")
@@ -63,7 +69,7 @@ LEADERBOARD = "leaderboard_cpu"
 
 HISTORY = "HISTORY.md"
 HISTORY_HEADING = r"^## Attempt (\d+) — rules (\S+), run at (\S+) \(([^)]*)\)$"
-"""An entry's heading in a folder's HISTORY.md (written by ``scripts/results_history.py``)."""
+"""An entry's heading in a folder's HISTORY.md (written by `normbench.analysis.reports.history`)."""
 PLANNED_HEADING = r"^## Attempt (\d+) — rules (\S+), planned before its runs$"
 """A planned attempt's heading: new rules declared, with what changed and why, before any run."""
 
@@ -84,8 +90,8 @@ def history_problems(results: Path = RESULTS) -> list[str]:
         recorded = set(re.findall(HISTORY_HEADING, path.read_text(), re.M)) if path.exists() else set()
         missing = [h for h in (judged or "").split(",") if h and h not in {r[1] for r in recorded}]
         if missing:
-            problems.append(f"results/{folder.name}: rules {','.join(missing)} has no entry in {HISTORY}: run python "
-                            f"scripts/results_history.py results/{folder.name} --changed '<what and why>'")  # fmt: skip
+            problems.append(f"results/{folder.name}: rules {','.join(missing)} has no entry in {HISTORY}: run "
+                            f"{HISTORY_COMMAND} results/{folder.name} --changed '<what and why>'")  # fmt: skip
     return problems
 
 
@@ -302,11 +308,11 @@ def stale_files(results: Path = RESULTS) -> list[str]:
         where = folder.relative_to(results.parent)
         md = folder / "claims.md"
         if not md.is_file() or md.read_text() != claims_markdown(preset, rows, pilot=folder.name == "pilot"):
-            problems.append(f"{where}/claims.md is out of date: run python scripts/results_index.py")
+            problems.append(f"{where}/claims.md is out of date: run {COMMAND}")
         table = forest_table(annotate(claims_of(rows), preset))
         path = folder / "forest.csv"
         if table != (_read_forest(path) if path.is_file() else []) or (not table and path.is_file()):
-            problems.append(f"{where}/forest.csv does not match its claims.csv: run python scripts/results_index.py")
+            problems.append(f"{where}/forest.csv does not match its claims.csv: run {COMMAND}")
     return problems
 
 
@@ -339,8 +345,8 @@ def evidence_problems(results: Path = RESULTS) -> list[str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysis.reports.index") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if anything is stale or a rule changed")
     args = parser.parse_args(argv)
     text, problems = build(RESULTS)
@@ -351,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"results_index: {p}", file=sys.stderr)
     if args.check:
         if not target.is_file() or target.read_text() != text:
-            print(f"{target} is out of date: run python scripts/results_index.py", file=sys.stderr)
+            print(f"{target} is out of date: run {COMMAND}", file=sys.stderr)
             return 1
         return 1 if problems else 0
     target.write_text(text)

@@ -4,16 +4,17 @@ Each results folder's ``HISTORY.md`` lists, oldest first, every run whose verdic
 there: the rules hash it was judged under, the run's commit and start (from ``RUN.txt``), the
 verdict tally (from ``claims.csv``), and what changed since the attempt before and why. A setup
 changed after its verdicts were seen shows up as attempt 2, 3, … The file is append-only: this
-script adds one entry at its end and never rewrites an earlier one, and
-``python scripts/results_index.py --check`` fails for a folder whose current rules hash has no
-entry.
+command adds one entry at its end and never rewrites an earlier one, and
+``normbench-reports index --check`` fails for a folder whose current rules hash has no entry.
 
-    python scripts/results_history.py results/bn_dropout_cpu --changed "what changed and why"
-    python scripts/results_history.py results/bn_dropout_cpu --planned --changed "what changes and why"
+    normbench-reports history results/bn_dropout_cpu --changed "what changed and why"
+    normbench-reports history results/bn_dropout_cpu --planned --changed "what changes and why"
+
+(``python -m normbench.analysis.reports.history`` is the same.)
 
 ``--planned`` declares the next attempt before its runs: the preset's current rules hash (changed
 since the folder's verdicts), the commit it was declared at and what changed and why. Until the
-rerun, ``results_index.py`` shows the folder's verdicts as *superseded* and ``--check`` passes; the
+rerun, ``normbench-reports index`` shows the folder's verdicts as *superseded* and ``--check`` passes; the
 rerun's entry then takes the planned attempt's number. A plan amended before its runs (the pilot's
 ``n`` written into the rules) is appended under the same number with the new hash.
 """
@@ -23,18 +24,16 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+import subprocess
 import sys
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import subprocess  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
-
-from results_index import (  # noqa: E402
+from normbench.analysis.reports.index import (
     HISTORY,
+    HISTORY_COMMAND,
     HISTORY_HEADING,
     judged_hash,
     planned_hashes,
@@ -86,7 +85,7 @@ def header(folder: Path) -> str:
     return (f"# History of results/{folder.name}\n\nEvery run whose verdicts were committed in this folder, oldest "
             "first, with the rules hash it was judged under (`normbench/rules/`), the run's commit and start "
             "(`RUN.txt`), the verdict tally (`claims.csv`) and what changed since the attempt before, and why. "
-            "Append-only: `python scripts/results_history.py` adds an entry at the end and never rewrites "
+            f"Append-only: `{HISTORY_COMMAND}` adds an entry at the end and never rewrites "
             "one.\n")  # fmt: skip
 
 
@@ -172,8 +171,8 @@ def plan_entry(folder: Path, changed: str) -> str:
     return text
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysis.reports.history") -> int:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="a results folder, e.g. results/bn_dropout_cpu")
     parser.add_argument("--changed", required=True, help="what changed since the attempt before, and why (one line)")
     parser.add_argument("--planned", action="store_true", help="declare the preset's current (changed) rules as the "
