@@ -15,6 +15,7 @@ import csv
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,20 @@ def load_runs(paths: Iterable[str | Path]) -> list[Run]:
     failed runs): `normbench.analysis.runs.load_local_runs`, which names what it does not use and
     refuses a folder with no usable run and a run read twice, in one line each."""
     return load_local_runs(paths, unfinished=True, needs=CELL_KEYS)
+
+
+def check_finished(runs: Sequence[Run], sources: Sequence[str]) -> None:
+    """`ConfigError` when not one run finished (every job crashed, was refused or diverged): a
+    leaderboard of such runs scores nothing, so none is written (its empty figure was written,
+    then refused)."""
+    if any(r.status == "finished" for r in runs):
+        return
+    counts = Counter(r.status for r in runs)
+    ended = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    raise ConfigError(
+        f"no run of {', '.join(sources)} finished ({ended}); a leaderboard scores finished runs, so nothing was "
+        "written; each run's summary.json (and traceback.txt) says why it stopped"
+    )
 
 
 def wanted_keys(summary_keys: Collection[str]) -> list[str]:
@@ -287,6 +302,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             runs, sources = load_runs(args.runs), list(args.runs)
             out = Path(args.out or Path(args.runs[0]) / "leaderboard")
+        check_finished(runs, sources)
         check_out_dir(out, "the leaderboard")
         check_provenance(runs, out)  # results/: one commit, a tree that differed only under results/
         rows = leaderboard(runs, args.tail)
