@@ -85,7 +85,11 @@ def main(cfg: DictConfig) -> Any:
         if multirun:  # this job fails alone; the sweep goes on
             if not busy:
                 refused_job(run_dir, message, None if expected else traceback.format_exc())
-            return {"status": "failed", "error": message}
+            else:  # the folder is not this job's: its refusal is kept beside it, for the sweep summary
+                from normbench.run.records.refusals import note_refused
+
+                note_refused(run_dir, message)
+            return {"status": "refused" if busy else "failed", "error": message}
         if not isinstance(e, RecordsVanished):  # the folder there now is not the run's: leave it be
             rundir.discard_new(run_dir)  # what this run created; never what was there before
         sys.exit(2 if isinstance(e, ConfigError) else 1)

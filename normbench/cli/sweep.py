@@ -12,8 +12,10 @@ whatever happened, an exit status that says whether every job ran to its end, an
   never started or left none.
 - `close_sweep` (at the end, also after Ctrl-C, SIGTERM or a job's crash): ``sweep_summary.csv``
   lists every job of the sweep with its status: ``finished`` / ``diverged`` / ``failed`` (with its
-  one-line error) / ``interrupted`` / ``not started`` (jobs the basic sweeper planned that have no
-  directory), and whether this invocation ran it (``ran``: ``this sweep`` or ``earlier``).
+  one-line error) / ``refused`` (its folder held by another run, or not writable: the reason, kept
+  beside the folder by `normbench.run.records.refusals`) / ``interrupted`` / ``not started`` (jobs
+  the basic sweeper planned that have no directory), and whether this invocation ran it (``ran``:
+  ``this sweep`` or ``earlier``).
 - `exit_code`: 0 when every job ended with a result (finished or diverged: a diverging run is a
   result), 1 otherwise.
 """
@@ -36,6 +38,7 @@ from normbench.base.layout import RunDir
 from normbench.base.output import format_table, info, write_csv
 from normbench.data.roots import BASIC_SWEEPER, sweep_jobs
 from normbench.run.loop.policy import RESULT_STATUSES
+from normbench.run.records.refusals import refusal
 from normbench.run.records.rundir import RunDirError, RunDirLock, Snapshot, check_output_folder
 
 SWEEP_LOCK_NAME = ".normbench-sweep.lock"
@@ -279,7 +282,7 @@ def collect(sweep_dir: Path, planned: list[list[str]] | None = None, started: fl
         overrides = recorded_overrides(job_dir)
         seen.append(overrides)
         row: dict[str, Any] = {"job": job_dir.name, "overrides": " ".join(overrides)}
-        summary = read_summary(job_dir)
+        summary = refusal(job_dir) or read_summary(job_dir)  # refused: its folder held by another run
         if summary is None:
             summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed before writing it)"}
         row["status"] = summary.get("status", "unknown")
