@@ -36,6 +36,11 @@ def _how_it_runs(key: str) -> bool:
     return any(key == k or key.startswith(f"{k}.") for k in HOW_IT_RUNS)
 
 
+def how_it_runs(override: str) -> bool:
+    """``override`` sets how a segment runs (`HOW_IT_RUNS`: ``resume=True``, ``logger=local``), not a setting."""
+    return _how_it_runs(override_key(override))
+
+
 def _value(args: Sequence[str], key: str) -> str | None:
     found = [a.split("=", 1)[1] for a in args if "=" in a and override_key(a) == key]
     return found[-1] if found else None

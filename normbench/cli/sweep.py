@@ -319,13 +319,18 @@ SHORT_NAMES = {"perf/samples_per_s": "samples/s", "perf/tokens_per_s": "tokens/s
 
 def terminal_table(rows: list[dict[str, Any]], width: int = TERMINAL_WIDTH) -> tuple[list[dict[str, Any]], list[str]]:
     """The summary's rows and columns as printed (the CSV keeps them whole): the overrides that
-    differ between jobs (``swept``), short metric names, no empty column, and the swept overrides
-    and the error cut (``…``) so that a line fits ``width`` columns."""
-    common = set.intersection(*(set(str(r.get("overrides", "")).split()) for r in rows))
+    differ between jobs (``swept``; never one of how a job runs, `normbench.cli.recorded.how_it_runs`:
+    a continued sweep's jobs run now record ``resume=True``, those kept do not), short metric names,
+    no empty column, and the swept overrides and the error cut (``…``) so that a line fits ``width``
+    columns."""
+    from normbench.cli.recorded import how_it_runs
+
+    settings = [[o for o in str(r.get("overrides", "")).split() if not how_it_runs(o)] for r in rows]
+    common = set.intersection(*(set(s) for s in settings))
     shown = []
-    for row in rows:
+    for row, setting in zip(rows, settings, strict=True):
         out = {SHORT_NAMES.get(k, k): v for k, v in row.items() if k not in ("overrides", "error")}
-        out["swept"] = _cut(" ".join(o for o in str(row.get("overrides", "")).split() if o not in common), 40)
+        out["swept"] = _cut(" ".join(o for o in setting if o not in common), 40)
         shown.append({**out, "error": row.get("error")})
     names = dict.fromkeys(["job", "swept", *(k for r in shown for k in r)])
     columns = [c for c in names if any(r.get(c) not in (None, "") for r in shown)]
