@@ -147,25 +147,28 @@ def check_overrides(args: Sequence[str], conf_dir: str | Path) -> None:
 
 def _parse(conf_dir: Path, groups: set[str], args: list[str]) -> list[Any]:
     """Hydra's parse of each override; what it cannot read is one `ConfigError` (Hydra's own
-    message spans lines): an unquoted value beyond ASCII, which Hydra's grammar reads only in
-    quotes, or any other syntax it refuses."""
+    message spans lines): an invisible character (named), an unquoted value beyond ASCII, which
+    Hydra's grammar reads only in quotes (`normbench.cli.override_text`), or any other syntax it
+    refuses."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from normbench.cli.override_text import invisible_message, non_ascii_message
 
     parser = OverridesParser.create()
     parsed = []
     for arg in args:
         key, _, value = arg.partition("=")
-        if not arg.isascii() and key.lstrip("+~") in groups and value.isprintable():
+        if (invisible := invisible_message(arg)) is not None:  # a zero-width space: named, not quoted
+            raise ConfigError(invisible)
+        if not arg.isascii() and key.lstrip("+~") in groups:  # the value beyond ASCII, of a sweep's
+            bad = next(v for v in value.split(",") if not v.isascii())
             valid = ", ".join(_choices(conf_dir, key.lstrip("+~")))
-            raise ConfigError(f"{arg} is not an option of {key.lstrip('+~')}; valid choices: {valid}")
+            raise ConfigError(f"{key}={bad} is not an option of {key.lstrip('+~')}; valid choices: {valid}")
         try:
             parsed += parser.parse_overrides([arg])
         except Exception as e:
             if not arg.isascii():
-                raise ConfigError(
-                    f"{arg}: Hydra's override syntax takes characters beyond ASCII only inside quotes; "
-                    f"write '{key}=\"{value}\"'"
-                ) from None
+                raise ConfigError(non_ascii_message(arg)) from None
             reason = _one_line(str(e).splitlines()[0])
             raise ConfigError(
                 f"{arg} is not an override Hydra can read ({reason}); "
