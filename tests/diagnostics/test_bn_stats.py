@@ -119,6 +119,22 @@ def test_cadence_records_only_the_due_steps_and_state_dict_resumes() -> None:
     assert whole["norm1/mean_dist_paper"] == pytest.approx(sum(dists) / 2, rel=1e-5)
 
 
+def test_norms_keep_their_statistics_on_recorded_steps_only() -> None:
+    """At a cadence of 3 the norms copy their batch statistics (``last_stats``) on steps 0, 3, 6 only:
+    a skipped step pays nothing for the diagnostic (issue 61); every step, every one."""
+    torch.manual_seed(0)
+    for every, due in ((3, {0, 3, 6}), (1, set(range(7)))):
+        m = TinyNet("bn", dropout=0.0)
+        hook, kept = hook_for(m, every_n_steps=every), set()
+        for step in range(7):
+            hook.before_step(step)
+            m(torch.randn(4, 3, 8, 8))
+            if m.norm1.last_stats is not None:
+                kept.add(step)
+            hook.after_step(step)
+        assert kept == due and m.norm1.last_stats is None
+
+
 def test_models_without_running_statistics_log_nothing() -> None:
     model = TinyNet("gn")
     hook = hook_for(model)
