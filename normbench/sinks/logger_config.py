@@ -38,7 +38,9 @@ class LoggerConfig:
     log_checkpoints: bool = False
     """Log each checkpoint file as a W&B ``model`` artifact (``model-<run id>``, aliases ``latest``, ``step-<N>``)."""
     init_timeout_s: float = 60.0
-    """How long ``wandb.init`` may try to reach the server before the run falls back to offline."""
+    """How long ``wandb.init`` may try to start the run online (W&B's ``init_timeout``) before the run
+    falls back to offline; a TCP connect of at most 5 s is tried first, so without a network it
+    falls back at once (`normbench.sinks.wandb_start`)."""
 
     def __post_init__(self) -> None:
         require(self.log_every_n_steps > 0, "logger.log_every_n_steps", self.log_every_n_steps, "a positive integer")

@@ -39,6 +39,7 @@ from normbench.base.output import warn
 from normbench.sinks.files import Histogram, _jsonable
 from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.wandb_layout import EPOCH, STEP, is_epoch_row, layout, metric_definition
+from normbench.sinks.wandb_start import start
 
 TAG_KEYS = ("experiment", "norm", "model", "dataset", "hardware")
 
@@ -184,9 +185,10 @@ def environment(values: Mapping[str, str]) -> Any:
 
 
 class WandbSink:
-    """One W&B run. If it cannot start online (no network, no key, a server that refuses within
-    ``logger.init_timeout_s``), it starts offline with the same id and one warning line; ``run_id``
-    given: the run is resumed (``resume="allow"``)."""
+    """One W&B run. If it cannot start online (no network: a connect tried first, no key, a server
+    that refuses within ``logger.init_timeout_s``), it starts offline with the same id and one
+    warning line; if it cannot start at all, the run stops with one line (`normbench.sinks.wandb_start`).
+    ``run_id`` given: the run is resumed (``resume="allow"``)."""
 
     def __init__(
         self,
@@ -216,23 +218,8 @@ class WandbSink:
             # offline: W&B's start lines only (where the run is saved), no history or summary at the end
             "settings": wandb.Settings(init_timeout=cfg.init_timeout_s, quiet=mode == "offline"),
         }
-        try:
-            with environment(redirect_unwritable_home(run_dir)):  # W&B's service starts here
-                self.run = wandb.init(mode=mode, **kwargs)
-        except Exception as e:
-            if mode in ("offline", "disabled"):
-                raise
-            reason = " ".join(str(e).split()[:30]) or type(e).__name__
-            warn(
-                f"W&B could not start {mode} ({type(e).__name__}: {reason}); "
-                f"logging offline under {run_dir / 'wandb'} (upload later with `wandb sync`)"
-            )
-            with contextlib.suppress(Exception):
-                wandb.teardown()  # the failed run would keep its id "in use" in W&B's service
-            try:
-                self.run = wandb.init(mode="offline", **kwargs)
-            except Exception:  # the id is still held by the failed attempt: a new offline run
-                self.run = wandb.init(mode="offline", **{**kwargs, "id": new_run_id()})
+        with environment(redirect_unwritable_home(run_dir)):  # W&B's service starts here
+            self.run = start(wandb, mode, kwargs, cfg.init_timeout_s, run_dir, new_run_id)  # or offline, or stop
         for axis in (STEP, EPOCH):
             self.run.define_metric(axis, hidden=True)  # x-axes only: no panels of their own
         self._defined: set[str] = {STEP, EPOCH}

@@ -232,12 +232,12 @@ def open_sinks(
     with ``hardware.resolved``."""
     logged = {**record, "hardware": {**record["hardware"], "resolved": resolved}}
     local = wandb = None
+    if logger.wandb and main:  # first: a W&B that cannot start stops the run before it has written a record
+        wandb_id = resumed["wandb_run_id"] if resumed else None
+        wandb = WandbSink(logger, run_dir, logged, None, wandb_id)  # None: the sweep's group
     if logger.local and main:
         offset, digest = (resumed.get("metrics_offset"), resumed.get("metrics_sha256")) if resumed else (None, None)
         local = LocalSink(run_dir, logged, OmegaConf.to_yaml(logged), offset, digest, comparable_record)
-    if logger.wandb and main:
-        wandb_id = resumed["wandb_run_id"] if resumed else None
-        wandb = WandbSink(logger, run_dir, logged, None, wandb_id)  # None: the sweep's group
     return Sinks(MetricLogger([s for s in (local, wandb) if s is not None]), local, wandb)
 
 
