@@ -4,8 +4,8 @@ A preset names its data as ``${oc.env:NORMBENCH_DATA,${normbench.checkout:../sha
 the folder in ``$NORMBENCH_DATA``, else ``../shared/data`` beside the checkout, resolved against
 this package's location (`from_checkout`), never against the directory normbench is started in.
 A relative ``dataset.root`` is read against the directory normbench was started in, also where
-``hydra.job.chdir=true`` runs the job inside its run directory (`anchor_root`, Hydra's
-``to_absolute_path``), as a sweep's check (in the launching process) reads it.
+``hydra.job.chdir=true`` runs the job inside its run directory (`anchor_root`, `started_in`), as
+a sweep's check (in the launching process) reads it.
 ``NORMBENCH_DATA`` set but empty (``NORMBENCH_DATA=$DATA`` with ``$DATA`` unset) is not taken as
 unset: OmegaConf's ``oc.env`` reads it as given, so the presets would read ``/<set>``; a root made
 so that does not exist is one line naming the variable (`blank_env_error`), and ``normbench-data``
@@ -84,12 +84,24 @@ def missing_root(dataset: Any) -> Path | None:
     return None if path.exists() else path
 
 
-def anchored(root: str) -> str:
-    """``root`` with ``~`` expanded, a relative one made absolute against the directory normbench
-    was started in (Hydra's original working directory; the current one outside Hydra)."""
-    from hydra.utils import to_absolute_path
+def started_in() -> Path:
+    """The directory normbench was started in: Hydra's original working directory when the job
+    runs inside its output directory (``hydra.job.chdir=true``), else the current one (also where
+    Hydra's config is left over from an earlier job in this process, as in a test session)."""
+    from hydra.core.hydra_config import HydraConfig
 
-    return to_absolute_path(str(Path(root).expanduser()))
+    here = Path.cwd()
+    if HydraConfig.initialized():
+        hc = HydraConfig.get()
+        if hc.job.get("chdir") and Path(hc.runtime.output_dir).resolve() == here.resolve():
+            return Path(hc.runtime.cwd)
+    return here
+
+
+def anchored(root: str) -> str:
+    """``root`` with ``~`` expanded, a relative one made absolute against `started_in`."""
+    path = Path(root).expanduser()
+    return str(path if path.is_absolute() else started_in() / path)
 
 
 def anchor_root(dataset: Any) -> None:
@@ -97,7 +109,7 @@ def anchor_root(dataset: Any) -> None:
     the loader read the folder the user named whether or not Hydra changed directory
     (``hydra.job.chdir=true``); a data set without a root is left as it is."""
     root = getattr(dataset, "root", None)
-    if root:
+    if root and blank_env_error(str(root)) is None:  # a blank NORMBENCH_DATA's root is named as it is
         dataset.root = anchored(str(root))
 
 

@@ -14,6 +14,7 @@ from normbench.data.cifar import LABEL_NAMES
 from normbench.data.prepare import main as data_main
 from normbench.data.roots import blank_env_error
 from tests.conftest import run_cli_inprocess
+from tests.faults import fault
 
 BLANKS = ["", " "]
 
@@ -42,19 +43,27 @@ def test_a_blank_variable_names_itself_for_the_root_it_made(monkeypatch, value) 
     assert blank_env_error("/cifar10-subset") is None
 
 
-@pytest.mark.parametrize("multirun", [False, pytest.param(True, marks=pytest.mark.slow)])  # a sweep: ~6 s
-def test_a_run_or_sweep_on_a_blank_variable_is_one_line_naming_it(tmp_path, monkeypatch, capsys, multirun) -> None:
-    monkeypatch.setenv("NORMBENCH_DATA", "")
+BLANK_CASES = [(False, ""), (False, " "), pytest.param(True, "", marks=pytest.mark.slow)]  # a sweep: ~6 s
+
+
+@fault("NORMBENCH_DATA set but empty (an unset variable expanded)", "one line naming the variable and the root it "
+       "made, exit 2, nothing made", "one-line")  # fmt: skip
+@pytest.mark.parametrize(("multirun", "value"), BLANK_CASES)
+def test_a_run_or_sweep_on_a_blank_variable_is_one_line_naming_it(tmp_path, monkeypatch, capsys, multirun, value):
+    monkeypatch.setenv("NORMBENCH_DATA", value)
     monkeypatch.chdir(tmp_path)
     where = f"hydra.sweep.dir={tmp_path / 'sweep'}" if multirun else f"hydra.run.dir={tmp_path / 'run'}"
     args = ["-m"] * multirun + ["experiment=bn_lp_cpu", where, "max_steps=1"] + ["seed=0,1"] * multirun
     code, out, err = run_cli_inprocess(monkeypatch, capsys, *args)
     assert code == 2 and err.count("\n") == 1, err[-3000:]
-    assert err.startswith("normbench: error: NORMBENCH_DATA='' is set but empty, so dataset.root is '/cifar10-subset'")
+    root = f"{value}/cifar10-subset"
+    assert err.startswith(f"normbench: error: NORMBENCH_DATA={value!r} is set but empty, so dataset.root is {root!r}")
     assert "unset it" in err and "<the folder holding cifar10-subset/>" in err
     assert list(tmp_path.iterdir()) == []
 
 
+@fault("normbench-data with NORMBENCH_DATA set but empty", "one line naming the variable, exit 2, nothing written "
+       "(it wrote beside the checkout, where runs would not look)", "one-line")  # fmt: skip
 @pytest.mark.parametrize("value", BLANKS)
 def test_normbench_data_refuses_a_blank_variable(tmp_path, monkeypatch, capsys, value) -> None:
     """It took an empty value as unset and wrote beside the checkout, where a run would not look."""
@@ -68,6 +77,8 @@ def test_normbench_data_refuses_a_blank_variable(tmp_path, monkeypatch, capsys, 
 
 
 @pytest.mark.slow  # one training step in process: ~6 s
+@fault("a relative dataset.root with hydra.job.chdir=true", "read where normbench was started; the run trains",
+       "result")  # fmt: skip
 def test_a_relative_root_is_read_where_normbench_started_with_chdir(tmp_path, monkeypatch, capsys) -> None:
     """``hydra.job.chdir=true`` runs the job in its run directory: the relative root named an
     existing folder, yet was reported as one that "does not exist" (issue 59)."""
