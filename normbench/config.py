@@ -38,12 +38,12 @@ from normbench.data.registry import DatasetConfig
 from normbench.diagnostics import diagnostics_config
 from normbench.diagnostics.probe import choose_probe_directions
 from normbench.diagnostics.registry import CadenceConfig
+from normbench.divergence import DivergenceConfig
 from normbench.models.registry import ModelConfig
 from normbench.norms.registry import NormConfig
 from normbench.optim import OptimizerConfig, ScheduleConfig
 from normbench.placement.hardware import HardwareConfig
-from normbench.run.divergence import DivergenceConfig
-from normbench.run.resume.checkpoint import CheckpointConfig
+from normbench.resume.checkpoint import CheckpointConfig
 from normbench.sinks.logger_config import LoggerConfig
 
 
@@ -337,7 +337,7 @@ def _literal(value: Any) -> Any:
 
 def comparable_record(record: Mapping[str, Any]) -> dict[str, Any]:
     """``record`` as `load_record` reads it, in plain python: the form in which a checkpoint's
-    record and the run's are compared (`normbench.run.resume.checkpoint.record_difference`), so
+    record and the run's are compared (`normbench.resume.checkpoint.record_difference`), so
     that a key an older version did not write compares at its schema's default."""
     import dataclasses
 

@@ -96,7 +96,7 @@ def imported(module: str) -> Iterator[tuple[str, int]]:
 
 
 def room(module: str) -> str:
-    """``normbench.<room>``; in the run wing, ``normbench.run.<wing>`` (loop, resume, placement, …)."""
+    """``normbench.<room>``; in the run wing, ``normbench.run.<wing>`` (``loop``)."""
     parts = module.split(".")
     return ".".join(parts[:3] if parts[1:2] == ["run"] and len(parts) > 2 else parts[:2])
 
@@ -226,14 +226,11 @@ def test_every_room_imports_only_what_architecture_md_says() -> None:
 
 RUNNER_ROOMS = ("normbench.run", "normbench.run.loop")
 ENTRY_POINTS = ("normbench.cli", "normbench.analysis", "normbench.__main__")
-NOT_YET_MOVED = ("normbench.run.resume", "normbench.run.records", "normbench.run.divergence")
-"""Lower rooms that still sit in ``run/`` (issue 58, item 5 moves them out, as ``placement`` went):
-a list that only shrinks. ``run/`` holds the runner; anything else there is a room below it."""
 
 
 def test_run_holds_only_the_runner() -> None:
     """Nothing below the runner imports it (only the entry points do), and no lower room sits in
-    ``run/`` beyond those not yet moved out."""
+    ``run/``: ``placement``, ``resume``, ``records`` and ``divergence`` sit beside it (issue 58)."""
     edges = graph(rooms=True)
     upward = [
         f"{a} -> {b} ({', '.join(where)})"
@@ -244,12 +241,7 @@ def test_run_holds_only_the_runner() -> None:
     ]
     assert not upward, "imports from below up into the runner: " + "; ".join(upward)
     in_run = {room(m) for m in MODULES if m.startswith("normbench.run.")} - set(RUNNER_ROOMS)
-    assert in_run <= set(NOT_YET_MOVED), (
-        f"lower rooms in run/ (they belong beside it): {sorted(in_run - set(NOT_YET_MOVED))}"
-    )
-    assert set(NOT_YET_MOVED) <= in_run, (
-        f"moved out of run/: take them off NOT_YET_MOVED: {sorted(set(NOT_YET_MOVED) - in_run)}"
-    )
+    assert not in_run, f"lower rooms in run/ (they belong beside it): {sorted(in_run)}"
 
 
 COLLECTIVES = frozenset(

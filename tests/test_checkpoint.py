@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from normbench.base.errors import ConfigError
-from normbench.run.resume.checkpoint import (
+from normbench.resume.checkpoint import (
     CheckpointConfig,
     Checkpointer,
     capture_rng,

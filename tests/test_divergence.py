@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from normbench.run.divergence import DivergenceMonitor
+from normbench.divergence import DivergenceMonitor
 
 
 def _feed(monitor: DivergenceMonitor, losses: list[float]) -> None:

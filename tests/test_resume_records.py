@@ -19,7 +19,7 @@ import pytest
 import torch
 import yaml
 
-from normbench.run.resume.checkpoint import CheckpointConfig, Checkpointer, list_checkpoints
+from normbench.resume.checkpoint import CheckpointConfig, Checkpointer, list_checkpoints
 from tests.conftest import needs_slurm_extra, run_cli
 from tests.faults import fault
 from tests.test_reliability import SMALL, metrics, popen_cli, wait_for

@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 
 from normbench.placement import distributed
-from normbench.run.records.rundir import LOCK_NAME, RunDirBusyError, RunDirLock, Snapshot, hold, release
+from normbench.records.rundir import LOCK_NAME, RunDirBusyError, RunDirLock, Snapshot, hold, release
 from tests.conftest import REPO, TINY_RUN
 from tests.faults import fault
 from tests.test_validate import run_cli_inprocess
 
 HOLDER = """
 import sys, time
-from normbench.run.records.rundir import RunDirLock
+from normbench.records.rundir import RunDirLock
 RunDirLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)
@@ -132,7 +132,7 @@ def test_the_lock_is_free_again_when_its_holder_is_killed(holder) -> None:
 def test_hold_is_reentrant_in_one_process_and_exclusive_across(tmp_path) -> None:
     run_dir = tmp_path / "run"
     assert hold(run_dir) is True and hold(run_dir) is False
-    script = "import sys\nfrom normbench.run.records.rundir import RunDirLock\nRunDirLock(sys.argv[1]).acquire()"
+    script = "import sys\nfrom normbench.records.rundir import RunDirLock\nRunDirLock(sys.argv[1]).acquire()"
     other = subprocess.run([sys.executable, "-c", script, str(run_dir)], cwd=REPO, capture_output=True, text=True)
     assert other.returncode != 0 and f"pid {os.getpid()}" in other.stderr
     release(run_dir)
@@ -156,7 +156,7 @@ def test_a_refused_resume_leaves_the_runs_records_as_they_were(tmp_path, monkeyp
 def test_a_secondary_ranks_own_folder_loses_only_what_the_run_made(tmp_path, monkeypatch) -> None:
     """torchrun without hydra.run.dir: each rank's Hydra makes its own folder; rank 0's is the
     run's. A rank's folder that existed before (the user's logs in it) keeps what it held."""
-    import normbench.run.records.rundir as rundir
+    import normbench.records.rundir as rundir
 
     own, main_dir = tmp_path / "rank1", tmp_path / "rank0"
     own.mkdir()
@@ -179,7 +179,7 @@ def test_a_secondary_ranks_own_folder_loses_only_what_the_run_made(tmp_path, mon
 
 
 def test_a_secondary_ranks_new_folder_is_removed_with_the_parents_it_made(tmp_path, monkeypatch) -> None:
-    import normbench.run.records.rundir as rundir
+    import normbench.records.rundir as rundir
 
     own = tmp_path / "outputs" / "runs" / "rank1"
     rundir._snapshots[own] = Snapshot.take(own)

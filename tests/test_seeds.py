@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from normbench.run.resume.checkpoint import CheckpointConfig, Checkpointer, training_state
-from normbench.run.resume.files import list_checkpoints, rank_rng_path, remove_stale_tmp
-from normbench.run.resume.seeds import rank_seed, restore_rank_rng, save_rank_rng, seed_everything, seed_rank_streams
+from normbench.resume.checkpoint import CheckpointConfig, Checkpointer, training_state
+from normbench.resume.files import list_checkpoints, rank_rng_path, remove_stale_tmp
+from normbench.resume.seeds import rank_seed, restore_rank_rng, save_rank_rng, seed_everything, seed_rank_streams
 from tests.placement.test_distributed import TINY, _launch, _run_dirs
 
 

@@ -167,7 +167,7 @@ def test_a_non_finite_evaluation_is_a_divergence_not_a_score(tmp_path, monkeypat
 
 
 def test_non_finite_names_the_bad_metrics() -> None:
-    from normbench.run.divergence import non_finite
+    from normbench.divergence import non_finite
 
     assert non_finite({"val/loss": math.nan, "val/acc": 0.1, "val/ppl": math.inf, "ok": True, "s": "x"}) == [
         "val/loss",

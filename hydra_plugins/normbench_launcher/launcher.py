@@ -40,7 +40,7 @@ def with_resume(overrides: "list[str]") -> "list[str]":
 def requeue_overrides(overrides: "list[str]", job_dir: "Path | None") -> "list[str]":
     """The requeued job's overrides: `with_resume` when ``job_dir`` holds a verified checkpoint,
     else ``overrides`` unchanged (the job starts over)."""
-    from normbench.run.resume.files import has_verified_checkpoint
+    from normbench.resume.files import has_verified_checkpoint
 
     if job_dir is not None and has_verified_checkpoint(job_dir):
         return with_resume(overrides)

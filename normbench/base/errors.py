@@ -26,7 +26,7 @@ one line rather than a traceback."""
 
 class RecordsVanished(OSError):
     """A run's directory or ``metrics.jsonl`` was removed, replaced or cut short while the run wrote into it
-    (`normbench.run.records.segments.RecordsWatch`): the run stops, failed (``ESTALE``: a stale handle)."""
+    (`normbench.records.segments.RecordsWatch`): the run stops, failed (``ESTALE``: a stale handle)."""
 
     def __init__(self, path: object, what: str = "removed or replaced") -> None:
         super().__init__(errno.ESTALE, f"{what} while the run wrote into it; the run stops", str(path))

@@ -2,21 +2,21 @@
 
 Every file name of a run directory is written here and nowhere else (``tests/base/test_layout.py``
 fails on a second module that spells one): the sinks write through `RunDir`, the run's lock and its
-records (``normbench.run.records``), the checkpoints (``normbench.run.resume``), the runner's policy,
+records (``normbench.records``), the checkpoints (``normbench.resume``), the runner's policy,
 the command line and the analysis read through it. A run directory holds::
 
     <run dir>/
       metrics.jsonl   one JSON object a line (normbench.sinks.files.LocalSink)
       config.yaml     the resolved config as recorded (normbench.config.as_recorded)
       summary.json    final metrics, status, wall time, provenance
-      checkpoints/    step-<step>.pt with SHA-256 sidecars; rejected/ (normbench.run.resume.files)
+      checkpoints/    step-<step>.pt with SHA-256 sidecars; rejected/ (normbench.resume.files)
       wandb/          W&B's own files
-      restarts/<n>/   the records of an attempt set aside (normbench.run.records.segments)
+      restarts/<n>/   the records of an attempt set aside (normbench.records.segments)
       traceback.txt   a sweep's job that crashed (normbench.cli.main.refused_job)
-      .normbench.lock the writer's PID while it runs (normbench.run.records.rundir.RunDirLock)
+      .normbench.lock the writer's PID while it runs (normbench.records.rundir.RunDirLock)
       .hydra/         Hydra's layout, not ours: config.yaml, hydra.yaml, overrides.yaml (at
                       Hydra's default ``hydra.output_subdir``); trained/ holds the copy taken when
-                      the run was last accepted (normbench.run.records.segments)
+                      the run was last accepted (normbench.records.segments)
 
 Hydra's names are routed through here too, so that a file name is spelt once; Hydra decides them.
 """
@@ -34,7 +34,7 @@ class RunDir:
     checks nothing; ``RunDir(path).summary`` is ``path / "summary.json"``. Hydra's files are
     Hydra's layout, named here so that each name is spelt once: `hydra` is its folder at Hydra's
     default ``hydra.output_subdir`` (where a finished run's records are read); the running job's
-    own setting is `normbench.run.records.segments.hydra_dir`'s."""
+    own setting is `normbench.records.segments.hydra_dir`'s."""
 
     path: Path
 

@@ -5,7 +5,7 @@ plain values to the rooms below.
   earlier sweep there: `normbench.cli.sweep.open_sweep`); at its end, the sweep summary
   (`normbench.cli.sweep.close_sweep`; after Ctrl-C or a crash, ``normbench.cli.main`` closes it instead).
 - `RunDirCallback`: before a single run's directory is made, its snapshot and lock
-  (`normbench.run.records.rundir.take_run_dir`); at its end, the lock's release."""
+  (`normbench.records.rundir.take_run_dir`); at its end, the lock's release."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from normbench.base.errors import ConfigError
 from normbench.base.output import LOG, use_console
 from normbench.cli import sweep
 from normbench.data.roots import check_sweep_data_roots
+from normbench.records.rundir import release, take_run_dir
 from normbench.run.loop.policy import one_line
-from normbench.run.records.rundir import release, take_run_dir
 
 try:
     from hydra.experimental.callback import Callback
@@ -52,7 +52,7 @@ class SweepCallback(Callback):
 
 class RunDirCallback(Callback):
     """Hydra callback of a single run: before its directory is made, the run directory's snapshot
-    and lock (`normbench.run.records.rundir.take_run_dir`); at its end, the lock's release."""
+    and lock (`normbench.records.rundir.take_run_dir`); at its end, the lock's release."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         run_dir = str(OmegaConf.select(config, "hydra.run.dir"))  # as Hydra's run_job resolves it

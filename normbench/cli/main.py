@@ -51,9 +51,9 @@ def main(cfg: DictConfig) -> Any:
 
     from normbench.cli import sweep
     from normbench.config import objective
+    from normbench.records import rundir
     from normbench.run.loop.policy import one_line
     from normbench.run.loop.train import run
-    from normbench.run.records import rundir
 
     hc = HydraConfig.get()
     run_dir = Path(hc.runtime.output_dir)
@@ -86,7 +86,7 @@ def main(cfg: DictConfig) -> Any:
             if not busy:
                 refused_job(run_dir, message, None if expected else traceback.format_exc())
             else:  # the folder is not this job's: its refusal is kept beside it, for the sweep summary
-                from normbench.run.records.refusals import note_refused
+                from normbench.records.refusals import note_refused
 
                 note_refused(run_dir, message)
             return {"status": "refused" if busy else "failed", "error": message}
@@ -102,7 +102,7 @@ def kept_job(run_dir: Path) -> None:
     """A job of a continued sweep that ended with a result earlier: not run again; Hydra's files
     of its run put back over those this start wrote."""
     from normbench.cli import sweep
-    from normbench.run.records import segments as run_records
+    from normbench.records import segments as run_records
 
     run_records.restore_trained_records(run_dir)
     summary = sweep.read_summary(run_dir) or {}
@@ -115,7 +115,7 @@ def refused_job(run_dir: Path, message: str, trace: str | None = None) -> None:
     ``summary.json`` says ``failed`` unless the directory holds a summary already; a crash's
     traceback goes to ``traceback.txt`` beside it."""
     from normbench.base.output import atomic_write_text
-    from normbench.run.records import segments as run_records
+    from normbench.records import segments as run_records
 
     files = RunDir(run_dir)
     with contextlib.suppress(OSError):
@@ -232,7 +232,7 @@ def cli() -> Any:
         list_groups_on_demand()
         return main()
     from normbench.cli import sweep
-    from normbench.run.records import (
+    from normbench.records import (
         rundir,  # here, not above: `normbench --help` needs neither (nor torch.distributed)
     )
 

@@ -6,7 +6,7 @@ as "another configuration". `with_recorded_overrides` puts the run's own overrid
 recorded them in ``R/.hydra/overrides.yaml`` (the accepted run's copy in ``.hydra/trained/`` first),
 before those of the command line; a key given on the command line wins, a setting of how a segment
 runs (the logger, checkpoints, threads: `HOW_IT_RUNS`) is never taken from the record, and the checkpoint's check
-(`normbench.run.resume.checkpoint.config_difference`) refuses every other difference in one line.
+(`normbench.resume.checkpoint.config_difference`) refuses every other difference in one line.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def override_key(arg: str) -> str:
 
 
 HOW_IT_RUNS = ("resume", "logger", "checkpoint", "hardware.num_threads")
-"""Settings of how a segment runs, not of what it computes (`normbench.run.resume.checkpoint`'s
+"""Settings of how a segment runs, not of what it computes (`normbench.resume.checkpoint`'s
 volatile and neutral keys): taken from this command line, never from the record (a segment run with
 ``logger.local=false`` does not make the next one write no files)."""
 

@@ -13,7 +13,7 @@ whatever happened, an exit status that says whether every job ran to its end, an
 - `close_sweep` (at the end, also after Ctrl-C, SIGTERM or a job's crash): ``sweep_summary.csv``
   lists every job of the sweep with its status: ``finished`` / ``diverged`` / ``failed`` (with its
   one-line error) / ``refused`` (its folder held by another run, or not writable: the reason, kept
-  beside the folder by `normbench.run.records.refusals`) / ``interrupted`` / ``not started`` (jobs
+  beside the folder by `normbench.records.refusals`) / ``interrupted`` / ``not started`` (jobs
   the basic sweeper planned that have no directory), and whether this invocation ran it (``ran``:
   ``this sweep`` or ``earlier``).
 - `exit_code`: 0 when every job ended with a result (finished or diverged: a diverging run is a
@@ -37,9 +37,9 @@ from normbench.base.errors import ConfigError
 from normbench.base.layout import RunDir
 from normbench.base.output import format_table, info, write_csv
 from normbench.data.roots import BASIC_SWEEPER, sweep_jobs
+from normbench.records.refusals import refusal
+from normbench.records.rundir import RunDirError, RunDirLock, Snapshot, check_output_folder
 from normbench.run.loop.policy import RESULT_STATUSES
-from normbench.run.records.refusals import refusal
-from normbench.run.records.rundir import RunDirError, RunDirLock, Snapshot, check_output_folder
 
 SWEEP_LOCK_NAME = ".normbench-sweep.lock"
 SUMMARY_NAME = "sweep_summary.csv"
@@ -129,8 +129,8 @@ def same_job(a: list[str], b: list[str]) -> bool:
 def job_action(run_dir: Path) -> str:
     """What a job of a sweep continued with ``resume=true`` does: ``keep`` (it ended with a result),
     ``resume`` (it left a checkpoint) or ``start`` (it never started, or left no checkpoint)."""
+    from normbench.resume.files import list_checkpoints
     from normbench.run.loop.policy import summary_status
-    from normbench.run.resume.files import list_checkpoints
 
     if summary_status(RunDir(run_dir).summary) in RESULT_STATUSES:
         return "keep"

@@ -132,7 +132,7 @@ _discard_own_dir: Callable[[Path], object] | None = None
 
 
 def on_own_run_dir(discard: Callable[[Path], object]) -> None:
-    """How `shared_run_dir` cleans a non-zero rank's own run directory: `normbench.run.records.rundir` sets
+    """How `shared_run_dir` cleans a non-zero rank's own run directory: `normbench.records.rundir` sets
     its ``discard_new`` (only what this run created; never a folder or file that was there
     before), so that this room need not import it."""
     global _discard_own_dir

@@ -25,12 +25,12 @@ from normbench.base.errors import RecordsVanished
 from normbench.base.hydra_job import hydra_preset
 from normbench.base.layout import RunDir
 from normbench.base.output import atomic_write_text, warn
+from normbench.records.folders import checkout_root
+from normbench.records.segments import RecordsWatch
 from normbench.rules import rules_hash
-from normbench.run.records.folders import checkout_root
-from normbench.run.records.segments import RecordsWatch
 
 if TYPE_CHECKING:
-    from normbench.run.resume.checkpoint import Load
+    from normbench.resume.checkpoint import Load
 
 
 @dataclass
@@ -286,7 +286,7 @@ def keep_edited_config(path: Path, config: Mapping[str, Any], load: Load | None 
     two are compared as ``load`` reads them (`record_difference`; None: as they are)."""
     import yaml
 
-    from normbench.run.resume.checkpoint import config_difference, record_difference
+    from normbench.resume.checkpoint import config_difference, record_difference
 
     try:
         saved = yaml.safe_load(path.read_text())

@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from normbench.run.divergence import DivergenceMonitor
+from normbench.divergence import DivergenceMonitor
 
 
 def first_bad_by_hand(losses: list[tuple[int, float]], factor: float, reference: float | None) -> int | None:

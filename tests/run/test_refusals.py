@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from normbench.cli.sweep import collect
-from normbench.run.records.refusals import note_path, note_refused, refusal
-from normbench.run.records.rundir import RunDirLock
+from normbench.records.refusals import note_path, note_refused, refusal
+from normbench.records.rundir import RunDirLock
 from tests.conftest import run_cli_inprocess
 
 REASON = "the run directory S/0 is in use by another normbench run (pid 1); wait for it to end"

@@ -20,10 +20,10 @@ from normbench.base.errors import ConfigError, RunInterrupted, is_environment_er
 from normbench.base.layout import RunDir
 from normbench.base.output import info, warn
 from normbench.config import comparable_record
-from normbench.run.divergence import diverged_reason
-from normbench.run.records import rundir
-from normbench.run.records import segments as run_records
-from normbench.run.resume.checkpoint import Checkpointer
+from normbench.divergence import diverged_reason
+from normbench.records import rundir
+from normbench.records import segments as run_records
+from normbench.resume.checkpoint import Checkpointer
 
 if TYPE_CHECKING:
     from normbench.run.loop.state import Run

@@ -25,12 +25,12 @@ from torch import nn
 from normbench.base.output import info as info_line
 from normbench.base.output import warn
 from normbench.diagnostics import DiagContext, run_hooks
+from normbench.divergence import DivergenceMonitor, diverged_reason, non_finite
 from normbench.placement.placement import Placement
-from normbench.run.divergence import DivergenceMonitor, diverged_reason, non_finite
+from normbench.resume.checkpoint import Checkpointer, training_state
+from normbench.resume.seeds import save_rank_rng
 from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.timer import StepTimer
-from normbench.run.resume.checkpoint import Checkpointer, training_state
-from normbench.run.resume.seeds import save_rank_rng
 from normbench.sinks.files import LocalSink, MetricLogger
 from normbench.sinks.progress import show_postfix
 from normbench.sinks.wandb_run import WandbSink
@@ -77,7 +77,7 @@ class Progress:
     diverged_in: str = "training"
     """Where the divergence showed: ``training`` (the loss) or ``evaluation`` (a non-finite metric)."""
     diverged_reason: str | None = None
-    """What went bad, in words (`normbench.run.divergence.diverged_reason`); None: the training loss."""
+    """What went bad, in words (`normbench.divergence.diverged_reason`); None: the training loss."""
     diag_seconds: float = 0.0
     wall_before: float = 0.0
     """Wall time of the earlier segments of a resumed run, up to the checkpoint it resumed from."""
@@ -130,7 +130,7 @@ class LoopPlan:
     seed: int
     """The run's seed: the population statistics before evaluation ``e`` draw from ``seed + e``."""
     loss_factor: float
-    """`normbench.run.divergence.DivergenceConfig.loss_factor`: the summary's words for a diverged loss."""
+    """`normbench.divergence.DivergenceConfig.loss_factor`: the summary's words for a diverged loss."""
     show_progress: bool
     """Whether this process shows the progress within an epoch (``logger.progress_bar``, main process)."""
     progress: str

@@ -30,11 +30,14 @@ from torch import nn
 from normbench.config import RunConfig, as_recorded, comparable_record, parse
 from normbench.diagnostics import DiagContext, build_diagnostics
 from normbench.diagnostics.registry import step_calls
+from normbench.divergence import DivergenceMonitor
 from normbench.models import build_model
 from normbench.norms.population import evaluate_each, refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.placement.placement import Placement
-from normbench.run.divergence import DivergenceMonitor
+from normbench.records import segments as run_records
+from normbench.resume.checkpoint import Checkpointer, restore
+from normbench.resume.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.run.loop.interrupts import Interrupts
 from normbench.run.loop.policy import Ending, print_summary, resume_state, write_summary
 from normbench.run.loop.state import (
@@ -57,9 +60,6 @@ from normbench.run.loop.state import (
 )
 from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.validate import RunNorm, check_before_data, check_norm_compiles, check_norm_in_model
-from normbench.run.records import segments as run_records
-from normbench.run.resume.checkpoint import Checkpointer, restore
-from normbench.run.resume.seeds import restore_rank_rng, seed_everything, seed_rank_streams
 from normbench.sinks.files import LocalSink, MetricLogger, run_provenance
 from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.progress import progress_display, show_epoch

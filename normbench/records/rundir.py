@@ -13,7 +13,7 @@ Both start in `take_run_dir`, called by a Hydra callback (`normbench.cli.callbac
 that runs before Hydra creates the run directory or writes anything into it (declared in
 ``conf/config.yaml``'s ``hydra.callbacks``); it also refuses ``resume=true`` when the run directory
 does not exist. What else a directory holds (Hydra's files of the accepted run, records set aside,
-temporary files): `normbench.run.records.segments`.
+temporary files): `normbench.records.segments`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 from normbench.base.layout import RunDir
 from normbench.base.output import atomic_write_bytes, error_line
 from normbench.placement import distributed
-from normbench.run.records.folders import RunDirError, check_output_folder
+from normbench.records.folders import RunDirError, check_output_folder
 
 LOCK_NAME = RunDir.LOCK
 RESULT_NAMES = RunDir.RESULTS

@@ -10,7 +10,7 @@ W&B run id and the byte length of ``metrics.jsonl`` at that step (a resume cuts 
 it, so that no step is logged twice; a segment run without those sinks carries the previous
 segment's values forward), and the wall time of all segments so far.
 
-Files (`normbench.run.resume.files`): ``<run dir>/checkpoints/step-<step>.pt`` with a SHA-256
+Files (`normbench.resume.files`): ``<run dir>/checkpoints/step-<step>.pt`` with a SHA-256
 sidecar, each written atomically. Older checkpoints are removed only after the new one and its
 sidecar are complete (the last ``keep`` verified ones are kept). Loading uses
 ``torch.load(weights_only=True)``: everything that is not a tensor is stored as plain python types.
@@ -40,8 +40,8 @@ import torch
 
 from normbench.base.errors import ConfigError, RunInterrupted
 from normbench.base.output import warn
-from normbench.run.records.segments import RecordsWatch
-from normbench.run.resume.files import (
+from normbench.records.segments import RecordsWatch
+from normbench.resume.files import (
     CHECKPOINT_DIR,
     atomic_torch_save,
     checksum_path,

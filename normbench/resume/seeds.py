@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from normbench.base.output import warn
-from normbench.run.resume.checkpoint import capture_rng, restore_rng
-from normbench.run.resume.files import atomic_torch_save, rank_rng_path, verify
+from normbench.resume.checkpoint import capture_rng, restore_rng
+from normbench.resume.files import atomic_torch_save, rank_rng_path, verify
 
 
 def seed_everything(seed: int) -> None:

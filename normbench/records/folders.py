@@ -16,7 +16,7 @@ class RunDirError(ConfigError):
 def checkout_root() -> Path | None:
     """The git checkout this package runs from (None when installed from a wheel: a repository
     that merely encloses ``site-packages`` is not normbench's tree)."""
-    root = Path(__file__).resolve().parents[3]
+    root = Path(__file__).resolve().parents[2]  # normbench/records/folders.py
     return root if (root / ".git").exists() else None
 
 

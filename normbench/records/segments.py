@@ -4,12 +4,12 @@
   ``hydra.yaml`` and ``overrides.yaml`` at every start, also of a job that is then refused (a
   resume with another norm); a copy taken when the run was accepted (``.hydra/trained/``) is put
   back, so the sweep summary reads what the run trained with. (A single run needs no copy:
-  `normbench.run.records.rundir.Snapshot` restores the bytes it saw before Hydra started.)
+  `normbench.records.rundir.Snapshot` restores the bytes it saw before Hydra started.)
 - `set_aside`: the records of a run that left no checkpoint (killed or interrupted before its
   first, or failed) go to ``restarts/<n>/`` before a new run starts over in the directory.
 - `remove_tmp_files`: the temporary files of writes that failed (a full disk).
 - `RecordsWatch`: the run directory and ``metrics.jsonl`` are still the ones the run made,
-  checked before every write (`normbench.sinks.files.LocalSink`, `normbench.run.resume.checkpoint.Checkpointer`):
+  checked before every write (`normbench.sinks.files.LocalSink`, `normbench.resume.checkpoint.Checkpointer`):
   a run whose records were removed or replaced under it stops, failed (`RecordsVanished`),
   rather than recreate a folder with a lone summary or write into another one.
 """

@@ -1,5 +1,5 @@
 """A sweep's job refused before it could write into its folder, because another run holds the folder
-(`normbench.run.records.rundir.RunDirBusyError`) or the folder cannot be written: the refusal is
+(`normbench.records.rundir.RunDirBusyError`) or the folder cannot be written: the refusal is
 kept beside the folder, not in it (the folder is not the job's to write), so that the sweep's
 summary lists the job as ``refused`` with its reason rather than as a job killed before it wrote
 its summary::

@@ -6,7 +6,7 @@ fsynced, then renamed into place; then its SHA-256 goes, the same way, into the 
 leaves neither its temporary file nor a checkpoint without a sidecar, and raises the ``OSError``
 naming the file (torch would report it as "unexpected pos"). A checkpoint counts only if its bytes
 match its sidecar (`verify`); one that does not is moved to ``checkpoints/rejected/`` (`reject`).
-What the files hold and how a run resumes from them: `normbench.run.resume.checkpoint`.
+What the files hold and how a run resumes from them: `normbench.resume.checkpoint`.
 """
 
 from __future__ import annotations
@@ -135,7 +135,7 @@ def verify(path: Path) -> str | None:
 
 def rank_rng_path(folder: Path, step: int, rank: int) -> Path:
     """``<folder>/step-<N>.rank-<r>.rng.pt``: the RNG states of rank ``r`` > 0 at rank 0's
-    checkpoint ``step-<N>.pt`` (`normbench.run.resume.seeds`); not a checkpoint (`list_checkpoints`)."""
+    checkpoint ``step-<N>.pt`` (`normbench.resume.seeds`); not a checkpoint (`list_checkpoints`)."""
     return folder / f"step-{int(step):08d}.rank-{int(rank)}.rng.pt"
 
 
@@ -156,7 +156,7 @@ def list_checkpoints(run_dir: Path) -> list[tuple[int, Path]]:
 
 def remove_stale_tmp(folder: Path) -> list[Path]:
     """Remove the ``.<name>.tmp`` files that a write which died left in ``folder`` (not the other
-    ranks' RNG files: a rank may be writing one now; each rank clears its own, `normbench.run.resume.seeds`)."""
+    ranks' RNG files: a rank may be writing one now; each rank clears its own, `normbench.resume.seeds`)."""
     stale = [p for p in folder.iterdir() if _TMP.match(p.name) and ".rank-" not in p.name] if folder.is_dir() else []
     for p in stale:
         p.unlink(missing_ok=True)
