@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 
-from normbench.resume.checkpoint import capture_rng, restore_rng
+from normbench.resume.seeds import capture_rng, restore_rng
 
 
 def fake_cuda(monkeypatch: pytest.MonkeyPatch, visible: int) -> dict[int, torch.Tensor]:

@@ -19,7 +19,8 @@ import pytest
 import torch
 import yaml
 
-from normbench.resume.checkpoint import CheckpointConfig, Checkpointer, list_checkpoints
+from normbench.resume.checkpoint import CheckpointConfig, list_checkpoints
+from normbench.resume.checkpointer import Checkpointer
 from tests.conftest import needs_slurm_extra, run_cli
 from tests.faults import fault
 from tests.test_reliability import SMALL, metrics, popen_cli, wait_for
@@ -163,12 +164,12 @@ def test_a_requeued_job_resumes_only_from_a_verified_checkpoint(tmp_path) -> Non
     overrides = ["norm=gn", "resume=false", "seed=1"]
     assert requeue_overrides(overrides, None) == overrides  # Hydra had not set the job up
     assert requeue_overrides(overrides, tmp_path) == overrides  # preempted before its first checkpoint
-    path = Checkpointer(tmp_path, CheckpointConfig()).save({"format": 1, "step": 3, "config": {}})
+    path = Checkpointer(tmp_path, CheckpointConfig()).write({"format": 1, "step": 3, "config": {}})
     data = bytearray(path.read_bytes())
     data[-10] ^= 1
     path.write_bytes(bytes(data))
     assert requeue_overrides(overrides, tmp_path) == overrides  # one that fails its checksum does not count
-    Checkpointer(tmp_path, CheckpointConfig()).save({"format": 1, "step": 6, "config": {}})
+    Checkpointer(tmp_path, CheckpointConfig()).write({"format": 1, "step": 6, "config": {}})
     assert requeue_overrides(overrides, tmp_path) == ["norm=gn", "seed=1", "resume=true"]
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from normbench.resume.checkpoint import CheckpointConfig, Checkpointer, training_state
+from normbench.resume.checkpoint import Carried, CheckpointConfig, Position, Trained
+from normbench.resume.checkpointer import Checkpointer
 from normbench.resume.files import list_checkpoints, rank_rng_path, remove_stale_tmp
 from normbench.resume.seeds import rank_seed, restore_rank_rng, save_rank_rng, seed_everything, seed_rank_streams
 from tests.placement.test_distributed import TINY, _launch, _run_dirs
@@ -61,18 +62,31 @@ def test_a_ranks_state_is_restored_from_its_own_file(tmp_path: Path, caplog) -> 
     assert torch.equal(draws(), fallback)  # the fallback stream is a function of (seed, rank, step)
 
 
+class OneRun:
+    """What `Checkpointer.save` asks of a run (`normbench.resume.checkpointer.Saved`)."""
+
+    def __init__(self, trained: Trained) -> None:
+        self._trained = trained
+
+    def trained(self) -> Trained:
+        return self._trained
+
+    def carried(self) -> Carried:
+        return Carried()
+
+
 def test_rank_files_are_not_checkpoints_and_go_with_theirs(tmp_path: Path) -> None:
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    run = OneRun(Trained(model, opt, sched, [], torch.Generator()))
     ckpt = Checkpointer(tmp_path, CheckpointConfig(keep=2))
+    other_rank = Checkpointer(tmp_path, CheckpointConfig(keep=2), rank=1)  # the same run's rank 1
     for step in (3, 6, 9):
-        save_rank_rng(ckpt.folder, step, 1)
-        state = training_state(config={}, model=model, optimizer=opt, scheduler=sched, hooks=[],
-                               epoch_generator_state=torch.Generator().get_state(), step=step, epoch=0,
-                               batch_in_epoch=step, epoch_sums={}, final={}, reference_loss=None,
-                               wandb_run_id=None, metrics_offset=None)  # fmt: skip
-        ckpt.save(state)
+        at = Position(step, 0, step, torch.Generator().get_state(), {})
+        assert other_rank.save(run, at) is None  # its random state, no checkpoint
+        assert rank_rng_path(ckpt.folder, step, 1).exists()
+        ckpt.save(run, at)
     assert [s for s, _ in list_checkpoints(tmp_path)] == [9, 6]
     assert not rank_rng_path(ckpt.folder, 3, 1).exists()  # removed with step 3
     assert rank_rng_path(ckpt.folder, 6, 1).exists() and rank_rng_path(ckpt.folder, 9, 1).exists()

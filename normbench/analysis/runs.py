@@ -28,7 +28,7 @@ from normbench.base.layout import RunDir
 __all__ = ["Run", "load_local_run", "read_record", "load_local_runs", "find_job_dirs", "experiment_key"]
 
 RESULT_STATUSES = ("finished", "diverged")
-"""A run that ended with one of these is evidence (`normbench.run.loop.policy.RESULT_STATUSES`)."""
+"""A run that ended with one of these is evidence (`normbench.resume.checkpointer.RESULT_STATUSES`)."""
 NOT_RUNS = RunDir.NOT_RUNS
 """Folders of a run that are never runs themselves (W&B's own, Hydra's, the checkpoints)."""
 

@@ -39,7 +39,7 @@ from normbench.base.output import format_table, info, write_csv
 from normbench.data.roots import BASIC_SWEEPER, sweep_jobs
 from normbench.records.refusals import refusal
 from normbench.records.rundir import RunDirError, RunDirLock, Snapshot, check_output_folder
-from normbench.run.loop.policy import RESULT_STATUSES
+from normbench.resume.checkpointer import RESULT_STATUSES
 
 SWEEP_LOCK_NAME = ".normbench-sweep.lock"
 SUMMARY_NAME = "sweep_summary.csv"
@@ -129,8 +129,8 @@ def same_job(a: list[str], b: list[str]) -> bool:
 def job_action(run_dir: Path) -> str:
     """What a job of a sweep continued with ``resume=true`` does: ``keep`` (it ended with a result),
     ``resume`` (it left a checkpoint) or ``start`` (it never started, or left no checkpoint)."""
+    from normbench.resume.checkpointer import summary_status
     from normbench.resume.files import list_checkpoints
-    from normbench.run.loop.policy import summary_status
 
     if summary_status(RunDir(run_dir).summary) in RESULT_STATUSES:
         return "keep"

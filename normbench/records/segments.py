@@ -9,7 +9,7 @@
   first, or failed) go to ``restarts/<n>/`` before a new run starts over in the directory.
 - `remove_tmp_files`: the temporary files of writes that failed (a full disk).
 - `RecordsWatch`: the run directory and ``metrics.jsonl`` are still the ones the run made,
-  checked before every write (`normbench.sinks.files.LocalSink`, `normbench.resume.checkpoint.Checkpointer`):
+  checked before every write (`normbench.sinks.files.LocalSink`, `normbench.resume.checkpointer.Checkpointer`):
   a run whose records were removed or replaced under it stops, failed (`RecordsVanished`),
   rather than recreate a folder with a lone summary or write into another one.
 """

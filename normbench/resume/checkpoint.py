@@ -10,62 +10,51 @@ W&B run id and the byte length of ``metrics.jsonl`` at that step (a resume cuts 
 it, so that no step is logged twice; a segment run without those sinks carries the previous
 segment's values forward), and the wall time of all segments so far.
 
+This module is the pure side: what a checkpoint holds (`training_state` of the run's `Trained`
+objects, its `Position` and what it `Carried`; `restore` loads it back), which checkpoint a resume
+finds (`find_latest`: the newest that verifies and loads) and whether it comes from the same
+configuration (`config_difference`, `record_difference`). `normbench.resume.checkpointer.Checkpointer`
+(one per run) calls them: it writes, rotates and finds the files, applies the resume policy and
+owns the random streams.
+
 Files (`normbench.resume.files`): ``<run dir>/checkpoints/step-<step>.pt`` with a SHA-256
-sidecar, each written atomically. Older checkpoints are removed only after the new one and its
-sidecar are complete (the last ``keep`` verified ones are kept). Loading uses
-``torch.load(weights_only=True)``: everything that is not a tensor is stored as plain python types.
-
-On resume, a checkpoint counts only if its bytes match its sidecar and it loads: a newer one that
-fails (flipped bits, truncated, no sidecar because the process died between the two renames) is
-named in a warning, moved to ``checkpoints/rejected/`` (kept for inspection, out of the ``keep``
-rotation), and the previous verified one is used. When none verifies, or there is none, resume
-stops with an error; it never starts over from step 0. Leftover ``.tmp`` files of a write that
-died are removed, and a write that fails (a full disk) removes its own.
-
-A signal (`normbench.run.loop.state.Interrupts`) calls `Checkpointer.request_stop`: a checkpoint is
-then due at the next step, and `Checkpointer.save` raises `RunInterrupted` once it is complete, so
-that the run stops at a step boundary with a checkpoint of that very step.
+sidecar, each written atomically. Loading uses ``torch.load(weights_only=True)``: everything that
+is not a tensor is stored as plain python types.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from normbench.base.errors import ConfigError, RunInterrupted
-from normbench.base.output import warn
-from normbench.records.segments import RecordsWatch
+from normbench.base.errors import ConfigError
 from normbench.resume.files import (
     CHECKPOINT_DIR,
     atomic_torch_save,
     checksum_path,
     list_checkpoints,
-    reject,
-    remove_rank_files,
-    remove_stale_tmp,
     sha256_file,
     verify,
 )
+from normbench.resume.seeds import capture_rng, restore_rng
 
 __all__ = [
     "CHECKPOINT_DIR",
-    "Checkpointer",
     "CheckpointConfig",
+    "Carried",
+    "Position",
+    "Trained",
     "atomic_torch_save",
-    "capture_rng",
     "checksum_path",
     "config_difference",
     "record_difference",
     "find_latest",
     "list_checkpoints",
     "restore",
-    "restore_rng",
     "sha256_file",
     "training_state",
     "verify",
@@ -99,53 +88,6 @@ class CheckpointConfig:
                 f"checkpoint.every_n_steps={self.every_n_steps} is not allowed; "
                 "checkpoint.every_n_steps must be >= 0 (0: epoch ends only)"
             )
-
-
-# ---------------------------------------------------------------------------------------------
-# RNG states as plain types
-
-
-def capture_rng() -> dict[str, Any]:
-    """The global RNG states: python, numpy (as a tensor of its keys), torch CPU and CUDA."""
-    name, keys, pos, has_gauss, cached = np.random.get_state()
-    state: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": {
-            "name": name,
-            "keys": torch.from_numpy(keys.astype(np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached),
-        },
-        "torch": torch.get_rng_state(),
-        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-    }
-    return state
-
-
-def restore_rng(state: Mapping[str, Any]) -> None:
-    version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
-    npy = state["numpy"]
-    keys = npy["keys"].numpy().astype(np.uint32)
-    np.random.set_state((npy["name"], keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"]))
-    torch.set_rng_state(state["torch"])
-    restore_cuda_rng(state["cuda"])
-
-
-def restore_cuda_rng(states: list[torch.Tensor]) -> None:
-    """The saved CUDA RNG state of each device that is visible now (by index). A checkpoint
-    written with more devices than are visible here (a resume on fewer GPUs, or on the CPU)
-    keeps only those, with a warning: the dropped devices' streams are not resumed."""
-    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if len(states) > visible:
-        warn(
-            f"the checkpoint holds CUDA RNG states of {len(states)} devices and {visible} "
-            f"{'is' if visible == 1 else 'are'} visible here: the states of devices {visible}.."
-            f"{len(states) - 1} are dropped, so their random draws do not continue the saved run's"
-        )
-    for index, cuda_state in enumerate(states[:visible]):
-        torch.cuda.set_rng_state(cuda_state, index)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -218,172 +160,82 @@ def record_difference(saved: Any, current: Mapping[str, Any], load: Load) -> str
     return config_difference(before, load(current))
 
 
-class Checkpointer:
-    """Writes and finds a run's checkpoints; ``due(step)`` says when one is due mid-epoch."""
+@dataclass(frozen=True)
+class Trained:
+    """What trains: the objects whose state a checkpoint holds and a resume loads back."""
 
-    def __init__(self, run_dir: Path, cfg: CheckpointConfig) -> None:
-        self.run_dir = Path(run_dir)
-        self.folder = self.run_dir / CHECKPOINT_DIR
-        self.enabled = cfg.enabled
-        self.every_n_steps = cfg.every_n_steps
-        self.keep = max(cfg.keep, 2)
-        self._verified: set[str] = set()
-        """Names of checkpoints whose checksum this process wrote or checked."""
-        self.stop_signal: int | None = None
-        """The signal that asked the run to stop (`request_stop`), or None."""
-        self.stopped = False
-        """The checkpoint that a stop asked for is written; the run is stopping."""
-        self.writing = False
-        """A checkpoint file is being written (an exception raised inside torch.save aborts the process)."""
-        self.watch = RecordsWatch(self.run_dir)
-        """The run directory as the run found it: a checkpoint is never written into a folder made anew."""
-
-    def due(self, step: int) -> bool:
-        """A checkpoint is due at ``step``: every ``every_n_steps``, and at once after `request_stop`."""
-        if self.stop_signal is not None:
-            return self.enabled
-        return self.enabled and self.every_n_steps > 0 and step % self.every_n_steps == 0
-
-    def request_stop(self, signum: int) -> None:
-        """A signal asked the run to stop: the next checkpoint is due at the next step (`due`), and
-        `save` raises `RunInterrupted` once that checkpoint is complete."""
-        self.stop_signal = signum
-
-    def resume_state(self, config: Mapping[str, Any], load: Load | None = None) -> dict[str, Any]:
-        """The newest verified checkpoint's state, checked against ``config`` (both as ``load``
-        reads them, `record_difference`; None: as they are). Newer ones that fail are named in a
-        warning and moved aside; a ConfigError when none verifies or there is none."""
-        remove_stale_tmp(self.folder)
-        state, path, rejected = find_latest(self.run_dir)
-        if state is None or path is None:
-            if not rejected:
-                raise ConfigError(
-                    f"resume=true but {self.folder} holds no checkpoint, so there is nothing to resume; "
-                    "drop resume=true to start a new run (in a new hydra.run.dir)"
-                )
-            reasons = "; ".join(f"{p.name}: {r}" for p, r in rejected)
-            raise ConfigError(
-                f"resume=true but no checkpoint in {self.folder} verifies ({reasons}); not starting over from "
-                "step 0: restore a checkpoint and its .sha256 file, or start a new run in a new hydra.run.dir"
-            )
-        saved = state["config"]
-        diff = config_difference(saved, config) if load is None else record_difference(saved, config, load)
-        if diff:
-            raise ConfigError(
-                f"resume=true but checkpoint {path} comes from another configuration ({diff}); "
-                "resume with the run's own settings, or start a new run directory"
-            )
-        for bad, reason in rejected:
-            moved = reject(bad)
-            warn(f"checkpoint {bad} is unusable ({reason}); moved to {moved.parent}, using the previous one")
-        self._verified.add(path.name)
-        return state
-
-    def has_checkpoints(self) -> bool:
-        return bool(list_checkpoints(self.run_dir))
-
-    def _is_verified(self, path: Path) -> bool:
-        if path.name not in self._verified:
-            if verify(path) is not None:
-                return False
-            self._verified.add(path.name)
-        return True
-
-    def save(self, state: dict[str, Any]) -> Path | None:
-        """Write the checkpoint of ``state["step"]``, then keep the newest ``keep`` verified ones.
-        Files that fail verification take no place among them: they are moved to ``rejected/``."""
-        if not self.enabled:
-            return None
-        self.watch.check()
-        self.folder.mkdir(parents=True, exist_ok=True)
-        remove_stale_tmp(self.folder)
-        path = self.folder / f"step-{int(state['step']):08d}.pt"
-        self._verified.discard(path.name)
-        self.writing = True  # a signal now waits for the file to be complete (`Interrupts`)
-        try:
-            atomic_torch_save(state, path)
-        finally:
-            self.writing = False
-        self._verified.add(path.name)
-        kept = 0
-        for old_step, old in list_checkpoints(self.run_dir):
-            if not self._is_verified(old):
-                warn(f"checkpoint {old} fails its checksum; moved to {reject(old).parent}")
-            elif kept < self.keep:
-                kept += 1
-            else:
-                old.unlink(missing_ok=True)
-                checksum_path(old).unlink(missing_ok=True)
-                remove_rank_files(self.folder, old_step)  # the other ranks' RNG states of that step
-                self._verified.discard(old.name)
-        if self.stop_signal is not None:
-            self.stopped = True
-            raise RunInterrupted(self.stop_signal, int(state["step"]), str(path))
-        return path
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    hooks: Sequence[Any]
+    """The diagnostics (those with ``state_dict`` are saved, by name)."""
+    generator: torch.Generator
+    """The training loader's random stream."""
 
 
-def training_state(
-    *,
-    config: Mapping[str, Any],
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    hooks: Iterable[Any],
-    epoch_generator_state: torch.Tensor,
-    step: int,
-    epoch: int,
-    batch_in_epoch: int,
-    epoch_sums: Mapping[str, torch.Tensor],
-    final: Mapping[str, Any],
-    reference_loss: float | None,
-    wandb_run_id: str | None,
-    metrics_offset: int | None,
-    wall_time_s: float = 0.0,
-    metrics_sha256: str | None = None,
-    train_time_s: float = 0.0,
-    segments: Iterable[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Position:
+    """Where the run stands at the checkpoint: the step, and ``batch_in_epoch`` batches into ``epoch``."""
+
+    step: int
+    epoch: int
+    batch_in_epoch: int
+    generator_state: torch.Tensor
+    """The loader's random stream at the epoch's start: a resume replays the epoch from there."""
+    sums: Mapping[str, torch.Tensor]
+    """The epoch's running metric sums so far."""
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What the run's records stand at, carried into its next segment: the last epoch's metrics,
+    the divergence monitor's reference loss, the W&B run id, ``metrics.jsonl``'s length and
+    SHA-256, the wall and training time of all segments so far, the segments."""
+
+    final: Mapping[str, Any] = field(default_factory=dict)
+    reference_loss: float | None = None
+    wandb_run_id: str | None = None
+    metrics_offset: int | None = None
+    metrics_sha256: str | None = None
+    wall_time_s: float = 0.0
+    train_time_s: float = 0.0
+    segments: Sequence[Mapping[str, Any]] = ()
+
+
+def training_state(config: Mapping[str, Any], trained: Trained, at: Position, carried: Carried) -> dict[str, Any]:
     """Everything `restore` needs, in plain types and tensors (``weights_only`` loadable)."""
     return {
         "format": FORMAT_VERSION,
         "config": dict(config),
-        "step": int(step),
-        "epoch": int(epoch),
-        "batch_in_epoch": int(batch_in_epoch),
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "epoch_generator_state": epoch_generator_state.clone(),
+        "step": int(at.step),
+        "epoch": int(at.epoch),
+        "batch_in_epoch": int(at.batch_in_epoch),
+        "model": trained.model.state_dict(),
+        "optimizer": trained.optimizer.state_dict(),
+        "scheduler": trained.scheduler.state_dict(),
+        "epoch_generator_state": at.generator_state.clone(),
         "rng": capture_rng(),
-        "epoch_sums": {k: v.detach().clone() for k, v in epoch_sums.items()},
-        "final": {k: v for k, v in final.items() if isinstance(v, (int, float, str, bool)) or v is None},
-        "reference_loss": reference_loss,
-        "diagnostics": {h.name: h.state_dict() for h in hooks if hasattr(h, "state_dict")},
-        "wandb_run_id": wandb_run_id,
-        "metrics_offset": metrics_offset,
-        "metrics_sha256": metrics_sha256,
-        "wall_time_s": float(wall_time_s),
-        "train_time_s": float(train_time_s),
-        "segments": [dict(seg) for seg in segments],
+        "epoch_sums": {k: v.detach().clone() for k, v in at.sums.items()},
+        "final": {k: v for k, v in carried.final.items() if isinstance(v, (int, float, str, bool)) or v is None},
+        "reference_loss": carried.reference_loss,
+        "diagnostics": {h.name: h.state_dict() for h in trained.hooks if hasattr(h, "state_dict")},
+        "wandb_run_id": carried.wandb_run_id,
+        "metrics_offset": carried.metrics_offset,
+        "metrics_sha256": carried.metrics_sha256,
+        "wall_time_s": float(carried.wall_time_s),
+        "train_time_s": float(carried.train_time_s),
+        "segments": [dict(seg) for seg in carried.segments],
     }
 
 
-def restore(
-    state: Mapping[str, Any],
-    *,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    hooks: Iterable[Any],
-    generator: torch.Generator,
-) -> None:
+def restore(state: Mapping[str, Any], trained: Trained) -> None:
     """Load ``state`` into the run's objects and the global RNGs (the counters stay in ``state``)."""
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    for hook in hooks:
+    trained.model.load_state_dict(state["model"])
+    trained.optimizer.load_state_dict(state["optimizer"])
+    trained.scheduler.load_state_dict(state["scheduler"])
+    for hook in trained.hooks:
         saved = state["diagnostics"].get(hook.name)
         if saved is not None and hasattr(hook, "load_state_dict"):
             hook.load_state_dict(saved)
-    generator.set_state(state["epoch_generator_state"])
+    trained.generator.set_state(state["epoch_generator_state"])
     restore_rng(state["rng"])

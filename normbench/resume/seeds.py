@@ -10,6 +10,8 @@ stream per rank for what must not.
   seed by the rank), so dropout and ``bn_noisy``'s per-activation noise differ between the
   ranks' slices of the batch instead of repeating. Rank 0 keeps ``seed``'s stream: a one-process
   run draws what it always drew.
+- `capture_rng` / `restore_rng`: the global RNG states (python, numpy, torch CPU and CUDA) as plain
+  types and tensors, for a ``weights_only`` checkpoint.
 - `save_rank_rng` / `restore_rank_rng`: rank 0's checkpoint holds its RNG states; every other rank
   writes its own beside it (``checkpoints/step-<N>.rank-<r>.rng.pt`` with its SHA-256 sidecar, no
   collective: a rank stopped by a signal may not reach the same step), and a resume restores each
@@ -20,14 +22,59 @@ stream per rank for what must not.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from normbench.base.output import warn
-from normbench.resume.checkpoint import capture_rng, restore_rng
 from normbench.resume.files import atomic_torch_save, rank_rng_path, verify
+
+
+def capture_rng() -> dict[str, Any]:
+    """The global RNG states: python, numpy (as a tensor of its keys), torch CPU and CUDA."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": {
+            "name": name,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+    return state
+
+
+def restore_rng(state: Mapping[str, Any]) -> None:
+    """Set the global RNG states to ``state`` (`capture_rng`'s)."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    npy = state["numpy"]
+    keys = npy["keys"].numpy().astype(np.uint32)
+    np.random.set_state((npy["name"], keys, npy["pos"], npy["has_gauss"], npy["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    restore_cuda_rng(state["cuda"])
+
+
+def restore_cuda_rng(states: list[torch.Tensor]) -> None:
+    """The saved CUDA RNG state of each device that is visible now (by index). A checkpoint
+    written with more devices than are visible here (a resume on fewer GPUs, or on the CPU)
+    keeps only those, with a warning: the dropped devices' streams are not resumed."""
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if len(states) > visible:
+        warn(
+            f"the checkpoint holds CUDA RNG states of {len(states)} devices and {visible} "
+            f"{'is' if visible == 1 else 'are'} visible here: the states of devices {visible}.."
+            f"{len(states) - 1} are dropped, so their random draws do not continue the saved run's"
+        )
+    for index, cuda_state in enumerate(states[:visible]):
+        torch.cuda.set_rng_state(cuda_state, index)
 
 
 def seed_everything(seed: int) -> None:

@@ -4,7 +4,7 @@ sends ahead of a time limit or a preemption: SLURM's ``--signal``). `STOP_SIGNAL
 list; every one of them is handled alike.
 
 `Interrupts` turns the first signal into a stop at the next step boundary with a checkpoint of
-that step (`normbench.resume.checkpoint.Checkpointer.request_stop`); `normbench.run.loop.train.run` holds it
+that step (`normbench.resume.checkpointer.Checkpointer.request_stop`); `normbench.run.loop.train.run` holds it
 around the whole run. What the run then writes (status ``interrupted``, W&B's exit code) is
 `normbench.run.loop.train.finish`'s; the exit code 128 + signal, `normbench.cli.main`'s.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 from normbench.base.errors import RunInterrupted, signal_name
 from normbench.base.output import warn
-from normbench.resume.checkpoint import Checkpointer
+from normbench.resume.checkpointer import Checkpointer
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 """The signals a run stops at a step boundary on. Their default action ends the process with no

@@ -1,75 +1,24 @@
-"""How a run starts over or continues, and how it ends: the run directory's policy and the summary.
+"""How a run ends: its status and the summary. (How it starts over or continues is the
+`normbench.resume.checkpointer.Checkpointer`'s: `Checkpointer.start`.)
 
-- `resume_state`: ``resume=true`` continues from the newest verified checkpoint; a new run is
-  refused where a run left a checkpoint or a result, and starts over where one left neither
-  (its records set aside first).
 - `Ending`: the status a run ends with, the exit code W&B records, the error in one line;
   `write_summary` writes it (``summary.json``, W&B) and `print_summary` prints its line.
 """
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from normbench.base.errors import ConfigError, RunInterrupted, is_environment_error, one_line_os_error, signal_name
-from normbench.base.layout import RunDir
 from normbench.base.output import info, warn
-from normbench.config import comparable_record
 from normbench.divergence import diverged_reason
-from normbench.records import rundir
 from normbench.records import segments as run_records
-from normbench.resume.checkpoint import Checkpointer
 
 if TYPE_CHECKING:
     from normbench.run.loop.state import Run
-
-
-RESULT_STATUSES = ("finished", "diverged")
-"""A run that ended with one of these is a result: nothing starts over it."""
-
-
-def resume_state(resume: bool, checkpointer: Checkpointer, record: dict[str, Any]) -> dict[str, Any] | None:
-    """The checkpoint to continue from (``resume``: a verified one whose config is ``record``,
-    else `ConfigError`).
-
-    A new run is refused where a run left a checkpoint or a result. Where one left neither (killed
-    or interrupted before its first checkpoint, or failed), the new run starts over; the old
-    records are moved to ``restarts/<n>/`` first (`run_records.set_aside`), so nothing is lost."""
-    run_dir = checkpointer.run_dir
-    if not rundir.secondary_rank():  # where the run writes, before anything takes time
-        info(f"[normbench] run directory: {run_dir}")
-    if resume:
-        return checkpointer.resume_state(record, load=comparable_record)  # compared as typed records
-    status = summary_status(RunDir(run_dir).summary)
-    if checkpointer.has_checkpoints() or status in (*RESULT_STATUSES, "unreadable"):
-        raise ConfigError(
-            f"the run directory {run_dir} already holds a run; pass resume=true to continue it, "
-            "or choose another hydra.run.dir"
-        )
-    if not rundir.secondary_rank():  # rank 0 moves them
-        moved = run_records.set_aside(run_dir)
-        if moved is not None:
-            warn(
-                f"{run_dir} holds a run that left no checkpoint (status {status or 'unknown: it was killed'}); "
-                f"starting over, its records moved to {moved}"
-            )
-    return None
-
-
-def summary_status(path: Path) -> str | None:
-    """``status`` in a run's ``summary.json``; None when there is none; ``unreadable`` when it
-    does not parse (a result that cannot be read is still not overwritten)."""
-    try:
-        return str(json.loads(path.read_text()).get("status"))
-    except FileNotFoundError:
-        return None
-    except (OSError, ValueError, AttributeError):
-        return "unreadable"
 
 
 @dataclass

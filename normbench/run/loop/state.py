@@ -27,8 +27,8 @@ from normbench.base.output import warn
 from normbench.diagnostics import DiagContext, run_hooks
 from normbench.divergence import DivergenceMonitor, diverged_reason, non_finite
 from normbench.placement.placement import Placement
-from normbench.resume.checkpoint import Checkpointer, training_state
-from normbench.resume.seeds import save_rank_rng
+from normbench.resume.checkpoint import Carried, Position, Trained
+from normbench.resume.checkpointer import Checkpointer
 from normbench.run.loop.sums import RunningSums
 from normbench.run.loop.timer import StepTimer
 from normbench.sinks.files import LocalSink, MetricLogger
@@ -206,6 +206,25 @@ class Run:
         ``perf/train_s`` (x-axis of equal-time comparisons)."""
         return self.progress.train_before + self.timer.total + self.timer.lap()
 
+    def trained(self) -> Trained:
+        """What trains: the objects a checkpoint saves (`normbench.resume.checkpointer.Saved`)."""
+        return Trained(self.model, self.optimizer, self.scheduler, self.hooks, self.generator)
+
+    def carried(self) -> Carried:
+        """What the run's records stand at, for its checkpoint: a segment without the local sink or
+        W&B passes on the resumed checkpoint's positions (`Progress`)."""
+        c, sinks = self.progress, self.sinks
+        return Carried(
+            final=c.final,
+            reference_loss=self.monitor.reference_loss(),
+            wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else c.carried_wandb_id,
+            metrics_offset=sinks.local.offset() if sinks.local is not None else c.carried_offset,
+            metrics_sha256=sinks.local.digest() if sinks.local is not None else c.carried_sha256,
+            wall_time_s=self.wall_time(),
+            train_time_s=self.train_time(),
+            segments=c.segments,
+        )
+
     def loss(self, model: nn.Module, batch: Any) -> torch.Tensor:
         """The training loss of ``batch`` as the step computes it (the diagnostics' ``loss_fn``)."""
         with self.autocast:
@@ -238,37 +257,11 @@ def log(run: Run, metrics: dict[str, Any]) -> None:
 
 
 def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: torch.Tensor, sums: dict) -> None:
-    """Write a checkpoint at the run's step (main process), positioned at ``batch_in_epoch`` of ``epoch``."""
-    if not run.checkpointer.enabled:
-        return
-    if not run.placement.is_main:  # rank 0 writes the checkpoint; each other rank its own random state
-        save_rank_rng(run.checkpointer.folder, run.progress.step, run.placement.rank)
-        return
-    c, sinks = run.progress, run.sinks
-    path = run.checkpointer.save(
-        training_state(
-            config=run.record,
-            model=run.model,
-            optimizer=run.optimizer,
-            scheduler=run.scheduler,
-            hooks=run.hooks,
-            epoch_generator_state=generator_state,
-            step=c.step,
-            epoch=epoch,
-            batch_in_epoch=batch_in_epoch,
-            epoch_sums=sums,
-            final=c.final,
-            reference_loss=run.monitor.reference_loss(),
-            wandb_run_id=sinks.wandb.run_id if sinks.wandb is not None else c.carried_wandb_id,
-            metrics_offset=sinks.local.offset() if sinks.local is not None else c.carried_offset,
-            metrics_sha256=sinks.local.digest() if sinks.local is not None else c.carried_sha256,
-            wall_time_s=run.wall_time(),
-            train_time_s=run.train_time(),
-            segments=c.segments,
-        )
-    )
-    if path is not None and sinks.wandb is not None:
-        sinks.wandb.log_checkpoint(path, c.step)  # a W&B artifact when logger.log_checkpoints
+    """A checkpoint at the run's step, positioned at ``batch_in_epoch`` of ``epoch`` (`Checkpointer.save`:
+    rank 0 writes it, every other rank its own random state); a W&B artifact when ``logger.log_checkpoints``."""
+    path = run.checkpointer.save(run, Position(run.step, epoch, batch_in_epoch, generator_state, sums))
+    if path is not None and run.sinks.wandb is not None:
+        run.sinks.wandb.log_checkpoint(path, run.step)
 
 
 def diverged_step(run: Run) -> int | None:

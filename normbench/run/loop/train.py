@@ -36,10 +36,10 @@ from normbench.norms.population import evaluate_each, refresh_population_stats
 from normbench.optim import build_optimizer, lr_factor
 from normbench.placement.placement import Placement
 from normbench.records import segments as run_records
-from normbench.resume.checkpoint import Checkpointer, restore
-from normbench.resume.seeds import restore_rank_rng, seed_everything, seed_rank_streams
+from normbench.resume.checkpoint import Trained
+from normbench.resume.checkpointer import Checkpointer
 from normbench.run.loop.interrupts import Interrupts
-from normbench.run.loop.policy import Ending, print_summary, resume_state, write_summary
+from normbench.run.loop.policy import Ending, print_summary, write_summary
 from normbench.run.loop.state import (
     Epoch,
     LoopPlan,
@@ -135,9 +135,9 @@ def prepare(config: RunConfig, record: dict[str, Any], run_dir: Path, placement:
     placement.check_batch(config.batch_size)
     run_dir = placement.shared_run_dir(run_dir)
     placement.configure_backends()
-    checkpointer = Checkpointer(run_dir, config.checkpoint)
-    resumed = resume_state(config.resume, checkpointer, record)
-    seed_everything(config.seed)
+    checkpointer = Checkpointer(run_dir, config.checkpoint, record, seed=config.seed, rank=placement.rank)
+    resumed = checkpointer.start(config.resume, load=comparable_record)  # compared as typed records
+    checkpointer.seed_everything()
     return Place(run_dir, checkpointer, resumed)
 
 
@@ -160,14 +160,12 @@ def setup(
     for hook in hooks:
         hook.setup(model)
     generator = torch.Generator().manual_seed(config.seed)
-    seed_rank_streams(config.seed, placement.rank)  # dropout and noise: each rank its own stream
+    checkpointer.seed_rank_streams()  # dropout and noise: each rank its own stream
     monitor = DivergenceMonitor(config.divergence.loss_factor, resumed["reference_loss"] if resumed else None)
     progress = Progress()
     if resumed is not None:
-        restore(resumed, model=model, optimizer=optimizer, scheduler=scheduler, hooks=hooks, generator=generator)
+        checkpointer.restore(resumed, Trained(model, optimizer, scheduler, hooks, generator))  # each rank its streams
         progress = Progress.resumed(resumed, placement.device)
-        if placement.rank > 0:
-            restore_rank_rng(checkpointer.folder, progress.step, config.seed, placement.rank)
     resolved = placement.describe(config.batch_size, config.norm.syncs_statistics())
     sinks = open_sinks(config.logger, record, resolved, run_dir, placement.is_main, resumed)
     num_params = sum(p.numel() for p in model.parameters())
