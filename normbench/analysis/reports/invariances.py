@@ -128,11 +128,8 @@ def gradient_table(data: dict[str, dict[str, dict | None]], names: list[str]) ->
     return lines
 
 
-def document(names: list[str] | None = None) -> str:
-    """The file, for ``names`` (every registered norm unless given)."""
-    names = list_norms() if names is None else sorted(names)
-    data = inv.table_data(names)
-    not_invariant = [n for n in names if any(r[n] and not r[n][RESCALE][0] for r in data.values())]
+def setup_section() -> list[str]:
+    """The title, where the file comes from, the set-up, the transformations and the batches."""
     out = [
         "# Invariances of the normalization layers",
         "",
@@ -167,7 +164,6 @@ def document(names: list[str] | None = None) -> str:
     }
     out += [f"- **{inv.LABELS[p]}**: {definitions[p]}" for p in inv.PROPERTIES]
     t, h = inv.SHAPES["NTC"], inv.SHAPES["NCHW"]
-    groups = inv.EXTRA_KW["gn"]["groups"]
     out += [
         "",
         f"Batches: {t[0]} sequences × {t[1]} tokens ({t[0] * t[1]} cases) and {h[0]} images of {h[1]}×{h[2]} pixels.",
@@ -175,6 +171,12 @@ def document(names: list[str] | None = None) -> str:
         "`ln` (over the units of one token or pixel) is the papers' layer norm.",
         "",
     ]
+    return out
+
+
+def tables_section(data: dict[str, dict[str, dict | None]]) -> list[str]:
+    """The marks and the measured differences, one table per layout."""
+    out: list[str] = []
     for layout in LAYOUTS:
         out += [f"## {LAYOUT_TITLE[layout]}", "", *mark_table(data[layout]), ""]
     out += [
@@ -185,6 +187,13 @@ def document(names: list[str] | None = None) -> str:
     ]
     for layout in LAYOUTS:
         out += [f"### {layout}", "", *diff_table(data[layout]), ""]
+    return out
+
+
+def notes_section(data: dict[str, dict[str, dict | None]], names: list[str], not_invariant: list[str]) -> list[str]:
+    """The gradient scaling table, the norms it leaves out, and the notes."""
+    groups = inv.EXTRA_KW["gn"]["groups"]
+    out: list[str] = []
     out += [
         "## Gradient scaling",
         "",
@@ -222,6 +231,15 @@ def document(names: list[str] | None = None) -> str:
         "  Ba et al.'s Table 1 itself could not be read here; its batch and layer norm rows are taken",
         "  as Zhang & Sennrich repeat them. Weight normalization is not a normbench norm.",
     ]
+    return out
+
+
+def document(names: list[str] | None = None) -> str:
+    """The file, for ``names`` (every registered norm unless given)."""
+    names = list_norms() if names is None else sorted(names)
+    data = inv.table_data(names)
+    not_invariant = [n for n in names if any(r[n] and not r[n][RESCALE][0] for r in data.values())]
+    out = [*setup_section(), *tables_section(data), *notes_section(data, names, not_invariant)]
     return "\n".join(out) + "\n"
 
 
