@@ -57,7 +57,7 @@ jobs_of() {  # the preset's jobs, numbered, seed by seed; leaderboard_cpu: its t
   # together, its two translation sweeps merged seed by seed
   local seed=()
   if [ -n "$pilot" ]; then  # the rules' pilot seeds in place of the sweep's seeds
-    seeds=$(python -c "from normbench.analysis.rules_schema import load_rules; r = load_rules('$1')
+    seeds=$(python -c "from normbench.analysis.judging.rules_schema import load_rules; r = load_rules('$1')
 print(','.join(map(str, r.pilot_seeds)) if r and r.pilot_seeds else '')") || return 2
     [ -n "$seeds" ] || { echo "reproduce_cpu: error: the rules of $1 name no pilot seeds (pilot: {seeds: [...]})" >&2; return 2; }
     seed=("seed=$seeds")
@@ -75,11 +75,11 @@ print(','.join(map(str, r.pilot_seeds)) if r and r.pilot_seeds else '')") || ret
 
 analyse() {  # analyse <preset> <runs dir>: the claims and figures, or the leaderboard
   if [ "$1" = leaderboard_cpu ]; then
-    python -m normbench.analysis.leaderboard_report "$2" --out "results/$1${pilot:+/pilot}" ${pilot:+--pilot}
+    python -m normbench.analysis.leaderboard.leaderboard_report "$2" --out "results/$1${pilot:+/pilot}" ${pilot:+--pilot}
   elif [ -n "$pilot" ]; then
-    python -m normbench.analysis.figures_cli "$1" --pilot --runs "$2" --out "results/$1/pilot"
+    python -m normbench.analysis.figures.figures_cli "$1" --pilot --runs "$2" --out "results/$1/pilot"
   else
-    python -m normbench.analysis.figures_cli "$1" --runs "$2" --out "results/$1"
+    python -m normbench.analysis.figures.figures_cli "$1" --runs "$2" --out "results/$1"
   fi
 }
 progress() {  # progress <out> <job> <exit status> <job start>: one line per finished job, with the preset's ETA

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis import load_local_runs
+from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.errors import ConfigError
 
 

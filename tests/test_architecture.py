@@ -6,9 +6,10 @@
   only those under ``if TYPE_CHECKING:`` (annotations, never executed) do not.
 - Layers: each room imports only from the rooms that ARCHITECTURE.md's layer table names for it
   (and every room has its row); ``run/`` holds the runner, which nothing below imports.
-- No file in ``normbench/`` over 400 lines.
-- The runner (``train.py``, ``run_state.py``) has no nested functions and no function longer
-  than a screen (60 lines).
+- No function in ``normbench/`` longer than a screen (60 lines; `LONG_FUNCTIONS` lists those
+  allowed longer, each with its reason, and only shrinks): files are split by concern, not by a cap
+  on their length (issue 58).
+- The runner (``train.py``, ``state.py``) has no nested functions.
 - One config, parsed once: Hydra's ``DictConfig`` appears only in the modules that face Hydra
   (`BOUNDARY`), and in the runner only `normbench.run.loop.train.run` takes it; no function outside the
   runner takes the whole config (`RunConfig`): each room takes its own dataclass.
@@ -28,8 +29,10 @@ from typing import Any
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "normbench"
-MAX_FILE_LINES = 400
-MAX_RUNNER_FUNCTION_LINES = 60
+MAX_FUNCTION_LINES = 60
+LONG_FUNCTIONS: dict[str, str] = {}
+"""``module.function`` → why it may be longer than `MAX_FUNCTION_LINES` (none now: a new entry needs a
+reason a reviewer accepts, and the list only shrinks)."""
 RUNNER = ("run/loop/train.py", "run/loop/state.py")
 ARCHITECTURE = PACKAGE.parent / "ARCHITECTURE.md"
 HYDRA_NAMES = frozenset(
@@ -95,10 +98,14 @@ def imported(module: str) -> Iterator[tuple[str, int]]:
                 yield target, node.lineno
 
 
+WINGS = ("run", "analysis")
+"""Subpackages whose rooms are their subpackages: ``normbench.run.loop``, ``normbench.analysis.judging``."""
+
+
 def room(module: str) -> str:
-    """``normbench.<room>``; in the run wing, ``normbench.run.<wing>`` (``loop``)."""
+    """``normbench.<room>``; in a wing (`WINGS`), ``normbench.<wing>.<room>`` (``run.loop``, ``analysis.judging``)."""
     parts = module.split(".")
-    return ".".join(parts[:3] if parts[1:2] == ["run"] and len(parts) > 2 else parts[:2])
+    return ".".join(parts[:3] if parts[1:2] and parts[1] in WINGS and len(parts) > 2 else parts[:2])
 
 
 def graph(rooms: bool) -> dict[str, dict[str, list[str]]]:
@@ -189,8 +196,9 @@ def layer_table(text: str) -> dict[str, frozenset[str] | None]:
 
 
 LAYERS = layer_table(ARCHITECTURE.read_text())
-PACKAGE_ITSELF = ("normbench", "normbench.__main__", "normbench.run")
-"""``normbench/__init__.py``, ``python -m normbench`` and the run wing's ``__init__`` (its map): no rooms."""
+PACKAGE_ITSELF = ("normbench", "normbench.__main__", "normbench.run", "normbench.analysis")
+"""``normbench/__init__.py``, ``python -m normbench``, the run wing's ``__init__`` (its map) and the analysis
+wing's (it imports ``analysis.figures``, whose modules register the measures and code figures): no rooms."""
 
 
 def test_the_layer_table_is_read() -> None:
@@ -279,9 +287,34 @@ def test_the_runner_leaves_the_processes_to_placement() -> None:
     assert distributed_calls("run.placement.reduce_max(x)\nrun.placement.is_main\n") == []
 
 
-def test_no_file_over_the_line_limit() -> None:
-    sizes = {str(p.relative_to(PACKAGE.parent)): len(p.read_text().splitlines()) for p in MODULES.values()}
-    assert not {p: n for p, n in sizes.items() if n > MAX_FILE_LINES}
+def function_lengths(source: str, module: str) -> dict[str, int]:
+    """``module.function`` (``module.Class.method``) → its lines, ``def`` to its last line, decorators aside."""
+    lengths: dict[str, int] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}"
+                if not isinstance(child, ast.ClassDef):
+                    lengths[name] = child.end_lineno - child.lineno + 1
+                visit(child, name)
+
+    visit(ast.parse(source), module)
+    return lengths
+
+
+def test_the_function_reader_counts_lines() -> None:
+    source = "def f():\n    return 1\n\n\nclass A:\n    @staticmethod\n    def g():\n        x = 1\n        return x\n"
+    assert function_lengths(source, "m") == {"m.f": 2, "m.A.g": 3}
+
+
+def test_no_function_over_the_line_limit() -> None:
+    """Every function fits a screen (`MAX_FUNCTION_LINES`), but those `LONG_FUNCTIONS` names with its
+    reason; an entry whose function is gone or shorter is stale (the list only shrinks)."""
+    lengths = {k: n for m, p in MODULES.items() for k, n in function_lengths(p.read_text(), m).items()}
+    long = {k: n for k, n in lengths.items() if n > MAX_FUNCTION_LINES}
+    assert not {k: n for k, n in long.items() if k not in LONG_FUNCTIONS}, f"functions over {MAX_FUNCTION_LINES} lines"
+    assert not set(LONG_FUNCTIONS) - set(long), "LONG_FUNCTIONS entries no longer over the limit: remove them"
 
 
 @pytest.mark.parametrize("name", RUNNER)
@@ -296,8 +329,6 @@ def test_the_runner_reads_as_named_phases(name: str) -> None:
         if inner is not outer and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
     ]
     assert not nested, f"closures in {name} (state belongs in the Run object): {nested}"
-    long = {f.name: f.end_lineno - f.lineno + 1 for f in functions if isinstance(f, ast.FunctionDef)}
-    assert not {k: n for k, n in long.items() if n > MAX_RUNNER_FUNCTION_LINES}
 
 
 def names_in(module: str) -> set[str]:

@@ -17,17 +17,10 @@ import numpy as np
 import pytest
 import yaml
 
-from normbench.analysis import (
-    FIGURES,
-    figure_fn,
-    figure_keys,
-    load_local_runs,
-    load_wandb_runs,
-    make_figures,
-    write_outputs,
-)
-from normbench.analysis.claims import FAILED, PASSED, load_rules
-from normbench.analysis.stats import (
+from normbench.analysis.figures import FIGURES, figure_fn, figure_keys, make_figures
+from normbench.analysis.figures.plot import write_outputs
+from normbench.analysis.judging.claims import FAILED, PASSED, load_rules
+from normbench.analysis.judging.stats import (
     DIFFERENT,
     EQUIVALENT,
     INCONCLUSIVE,
@@ -36,6 +29,7 @@ from normbench.analysis.stats import (
     SUPPORTED,
     stack,
 )
+from normbench.analysis.loading.runs import load_local_runs, load_wandb_runs
 from normbench.base.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +94,7 @@ def claim_row(out: Path, claim_id: str) -> dict[str, str]:
 
 def build(preset: str, root: Path, out: Path, check: bool = True) -> list[Path]:
     """The preset's figures and claims from the runs under ``root``, written to ``out``; with
-    ``check``, every figure passes `normbench.analysis.figure_checks` as written (each preset's
+    ``check``, every figure passes `normbench.analysis.figures.figure_checks` as written (each preset's
     figure tests draw it here: the default suite checks every preset once;
     `test_every_presets_figures_are_readable` again in the slow suite, from runs shaped like the CPU
     presets'). ``check=False``: runs that log only what one claim reads leave panels empty on purpose."""
@@ -113,7 +107,7 @@ def build(preset: str, root: Path, out: Path, check: bool = True) -> list[Path]:
 
 
 SAME_POINTS = "are drawn through the same points"
-"""`normbench.analysis.figure_lint`'s hidden-series problem, which `build` leaves to the jittered runs of
+"""`normbench.analysis.figures.figure_lint`'s hidden-series problem, which `build` leaves to the jittered runs of
 `tests.analysis.figure_runs` (`tests/analysis/test_figure_checks.py`)."""
 
 
@@ -549,7 +543,7 @@ def test_stack() -> None:
 
 
 def test_every_figure_has_its_presets_rules_and_measures() -> None:
-    from normbench.analysis.claims import MEASURES
+    from normbench.analysis.judging.claims import MEASURES
 
     for name in FIGURES:
         rules = load_rules(name)
@@ -569,7 +563,7 @@ def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_p
 
     from tests.analysis.figure_runs import jitter
 
-    script = [sys.executable, "-m", "normbench.analysis.figures_cli"]  # what normbench-figures runs
+    script = [sys.executable, "-m", "normbench.analysis.figures.figures_cli"]  # what normbench-figures runs
     out = tmp_path / "out"
     shutil.copytree(santurkar_runs, tmp_path / "runs")
     jitter(tmp_path / "runs")  # arms that log the very same curves would fail the figure checker (one hidden)
@@ -596,7 +590,7 @@ def test_runs_made_under_other_rules_or_of_another_preset_are_refused(santurkar_
     """A rule changed after the runs, or runs of another preset: one line, exit 2, nothing written."""
     from normbench.rules import rules_hash
 
-    script = [sys.executable, "-m", "normbench.analysis.figures_cli"]
+    script = [sys.executable, "-m", "normbench.analysis.figures.figures_cli"]
     jobs = sorted(p for p in santurkar_runs.iterdir() if p.is_dir())
     for preset, digest, match in (
         ("santurkar_vgg_cpu", "0123456789abcdef", "a rule changed after the run"),
@@ -621,7 +615,7 @@ RESULTS = Path(__file__).resolve().parents[1] / "results"
 def test_committed_figures_match_a_redraw_from_their_folder(folder: str) -> None:
     """Each committed PNG that carries a spec equals a redraw from its folder's committed CSVs;
     PNGs drawn before specs (or drawn from histories that are not committed) are skipped, named."""
-    from normbench.analysis.figure_record import stale_figures
+    from normbench.analysis.figures.figure_record import stale_figures
 
     problems, skipped = stale_figures(RESULTS / folder)
     assert problems == []
@@ -637,8 +631,8 @@ def test_a_png_replaced_by_an_older_one_is_stale(preset: str, name: str, tmp_pat
     check names it."""
     import shutil
 
-    from normbench.analysis.figure_png import png_spec
-    from normbench.analysis.figure_record import read_rows, redraw_folder, stale_figures
+    from normbench.analysis.figures.figure_png import png_spec
+    from normbench.analysis.figures.figure_record import read_rows, redraw_folder, stale_figures
 
     folder = tmp_path / preset
     shutil.copytree(RESULTS / preset, folder)

@@ -21,7 +21,7 @@ from tests.test_faults import UNSHARE, needs_mounts
     "kept",
 )
 def test_the_dashboard_writes_where_git_ignores_it(tmp_path, monkeypatch, capsys) -> None:
-    from normbench.analysis.dashboard_cli import main
+    from normbench.analysis.dashboards.dashboard_cli import main
 
     monkeypatch.chdir(tmp_path)  # stands in for the checkout: the default is relative to where it runs
     assert main(["--entity", "me", "--project", "nb", "--preset", "ln_axes_cpu"]) == 0
@@ -39,7 +39,7 @@ def test_the_dashboard_writes_where_git_ignores_it(tmp_path, monkeypatch, capsys
     "one-line",
 )
 def test_the_dashboard_out_through_a_file_is_one_line(tmp_path, capsys) -> None:
-    from normbench.analysis.dashboard_cli import main
+    from normbench.analysis.dashboards.dashboard_cli import main
 
     (tmp_path / "notes").write_text("mine\n")
     out = tmp_path / "notes" / "dash"
@@ -53,9 +53,9 @@ def test_the_dashboard_out_through_a_file_is_one_line(tmp_path, capsys) -> None:
 
 
 HELP = {
-    "normbench-figures": "normbench.analysis.figures_cli",
-    "normbench-dashboard": "normbench.analysis.dashboard_cli",
-    "normbench-leaderboard": "normbench.analysis.leaderboard_report",
+    "normbench-figures": "normbench.analysis.figures.figures_cli",
+    "normbench-dashboard": "normbench.analysis.dashboards.dashboard_cli",
+    "normbench-leaderboard": "normbench.analysis.leaderboard.leaderboard_report",
     "normbench-data": "normbench.data.prepare",
 }
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from normbench.analysis.provenance import check_provenance, provenance_problem, provenance_text
-from normbench.analysis.runs import Run
+from normbench.analysis.loading.provenance import check_provenance, provenance_problem, provenance_text
+from normbench.analysis.loading.runs import Run
 from normbench.base.errors import ConfigError
 from normbench.rules import rules_hash
 from normbench.sinks.files import commit_label, git_state

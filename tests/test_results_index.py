@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import normbench.rules as rules
-from normbench.analysis.claims import CSV_FIELDS
+from normbench.analysis.judging.claims import CSV_FIELDS
 from normbench.analysis.reports import history, index
 
 
@@ -83,8 +83,8 @@ def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
 def test_the_check_reports_each_folder_whose_claims_differ_from_its_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``--check`` runs `normbench.analysis.verify.verify_folder` on every judged folder (not the pilots)."""
-    import normbench.analysis.verify as verify
+    """``--check`` runs `normbench.analysis.findings.verify.verify_folder` on every judged folder (not the pilots)."""
+    import normbench.analysis.findings.verify as verify
 
     results = tmp_path / "results"
     write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))

@@ -153,7 +153,7 @@ def test_a_reader_that_stops_early_gets_no_traceback() -> None:
 def test_reproduce_cpu_pilot_runs_the_sweep_at_the_rules_pilot_seeds() -> None:
     """``reproduce_cpu.sh --pilot``: every arm of the sweep, once per pilot seed of the rules, seed by
     seed; the confirmatory seeds none of them."""
-    from normbench.analysis.rules_schema import load_rules
+    from normbench.analysis.judging.rules_schema import load_rules
 
     pilot = load_rules("gn_groups_cpu").pilot_seeds
     rows = shell("pilot=1; jobs_of gn_groups_cpu")
@@ -169,7 +169,7 @@ def test_reproduce_cpu_pilot_runs_the_sweep_at_the_rules_pilot_seeds() -> None:
 def test_reproduce_cpu_pilot_lists_leaderboard_cpu_at_the_rules_pilot_seeds() -> None:
     """``reproduce_cpu.sh --pilot leaderboard_cpu``: its three sweeps (the 70 confirmatory jobs' arms)
     at the leaderboard rules' pilot seeds: 14 arms x 3 seeds, translation first, numbered 0..41."""
-    from normbench.analysis.rules_schema import load_rules
+    from normbench.analysis.judging.rules_schema import load_rules
 
     pilot = load_rules("leaderboard_cpu").pilot_seeds
     rows = shell("pilot=1; jobs_of leaderboard_cpu")

@@ -220,7 +220,7 @@ def machine_record(start: tuple[float, float, float], end: tuple[float, float, f
     the load averages at the start and the end of the run, the usable cores and ``quiet``: every 1-minute
     average seen and the 15-minute one at the end at most ``cores`` + `QUIET_MARGIN` (no process waited
     for a core, the run's own included; unknown loads are never quiet). Throughput is compared only
-    between runs that ran quietly (`normbench.analysis.leaderboard_figure.measured_quietly`)."""
+    between runs that ran quietly (`normbench.analysis.leaderboard.leaderboard_figure.measured_quietly`)."""
     seen = (start[0], end[0], end[2])
     quiet = all(v == v for v in seen) and max(seen) <= cores + QUIET_MARGIN
     return {"cores": cores, "load_start": list(start), "load_end": list(end), "quiet": bool(quiet)}

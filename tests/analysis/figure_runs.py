@@ -210,5 +210,5 @@ PRESET_RUNS: dict[str, Callable[[Path], None]] = {
     "bn_lp": bn_lp,
     "ln_axes": translation({"ln": 20.0, "ln_sample": 15.0, "in": 24.0}, "encoder", once=False),
 }
-"""How to write each preset's synthetic runs (the keys: `normbench.analysis.FIGURES`)."""
+"""How to write each preset's synthetic runs (the keys: `normbench.analysis.figures.FIGURES`)."""
 PRESET_RUNS = {preset: jittered(write) for preset, write in PRESET_RUNS.items()}

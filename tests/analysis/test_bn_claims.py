@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.claims import FAILED, PASSED
-from normbench.analysis.stats import NOT_JUDGED, SUPPORTED
+from normbench.analysis.judging.claims import FAILED, PASSED
+from normbench.analysis.judging.stats import NOT_JUDGED, SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
 
@@ -144,8 +144,8 @@ def test_bn_lr_range_claims_read_each_seeds_lr_grid(tmp_path: Path) -> None:
 def test_lr_grid_takes_one_seeds_runs_that_differ_in_lr_alone(tmp_path: Path) -> None:
     """The grid of a run: same seed and setting, every lr; another seed, norm or any other key is out;
     a run that trained at no lr gets one decade below the grid's lowest."""
-    from normbench.analysis.measures import best_over_lr, largest_trained_lr, lr_grid
-    from normbench.analysis.runs import load_local_runs
+    from normbench.analysis.judging.measures import best_over_lr, largest_trained_lr, lr_grid
+    from normbench.analysis.loading.runs import load_local_runs
 
     grid = [("bn", 0.1, 0, 0.0, 0.3), ("bn", 1.0, 0, 0.0, 0.5), ("bn", 3.0, 1, 0.0, 0.9),
             ("none", 1.0, 0, 0.0, 0.9), ("bn", 3.0, 0, 0.1, 0.9), ("none", 0.1, 0, 0.0, 0.15)]  # fmt: skip

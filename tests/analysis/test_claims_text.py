@@ -3,7 +3,7 @@ pooled silently)."""
 
 from __future__ import annotations
 
-from normbench.analysis.claims_text import runs_counted
+from normbench.analysis.wording.claims_text import runs_counted
 
 
 def test_claims_md_names_the_claims_whose_arms_hold_a_diverged_run() -> None:

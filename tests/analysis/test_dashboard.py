@@ -15,9 +15,9 @@ import torch
 import yaml
 from omegaconf import OmegaConf
 
-from normbench.analysis.dashboard import Dashboard, all_presets, build_dashboard
-from normbench.analysis.dashboard_cli import main
-from normbench.analysis.runs import load_local_runs
+from normbench.analysis.dashboards.dashboard import Dashboard, all_presets, build_dashboard
+from normbench.analysis.dashboards.dashboard_cli import main
+from normbench.analysis.loading.runs import load_local_runs
 from normbench.diagnostics.token_scale import scale_by_length
 from normbench.rules import base_preset, load_rules_data, variant
 from normbench.sinks.wandb_layout import EPOCH, STEP, layout
@@ -178,7 +178,7 @@ def test_grouping_keys_are_in_the_presets_configs(preset: str) -> None:
 def test_the_report_builds_offline(preset: str) -> None:
     from wandb_workspaces.expr import expr_to_filters
 
-    from normbench.analysis.dashboard_report import to_report
+    from normbench.analysis.dashboards.dashboard_report import to_report
 
     dash = build_dashboard(preset)
     report = to_report(dash, "me", "normbench")
@@ -213,14 +213,16 @@ def test_the_command_writes_the_specification(tmp_path: Path, monkeypatch, capsy
     assert "santurkar_vgg: 4 sections" in capsys.readouterr().out
 
     created = []
-    monkeypatch.setattr("normbench.analysis.dashboard_cli.create", lambda d, e, p: created.append(d.preset) or "url")
+    monkeypatch.setattr(
+        "normbench.analysis.dashboards.dashboard_cli.create", lambda d, e, p: created.append(d.preset) or "url"
+    )
     assert main(["--entity", "me", "--project", "nb", "--preset", "all_cpu", "--out", str(out), "--create"]) == 0
     assert set(created) == set(all_presets(cpu=True)) and (out / "ln_axes_cpu.json").is_file()
 
     def refuse(d, e, p):
         raise RuntimeError("not logged in to W&B, try `wandb login --relogin`")
 
-    monkeypatch.setattr("normbench.analysis.dashboard_cli.create", refuse)
+    monkeypatch.setattr("normbench.analysis.dashboards.dashboard_cli.create", refuse)
     assert main(["--entity", "me", "--project", "nb", "--preset", "ln_axes", "--out", str(out), "--create"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not logged in" in err[0]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.stats import EQUIVALENT, OPPOSITE, SUPPORTED
+from normbench.analysis.judging.stats import EQUIVALENT, OPPOSITE, SUPPORTED
 from normbench.base.errors import ConfigError
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
@@ -64,7 +64,7 @@ def test_paired_claims_see_the_gain_that_the_seeds_spread_would_hide(tmp_path: P
 def test_unpaired_spread_leaves_the_same_gain_inconclusive(tmp_path: Path) -> None:
     """The same 2-point gain judged as two independent arms (Welch) drowns in the 5-point spread
     between seeds: why the rules pair the two evaluations of each run."""
-    from normbench.analysis.stats import compare
+    from normbench.analysis.judging.stats import compare
 
     ema = [0.6 + 0.05 * s for s in SEEDS]
     population = [a + g for a, g in zip(ema, [0.020, 0.025, 0.018, 0.022, 0.030])]
@@ -75,8 +75,8 @@ def test_paired_arms_must_hold_the_same_seeds(tmp_path: Path, monkeypatch: pytes
     """A paired rule over two arms whose seeds differ (a run missing) is refused, not mispaired."""
     import shutil
 
-    from normbench.analysis import claims as claims_module
-    from normbench.analysis import rules_schema
+    from normbench.analysis.judging import claims as claims_module
+    from normbench.analysis.judging import rules_schema
 
     write_sweep(tmp_path / "runs", {arm: [0.0] * 5 for arm in ARMS}, dict.fromkeys(ARMS, 0.01))
     shutil.rmtree(tmp_path / "runs" / "9")  # slow_ema, seed 4
@@ -89,7 +89,7 @@ def test_paired_arms_must_hold_the_same_seeds(tmp_path: Path, monkeypatch: pytes
     data = {"preset": "bn_eval_stats", "min_seeds": 4, "scale": {"cpu": {"kind": "reduced"}}, "claims": [rule]}
     monkeypatch.setattr(rules_schema, "load_rules_data", lambda preset: data)
     monkeypatch.setattr(rules_schema, "rules_hash", lambda preset: "h")
-    from normbench.analysis.runs import load_local_runs
+    from normbench.analysis.loading.runs import load_local_runs
 
     with pytest.raises(ConfigError, match=r"test paired needs the same seeds in both arms; got \[0, 1, 2, 3, 4\] and"):
         claims_module.judge("bn_eval_stats_cpu", load_local_runs([tmp_path / "runs"]))
@@ -108,8 +108,8 @@ def test_logged_at_fraction_reads_the_first_evaluation_at_or_after_the_fraction(
     187.2) the next one, 234, and 1.0 the last; a key never logged that late is NaN."""
     import math
 
-    from normbench.analysis.measures import logged_at_fraction
-    from normbench.analysis.runs import load_local_run
+    from normbench.analysis.judging.measures import logged_at_fraction
+    from normbench.analysis.loading.runs import load_local_run
 
     rows = [{"step": s, "epoch": 2 * (i + 1), "val/acc": 0.1 * (i + 1)} for i, s in enumerate((78, 156, 234, 312))]
     rows.append({"step": 100, "epoch": 2.5, "train/loss": 1.0})
@@ -123,8 +123,8 @@ def test_logged_at_fraction_reads_the_first_evaluation_at_or_after_the_fraction(
 def test_the_checks_runs_are_named_by_the_arm_measured_on_its_key() -> None:
     """The positive control reads the EMA's accuracy (``val/acc``) of runs that both arms of the
     paired claims select: its note names them EMA, not population (whose key is ``val/acc_population``)."""
-    from normbench.analysis.claims import row_label
-    from normbench.analysis.rules_schema import load_rules
+    from normbench.analysis.judging.claims import row_label
+    from normbench.analysis.judging.rules_schema import load_rules
 
     rules = load_rules("bn_eval_stats_cpu")
     assert rules is not None

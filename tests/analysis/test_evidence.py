@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from normbench.analysis.claims import judge_rows
-from normbench.analysis.evidence import selector_columns, vouch_rows
-from normbench.analysis.per_run import read_per_run, write_per_run
+from normbench.analysis.judging.claims import judge_rows
+from normbench.analysis.judging.evidence import selector_columns, vouch_rows
+from normbench.analysis.judging.per_run import read_per_run, write_per_run
 from normbench.base.errors import ConfigError
 from tests.analysis.test_plan_cli import RULES, use_rules
 
@@ -165,8 +165,8 @@ def test_normbench_figures_per_run_refuses_a_damaged_committed_table_in_one_line
     tmp_path: Path, capsys: pytest.CaptureFixture, damage: str
 ) -> None:
     """The red team's command on a committed table: exit 2, one line naming the file, nothing written."""
-    from normbench.analysis.figures_cli import main
-    from normbench.analysis.provenance import results_root
+    from normbench.analysis.figures.figures_cli import main
+    from normbench.analysis.loading.provenance import results_root
 
     source = results_root() / "bn_saturation_cpu" / "per_run.csv"
     if not source.is_file():

@@ -1,4 +1,4 @@
-"""`normbench.analysis.figure_checks`: each check fails on a figure broken on purpose and passes once
+"""`normbench.analysis.figures.figure_checks`: each check fails on a figure broken on purpose and passes once
 it is fixed; every preset's figures, drawn from synthetic runs shaped like the CPU presets' real
 ones, pass them all (slow: the default suite checks each preset's figures in its own figure test,
 `tests.test_figures.build`); `normbench-figures` reports a problem as one error line and exit status 1."""
@@ -12,14 +12,15 @@ import numpy as np
 import pytest
 import yaml
 
-from normbench.analysis import FIGURES, figures_cli, load_local_runs, make_figures, write_outputs
-from normbench.analysis.figure_checks import check_figure, mark_text_panel
-from normbench.analysis.figure_names import arm_name
-from normbench.analysis.leaderboard import leaderboard
-from normbench.analysis.leaderboard_figure import figure as leaderboard_figure
-from normbench.analysis.leaderboard_labels import cell_title
-from normbench.analysis.leaderboard_report import load_runs
-from normbench.analysis.plot import FigureResult, place_legends
+from normbench.analysis.figures import FIGURES, figures_cli, make_figures
+from normbench.analysis.figures.figure_checks import check_figure, mark_text_panel
+from normbench.analysis.figures.plot import FigureResult, place_legends, write_outputs
+from normbench.analysis.leaderboard.leaderboard import leaderboard
+from normbench.analysis.leaderboard.leaderboard_figure import figure as leaderboard_figure
+from normbench.analysis.leaderboard.leaderboard_labels import cell_title
+from normbench.analysis.leaderboard.leaderboard_report import load_runs
+from normbench.analysis.loading.runs import load_local_runs
+from normbench.analysis.wording.figure_names import arm_name
 from tests.analysis.figure_runs import PRESET_RUNS, santurkar
 from tests.analysis.test_leaderboard import write_job
 

@@ -1,4 +1,4 @@
-"""`normbench.analysis.figure_lint` (issue 57): each check fails on a figure broken on purpose, in
+"""`normbench.analysis.figures.figure_lint` (issue 57): each check fails on a figure broken on purpose, in
 the way the committed figures were, and passes once the figure is fixed; `check_figure` reports
 them all."""
 
@@ -8,8 +8,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from normbench.analysis.figure_checks import check_figure
-from normbench.analysis.figure_lint import (
+from normbench.analysis.figures.figure_checks import check_figure
+from normbench.analysis.figures.figure_lint import (
     covered_marks,
     empty_canvas_share,
     empty_panel_share,
@@ -205,7 +205,7 @@ def test_an_arm_colour_for_not_judged_fails() -> None:
 
 def test_a_legend_with_no_free_corner_in_a_row_of_panels_goes_under_its_panel() -> None:
     """Moved to the right, a wide legend left a third of the canvas blank beside the panels."""
-    from normbench.analysis.plot import place_legends
+    from normbench.analysis.figures.plot import place_legends
 
     fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3))
     a.plot(X, X, "o")

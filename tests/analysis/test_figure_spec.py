@@ -12,13 +12,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from normbench.analysis import figure_keys, figures_cli
-from normbench.analysis.dashboard import build_dashboard
-from normbench.analysis.figure_schema import SERIES, CodeFigure, FigureSpec, parse_figures
-from normbench.analysis.figure_spec import CODE_FIGURES, render
-from normbench.analysis.per_run import MEASURES
-from normbench.analysis.rules_schema import load_rules, parse_rules
-from normbench.analysis.runs import load_local_runs
+from normbench.analysis.dashboards.dashboard import build_dashboard
+from normbench.analysis.figures import figure_keys, figures_cli
+from normbench.analysis.figures.figure_spec import CODE_FIGURES, render
+from normbench.analysis.judging.figure_schema import SERIES, CodeFigure, FigureSpec, parse_figures
+from normbench.analysis.judging.per_run import MEASURES
+from normbench.analysis.judging.rules_schema import load_rules, parse_rules
+from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.errors import ConfigError
 from normbench.rules import canonical_hash, list_rule_presets, load_rules_data, rules_hash
 from tests.analysis.figure_runs import bn_lr_range
@@ -142,7 +142,7 @@ def test_normbench_figures_reports_a_bad_figures_block_in_one_line_and_writes_no
     data = load_rules_data("bn_lr_range")
     panel = {**data["figures"]["draw"][0]["panels"][0], "kind": "scatter"}
     bad = {**data, "figures": {**data["figures"], "draw": [{**data["figures"]["draw"][0], "panels": [panel]}]}}
-    monkeypatch.setattr("normbench.analysis.rules_schema.load_rules_data", lambda preset: bad)
+    monkeypatch.setattr("normbench.analysis.judging.rules_schema.load_rules_data", lambda preset: bad)
     out = tmp_path / "out"
     assert figures_cli.main(["bn_lr_range_cpu", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # not the warnings
@@ -156,7 +156,7 @@ def test_normbench_figures_reports_a_bad_figures_block_in_one_line_and_writes_no
 def test_the_leaderboard_is_drawn_by_its_own_command() -> None:
     """The leaderboard has rules (its claims) but normbench-leaderboard draws its table and figure:
     normbench-figures names that command in one line instead of drawing nothing."""
-    from normbench.analysis import FIGURES, figure_fn
+    from normbench.analysis.figures import FIGURES, figure_fn
     from normbench.base.errors import ConfigError
 
     assert "leaderboard" not in FIGURES

@@ -1,4 +1,4 @@
-"""The findings page (`normbench.analysis.findings`, written by ``normbench-reports index``) as a
+"""The findings page (`normbench.analysis.findings.findings`, written by ``normbench-reports index``) as a
 newcomer reads it: built here from the committed ``claims.csv`` / ``per_run.csv`` files (in
 memory: nothing under results/ is written), so these pass before results/ is regenerated.
 
@@ -17,13 +17,13 @@ from pathlib import Path
 import pytest
 from scipy.stats import false_discovery_control
 
-from normbench.analysis.claim_meta import annotate
-from normbench.analysis.claims_text import claims_markdown
-from normbench.analysis.findings import add_q, display_names, not_judged_section, scope
-from normbench.analysis.findings_board import board_section, separated_top
-from normbench.analysis.forest import forest_figure
-from normbench.analysis.present import signed, signed_num, to_float
-from normbench.analysis.units import UNITS
+from normbench.analysis.figures.forest import forest_figure
+from normbench.analysis.findings.findings import add_q, display_names, not_judged_section, scope
+from normbench.analysis.findings.findings_board import board_section, separated_top
+from normbench.analysis.wording.claim_meta import annotate
+from normbench.analysis.wording.claims_text import claims_markdown
+from normbench.analysis.wording.present import signed, signed_num, to_float
+from normbench.analysis.wording.units import UNITS
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
@@ -153,7 +153,7 @@ def test_highest_only_where_the_intervals_separate_and_no_bold(tmp_path: Path) -
 
 
 def test_the_claims_not_judged_are_collapsed_counted_by_why_with_large_observed_gaps() -> None:
-    from normbench.analysis.units import BLEU
+    from normbench.analysis.wording.units import BLEU
 
     base = {"unit": BLEU, "relation": "greater", "a": "PN", "b": "LN", "ratio": "", "test": "welch"}
     rows = [{**base, "name": "big", "preset": "p", "verdict": "not judged", "reason": "did_not_learn",
@@ -185,9 +185,9 @@ def test_a_stale_forest_or_claims_md_fails_the_check(tmp_path: Path, index) -> N
 
 def test_the_forests_pass_the_figure_checker(index) -> None:
     """The benchmark-wide forest and each folder's, drawn from the committed claims, through
-    `normbench.analysis.figure_checks.check_figure` (legends over data, raw keys, e-notation,
+    `normbench.analysis.figures.figure_checks.check_figure` (legends over data, raw keys, e-notation,
     lines of too few points, a colour meaning two things, ...)."""
-    from normbench.analysis.figure_checks import check_figure
+    from normbench.analysis.figures.figure_checks import check_figure
 
     figures = [forest_figure(index.all_forest_rows(index.RESULTS), "Every judged claim")]
     for folder, rows in index.judged_folders(index.RESULTS)[0]:

@@ -1,4 +1,4 @@
-"""The forest plot (`normbench.analysis.forest`) from small hand-made ``claims.csv`` rows: one
+"""The forest plot (`normbench.analysis.figures.forest`) from small hand-made ``claims.csv`` rows: one
 interval per judged claim, signed toward its claim (+ is the claim's direction; a ``less`` claim
 reads b − a, a ratio b / a) in its natural unit (fractions in percentage points), the reference
 line at 0 (1 for ratios, on a log axis limited to the data), the equivalence band at ±margin
@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 from matplotlib.colors import to_hex
 
-from normbench.analysis.forest import (
+from normbench.analysis.figures.forest import (
     RATIO_PANEL,
     VERDICT_COLORS,
     forest_figure,
     write_forest,
 )
-from normbench.analysis.stats import VERDICTS
-from normbench.analysis.units import BLEU, Unit
+from normbench.analysis.judging.stats import VERDICTS
+from normbench.analysis.wording.units import BLEU, Unit
 
 POINTS = Unit("validation accuracy", 100.0, " %", " pts")
 RESULTS = Path(__file__).resolve().parents[2] / "results"
@@ -156,8 +156,8 @@ def test_write_forest_writes_the_figure_and_its_signed_numbers(tmp_path: Path, m
 
 
 def test_normbench_figures_forest_only_redraws_from_claims_csv(tmp_path: Path, capsys) -> None:
-    from normbench.analysis.claims import CSV_FIELDS
-    from normbench.analysis.figures_cli import main
+    from normbench.analysis.figures.figures_cli import main
+    from normbench.analysis.judging.claims import CSV_FIELDS
 
     assert main(["gn_batch_size_cpu", "--forest-only", "--out", str(tmp_path)]) == 2  # no claims.csv yet
     assert "claims.csv" in capsys.readouterr().err
@@ -173,7 +173,7 @@ def test_normbench_figures_forest_only_redraws_from_claims_csv(tmp_path: Path, c
 def test_the_leaderboards_forest_is_redrawn_from_its_folder(tmp_path: Path) -> None:
     """``normbench-figures leaderboard_cpu --forest-only``: the leaderboard is drawn by its own
     command, but its forest and claims.md come from its folder's claims.csv like every preset's."""
-    from normbench.analysis.figures_cli import main
+    from normbench.analysis.figures.figures_cli import main
 
     shutil.copy(RESULTS / "leaderboard_cpu" / "claims.csv", tmp_path / "claims.csv")
     assert main(["leaderboard_cpu", "--forest-only", "--out", str(tmp_path)]) == 0
@@ -188,8 +188,8 @@ def test_the_forest_plot_is_the_first_image_logged_to_wandb(tmp_path: Path, monk
     import sys
     import types
 
-    from normbench.analysis.figures_cli import log_to_wandb
-    from normbench.analysis.plot import FigureResult
+    from normbench.analysis.figures.figures_cli import log_to_wandb
+    from normbench.analysis.figures.plot import FigureResult
 
     logged: list[dict] = []
     run = types.SimpleNamespace(id="r1", log=logged.append, finish=lambda: None)

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.attempts import earlier_seeds, history_seeds, parse_seeds
-from normbench.analysis.rules_schema import load_rules
-from normbench.analysis.verdicts import check_fresh_seeds
+from normbench.analysis.judging.rules_schema import load_rules
+from normbench.analysis.judging.verdicts import check_fresh_seeds
+from normbench.analysis.loading.attempts import earlier_seeds, history_seeds, parse_seeds
 from normbench.base.errors import ConfigError
 from normbench.rules import list_rule_presets
 from tests.conftest import REPO

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.claims import FAILED, PASSED, load_rules
-from normbench.analysis.groups import IN_X
-from normbench.analysis.stats import NOT_JUDGED, SUPPORTED
+from normbench.analysis.figures.groups import IN_X
+from normbench.analysis.judging.claims import FAILED, PASSED, load_rules
+from normbench.analysis.judging.stats import NOT_JUDGED, SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, assert_point, build, claim_row, claims, read_csv, write_run
 
@@ -127,7 +127,7 @@ def test_every_arm_builds_on_every_layer(preset: str, arm: str) -> None:
 
 def test_a_checks_run_label_names_its_arm_or_its_norm() -> None:
     """A run in a check's note: the first arm (in the rules' order) that selects it, else its norm."""
-    from normbench.analysis.claims import row_label
+    from normbench.analysis.judging.claims import row_label
 
     rules = load_rules("gn_groups_cpu")
     assert rules is not None

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import yaml
 
-from normbench.analysis import leaderboard as lb
-from normbench.analysis.leaderboard_report import load_runs, load_wandb, main
-from normbench.analysis.runs import Run
+from normbench.analysis.leaderboard import leaderboard as lb
+from normbench.analysis.leaderboard.leaderboard_report import load_runs, load_wandb, main
+from normbench.analysis.loading.runs import Run
 from normbench.base.errors import ConfigError
 from normbench.norms import list_norms
 

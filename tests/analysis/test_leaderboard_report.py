@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.leaderboard_report import main
+from normbench.analysis.leaderboard.leaderboard_report import main
 from tests.analysis.test_leaderboard import write_job
 from tests.faults import fault
 

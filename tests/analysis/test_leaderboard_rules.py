@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-import normbench.analysis.claims as claims_module
-from normbench.analysis.claims import judge_rows
-from normbench.analysis.rules_schema import load_rules, parse_rules
-from normbench.analysis.stats import DIFFERENT, INCONCLUSIVE, holm
+import normbench.analysis.judging.claims as claims_module
+from normbench.analysis.judging.claims import judge_rows
+from normbench.analysis.judging.rules_schema import load_rules, parse_rules
+from normbench.analysis.judging.stats import DIFFERENT, INCONCLUSIVE, holm
 from normbench.base.errors import ConfigError
 
 SEEDS = (0, 1, 2, 3, 4)
@@ -131,7 +131,7 @@ def test_the_leaderboard_table_takes_its_rules_verdicts(tmp_path: Path) -> None:
     """The full leaderboard's ResNet20 cell (bn above the 85 % its check asks)."""
     import csv
 
-    from normbench.analysis.leaderboard_report import main
+    from normbench.analysis.leaderboard.leaderboard_report import main
 
     out = tmp_path / "out"
     sweep = leaderboard_sweep(tmp_path / "sweep", preset="leaderboard", depth=20, lift=0.4)
@@ -158,7 +158,7 @@ def test_the_cpu_leaderboards_images_claims_are_judged_where_their_arms_ran(tmp_
     below (different), ln level (inconclusive), rms one seed (not judged: too few seeds)."""
     import csv
 
-    from normbench.analysis.leaderboard_report import main
+    from normbench.analysis.leaderboard.leaderboard_report import main
 
     out = tmp_path / "out"
     assert main([str(leaderboard_sweep(tmp_path / "sweep")), "--out", str(out)]) == 0
@@ -175,8 +175,8 @@ def test_the_leaderboard_pilot_is_read_with_pilot_only(tmp_path: Path, capsys: p
     """The leaderboard's pilot runs (the rules' pilot seeds): refused as confirmatory runs (one line,
     exit 2, nothing written); with ``--pilot`` judged for planning, and ``normbench-plan`` reads the
     ``per_run.csv`` it writes."""
-    from normbench.analysis.leaderboard_report import main
-    from normbench.analysis.plan_cli import main as plan
+    from normbench.analysis.judging.plan_cli import main as plan
+    from normbench.analysis.leaderboard.leaderboard_report import main
 
     pilot = tuple(load_rules("leaderboard_cpu").pilot_seeds)
     sweep = leaderboard_sweep(tmp_path / "sweep", pilot)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from normbench.analysis.leaderboard_setup import data_text, length_text, optimizer_text, schedule_text
-from normbench.analysis.runs import Run
+from normbench.analysis.leaderboard.leaderboard_setup import data_text, length_text, optimizer_text, schedule_text
+from normbench.analysis.loading.runs import Run
 
 BASE: dict[str, Any] = {"norm": {"name": "bn"}, "model": {"name": "resnet20"}, "dataset": {"name": "cifar10"}}
 

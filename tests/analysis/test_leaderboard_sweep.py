@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.leaderboard import NO_RULES
+from normbench.analysis.leaderboard.leaderboard import NO_RULES
 from normbench.norms import list_norms
 from normbench.norms.registry import NORMS
 from tests.conftest import REPO, cli_env, run_cli
@@ -48,7 +48,7 @@ def test_sweep_then_leaderboard(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "board"
     lb = subprocess.run(
-        [sys.executable, "-m", "normbench.analysis.leaderboard_report", str(sweep), "--out", str(out)],
+        [sys.executable, "-m", "normbench.analysis.leaderboard.leaderboard_report", str(sweep), "--out", str(out)],
         cwd=REPO,
         env=cli_env(),
         capture_output=True,

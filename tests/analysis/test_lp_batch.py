@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from normbench.analysis.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, NOT_JUDGED, SUPPORTED
+from normbench.analysis.judging.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE, NOT_JUDGED, SUPPORTED
 from tests.conf.test_compose import compose_cfg
 from tests.test_figures import SEEDS, build, claim_row, claims, read_csv, write_run
 

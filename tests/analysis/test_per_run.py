@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.claims import claim_values
-from normbench.analysis.figures_cli import main
-from normbench.analysis.per_run import BASE_COLUMNS, per_run_rows, read_per_run, write_per_run
-from normbench.analysis.provenance import results_root
-from normbench.analysis.rules_schema import load_rules
-from normbench.analysis.runs import load_local_runs
-from normbench.analysis.verify import verify_folder
+from normbench.analysis.figures.figures_cli import main
+from normbench.analysis.findings.verify import verify_folder
+from normbench.analysis.judging.claims import claim_values
+from normbench.analysis.judging.per_run import BASE_COLUMNS, per_run_rows, read_per_run, write_per_run
+from normbench.analysis.judging.rules_schema import load_rules
+from normbench.analysis.loading.provenance import results_root
+from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.errors import ConfigError
 from tests.analysis.test_bn_claims import DROPOUT_ARMS
 from tests.test_figures import SEEDS, read_csv, write_run

@@ -1,4 +1,4 @@
-"""The pilot-based plan (normbench.analysis.plan) on pilots whose spread is known exactly: n is
+"""The pilot-based plan (normbench.analysis.judging.plan) on pilots whose spread is known exactly: n is
 sized from the upper 80 % confidence limit of each arm's sd (scipy's χ² quantile, by hand here),
 pooled over the tables of earlier attempts, and each claim states what the seeds it runs detect at
 the family's Holm level."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from normbench.analysis.plan import ClaimPlanInput, PlanInput, plan_claims, plan_table
-from normbench.analysis.power import n_for_power, n_for_tost
+from normbench.analysis.judging.plan import ClaimPlanInput, PlanInput, plan_claims, plan_table
+from normbench.analysis.judging.power import n_for_power, n_for_tost
 
 
 def upper(sd: float, df: int) -> float:

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from scipy import stats as sps
 
-from normbench.analysis import rules_schema
-from normbench.analysis.per_run import read_per_run, write_per_run
-from normbench.analysis.plan_cli import main, sweep_minutes
-from normbench.analysis.power import n_for_power
+from normbench.analysis.judging import rules_schema
+from normbench.analysis.judging.per_run import read_per_run, write_per_run
+from normbench.analysis.judging.plan_cli import main, sweep_minutes
+from normbench.analysis.judging.power import n_for_power
 from normbench.base.errors import ConfigError
 
 RULES: dict[str, Any] = {

@@ -7,14 +7,14 @@ import math
 import matplotlib.colors as mcolors
 import pytest
 
-from normbench.analysis.plot import NORM_COLORS
+from normbench.analysis.figures.plot import NORM_COLORS
 from normbench.norms.registry import list_norms
 from tests.faults import fault
 
 
 @pytest.mark.parametrize("norm", list_norms())
 def test_every_registered_norm_has_its_own_colour(norm: str) -> None:
-    assert norm in NORM_COLORS, f"add {norm!r} to NORM_COLORS in normbench/analysis/plot.py"
+    assert norm in NORM_COLORS, f"add {norm!r} to NORM_COLORS in normbench/analysis/figures/plot.py"
     mine = mcolors.to_rgb(NORM_COLORS[norm])
     # Euclidean distance in RGB (0-1 per channel): darkred and maroon, once bn_l1's and bn_linf's,
     # are 0.045 apart and could not be told apart in the bn_lp figures
@@ -25,7 +25,7 @@ def test_every_registered_norm_has_its_own_colour(norm: str) -> None:
 def test_crowded_point_labels_are_all_drawn_and_never_overlap() -> None:
     """The CPU leaderboard's crowded cluster (ln 30.5, in 31.0, rms 29.9 … at nearly one throughput):
     every label is on the axes, beside its point, and no two labels' boxes overlap."""
-    from normbench.analysis.plot import LABEL_OFFSETS, label_points, new_figure
+    from normbench.analysis.figures.plot import LABEL_OFFSETS, label_points, new_figure
 
     fig, axes = new_figure(1, 1, "crowded")
     ax = axes[0, 0]
@@ -51,7 +51,7 @@ def test_a_single_point_is_drawn_as_a_marker_with_its_seeds_range() -> None:
     figure's test-accuracy panel was empty)."""
     import numpy as np
 
-    from normbench.analysis.plot import new_figure, seed_curve
+    from normbench.analysis.figures.plot import new_figure, seed_curve
 
     fig, axes = new_figure(1, 1, "one point")
     ax = axes[0, 0]
@@ -73,7 +73,7 @@ def test_a_single_point_is_drawn_as_a_marker_with_its_seeds_range() -> None:
 def test_figure_formats_default_to_png_and_pdf_and_follow_the_environment(
     monkeypatch: pytest.MonkeyPatch, value: str | None, expected: tuple[str, ...]
 ) -> None:
-    from normbench.analysis.plot import figure_formats
+    from normbench.analysis.figures.plot import figure_formats
 
     if value is None:
         monkeypatch.delenv("NORMBENCH_FIGURE_FORMATS", raising=False)
@@ -88,7 +88,7 @@ def test_figure_formats_default_to_png_and_pdf_and_follow_the_environment(
 def test_bad_figure_formats_are_one_line_before_anything_is_written(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
-    from normbench.analysis import figures_cli
+    from normbench.analysis.figures import figures_cli
     from tests.analysis.figure_runs import santurkar
 
     santurkar(tmp_path / "runs")

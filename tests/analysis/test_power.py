@@ -1,4 +1,4 @@
-"""Power and sample size (normbench.analysis.power) against simulated experiments and known formulas.
+"""Power and sample size (normbench.analysis.judging.power) against simulated experiments and known formulas.
 
 Each simulation draws 4000 experiments with a fixed seed and runs the very test `stats.compare`
 runs (Welch's t with the sample df, the one-sample t on differences, TOST); the computed power must
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from normbench.analysis.power import (
+from normbench.analysis.judging.power import (
     alpha_for_family,
     detectable,
     n_for_power,
@@ -24,7 +24,7 @@ from normbench.analysis.power import (
     rank_min_p,
     sd_upper,
 )
-from normbench.analysis.stats import compare
+from normbench.analysis.judging.stats import compare
 
 SIMS = 4000
 

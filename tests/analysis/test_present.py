@@ -1,5 +1,5 @@
-"""Numbers as people read them (`normbench.analysis.present`) and the unit of every measure
-(`normbench.analysis.units`): no e-notation, 2–3 significant digits, a difference signed toward
+"""Numbers as people read them (`normbench.analysis.wording.present`) and the unit of every measure
+(`normbench.analysis.wording.units`): no e-notation, 2–3 significant digits, a difference signed toward
 its claim with its arms named, fractions in percentage points."""
 
 from __future__ import annotations
@@ -10,9 +10,18 @@ import re
 
 import pytest
 
-from normbench.analysis.present import arm_name, effect_text, level_text, num, p_text, ratio_num, readable, signed
-from normbench.analysis.rules_schema import load_rules
-from normbench.analysis.units import BLEU, UNITS, Unit, rule_unit, unit_of
+from normbench.analysis.judging.rules_schema import load_rules
+from normbench.analysis.wording.present import (
+    arm_name,
+    effect_text,
+    level_text,
+    num,
+    p_text,
+    ratio_num,
+    readable,
+    signed,
+)
+from normbench.analysis.wording.units import BLEU, UNITS, Unit, rule_unit, unit_of
 from normbench.rules import list_rule_presets
 
 POINTS = Unit("validation accuracy", 100.0, " %", " pts")
@@ -114,7 +123,7 @@ def rule_measures() -> list[tuple[str, str, dict]]:
 
 
 def test_every_measure_of_every_rules_file_declares_its_unit() -> None:
-    """A new measure (or a new key of one) fails here until `normbench.analysis.units.UNITS` gives it a unit."""
+    """A new measure (or a new key of one) fails here until `normbench.analysis.wording.units.UNITS` gives it a unit."""
     missing = []
     for where, measure, params in rule_measures():
         try:

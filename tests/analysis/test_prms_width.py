@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE
+from normbench.analysis.judging.stats import DIFFERENT, EQUIVALENT, INCONCLUSIVE
 from tests.test_figures import SEEDS, build, claim_row, claims, read_csv, write_run
 
 STEPS = range(0, 151, 10)

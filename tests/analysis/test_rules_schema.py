@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from normbench.analysis import claims as claims_module
-from normbench.analysis import rules_schema
-from normbench.analysis.claims import FAILED, PASSED, judge
-from normbench.analysis.rules_schema import Effect, FullScaleOnly, load_rules, missing_plan_keys, parse_rules
-from normbench.analysis.runs import Run
-from normbench.analysis.stats import NOT_JUDGED, SUPPORTED, holm
+from normbench.analysis.judging import claims as claims_module
+from normbench.analysis.judging import rules_schema
+from normbench.analysis.judging.claims import FAILED, PASSED, judge
+from normbench.analysis.judging.rules_schema import Effect, FullScaleOnly, load_rules, missing_plan_keys, parse_rules
+from normbench.analysis.judging.stats import NOT_JUDGED, SUPPORTED, holm
+from normbench.analysis.loading.runs import Run
 from normbench.base.errors import ConfigError
 from normbench.rules import list_rule_presets
 

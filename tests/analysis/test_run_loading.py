@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis import figures_cli
-from normbench.analysis.leaderboard import NO_RULES
-from normbench.analysis.leaderboard_report import load_runs
-from normbench.analysis.leaderboard_report import main as leaderboard_main
-from normbench.analysis.runs import load_local_runs
+from normbench.analysis.figures import figures_cli
+from normbench.analysis.leaderboard.leaderboard import NO_RULES
+from normbench.analysis.leaderboard.leaderboard_report import load_runs
+from normbench.analysis.leaderboard.leaderboard_report import main as leaderboard_main
+from normbench.analysis.loading.runs import load_local_runs
 from tests.analysis.test_leaderboard import write_job
 from tests.analysis.test_pooling import one_error
 from tests.conftest import REPO, cli_env
@@ -187,7 +187,9 @@ def test_leaderboard_on_a_read_only_folder_is_one_line(tmp_path) -> None:
     sweep(tmp_path / "src")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    code = "import sys; from normbench.analysis.leaderboard_report import main; sys.exit(main(sys.argv[1:]))"
+    code = (
+        "import sys; from normbench.analysis.leaderboard.leaderboard_report import main; sys.exit(main(sys.argv[1:]))"
+    )
     script = (
         f"mount -t tmpfs tmpfs {mnt} && cp -a {tmp_path / 'src'}/. {mnt}/ && mount -o remount,ro {mnt} && "
         f"{{ {sys.executable} -c '{code}' {mnt} > {tmp_path}/stdout 2> {tmp_path}/stderr; echo $? > {tmp_path}/rc; "

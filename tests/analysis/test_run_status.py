@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.runs import load_local_runs
+from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.errors import ConfigError
 from tests.test_figures import write_run
 

@@ -7,8 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
-from normbench.analysis.measures import grad_norm_by_depth, grad_norm_ratio, layer_mean_series, weight_layer_keys
-from normbench.analysis.runs import load_local_runs
+from normbench.analysis.judging.measures import (
+    grad_norm_by_depth,
+    grad_norm_ratio,
+    layer_mean_series,
+    weight_layer_keys,
+)
+from normbench.analysis.loading.runs import load_local_runs
 from tests.test_figures import write_run
 
 CONVS = {"features.0.conv": 1e-4, "features.2.conv": 1e-2, "classifier": 1.0}

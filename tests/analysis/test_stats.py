@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from normbench.analysis.stats import (
+from normbench.analysis.judging.stats import (
     DIFFERENT,
     EQUIVALENT,
     INCONCLUSIVE,

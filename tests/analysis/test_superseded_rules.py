@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.claims import judge_rows
-from normbench.analysis.per_run import read_per_run
-from normbench.analysis.rules_schema import load_rules
-from normbench.analysis.stats import NOT_JUDGED
+from normbench.analysis.judging.claims import judge_rows
+from normbench.analysis.judging.per_run import read_per_run
+from normbench.analysis.judging.rules_schema import load_rules
+from normbench.analysis.judging.stats import NOT_JUDGED
 from normbench.base.errors import ConfigError
 from normbench.rules import SUPERSEDED_DIR, file_hash, is_superseded, list_rule_presets, rules_hash, superseded_rules
 

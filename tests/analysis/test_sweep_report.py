@@ -1,5 +1,5 @@
 """Any sweep analysed without a preset (issue 60): a 3-norm x 2-seed sweep, then 3 seeds, through
-`normbench.analysis.sweep_report`, ``normbench-dashboard --runs`` and ``normbench-figures --runs``."""
+`normbench.analysis.dashboards.sweep_report`, ``normbench-dashboard --runs`` and ``normbench-figures --runs``."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import pytest
 import scipy.stats as sps
 import yaml
 
-from normbench.analysis import sweep_report as sr
-from normbench.analysis.runs import load_local_runs
+from normbench.analysis.dashboards import sweep_report as sr
+from normbench.analysis.loading.runs import load_local_runs
 
 ACC = {"bn": (0.60, 0.64, 0.62), "ln": (0.50, 0.52, 0.57), "gn": (0.55, 0.56, 0.60)}
 
@@ -100,7 +100,7 @@ def test_figures_of_any_sweep(sweep: Path, tmp_path: Path) -> None:
 
 
 def test_the_dashboard_of_any_sweep(sweep: Path, tmp_path: Path) -> None:
-    from normbench.analysis.dashboard_cli import main
+    from normbench.analysis.dashboards.dashboard_cli import main
 
     assert main(["--entity", "e", "--project", "p", "--runs", str(sweep), "--out", str(tmp_path / "d")]) == 0
     data = json.loads((tmp_path / "d" / "sweep-10-00-00.json").read_text())
@@ -114,7 +114,7 @@ def test_the_dashboard_of_any_sweep(sweep: Path, tmp_path: Path) -> None:
 def test_normbench_figures_draws_any_sweep(sweep: Path, tmp_path: Path, preset: str | None,
                                            capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     """``normbench-figures [quickstart] --runs SWEEP``: no "unknown preset"; the interrupted run named."""
-    from normbench.analysis.figures_cli import main
+    from normbench.analysis.figures.figures_cli import main
 
     out = tmp_path / "figs"
     assert main([*([preset] if preset else []), "--runs", str(sweep), "--out", str(out)]) == 0
@@ -123,7 +123,7 @@ def test_normbench_figures_draws_any_sweep(sweep: Path, tmp_path: Path, preset: 
 
 
 def test_a_misspelt_preset_is_still_unknown(sweep: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from normbench.analysis.figures_cli import main
+    from normbench.analysis.figures.figures_cli import main
 
     assert main(["santurkar_vg", "--runs", str(sweep)]) == 2
     assert "unknown preset 'santurkar_vg'" in capsys.readouterr().err

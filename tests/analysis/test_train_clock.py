@@ -1,4 +1,4 @@
-"""`normbench.analysis.train_clock`: curves on the training clock, against values worked by hand."""
+"""`normbench.analysis.figures.train_clock`: curves on the training clock, against values worked by hand."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from normbench.analysis.figure_names import arm_name
-from normbench.analysis.runs import load_local_runs
-from normbench.analysis.stats import DIFFERENT, EQUIVALENT, NOT_JUDGED, OPPOSITE, SUPPORTED
-from normbench.analysis.train_clock import on_clock, on_grid, running_mean
+from normbench.analysis.figures.train_clock import on_clock, on_grid, running_mean
+from normbench.analysis.judging.stats import DIFFERENT, EQUIVALENT, NOT_JUDGED, OPPOSITE, SUPPORTED
+from normbench.analysis.loading.runs import load_local_runs
+from normbench.analysis.wording.figure_names import arm_name
 from tests.test_figures import SEEDS, build, claim_row, claims, read_csv, write_run
 
 STEPS = range(0, 101, 10)

@@ -12,10 +12,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from normbench.analysis.claims import CSV_FIELDS, csv_row
-from normbench.analysis.rules_schema import parse_rules
-from normbench.analysis.runs import Run
-from normbench.analysis.stats import (
+from normbench.analysis.judging.claims import CSV_FIELDS, csv_row
+from normbench.analysis.judging.rules_schema import parse_rules
+from normbench.analysis.judging.stats import (
     INCONCLUSIVE,
     NOT_JUDGED,
     OPPOSITE,
@@ -25,7 +24,8 @@ from normbench.analysis.stats import (
     detectable_difference,
     p_min_effect,
 )
-from normbench.analysis.verdicts import SMALLER, UNDETECTABLE, check_fresh_seeds, qualifier
+from normbench.analysis.judging.verdicts import SMALLER, UNDETECTABLE, check_fresh_seeds, qualifier
+from normbench.analysis.loading.runs import Run
 from normbench.base.errors import ConfigError
 from tests.analysis.test_rules_schema import by_id, claim, rules_data, use_rules
 
@@ -185,12 +185,12 @@ def test_too_few_seeds_and_reused_seeds_are_reasons(monkeypatch: pytest.MonkeyPa
     use_rules(monkeypatch, rules_data())
     few = by_id("demo_cpu", arm_runs({"bn": [0.5, 0.6, 0.55], "none": [0.4, 0.45, 0.42]}))["bn_above"]
     assert few.verdict == NOT_JUDGED and few.reason == "too_few_seeds"
-    from normbench.analysis.claims import judge
+    from normbench.analysis.judging.claims import judge
 
     rs = arm_runs({"bn": [0.5, 0.52, 0.51, 0.49, 0.5], "none": [0.3, 0.31, 0.3, 0.29, 0.3]})
     reused = {c.id: c for c in judge("demo_cpu", rs)}["bn_above"]
     assert reused.verdict == SUPPORTED
-    from normbench.analysis.claims import judge_rows, per_run_rows
+    from normbench.analysis.judging.claims import judge_rows, per_run_rows
 
     again = {c.id: c for c in judge_rows("demo_cpu", per_run_rows("demo_cpu", rs), earlier_seeds=[3])}["bn_above"]
     assert again.verdict == NOT_JUDGED and again.reason == "seeds_reused"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from normbench.analysis.claims import judge_rows, write_claims
-from normbench.analysis.claims_text import write_claims_markdown
-from normbench.analysis.per_run import read_per_run
-from normbench.analysis.provenance import results_root
-from normbench.analysis.verify import same_cell, verify_folder
+from normbench.analysis.findings.verify import same_cell, verify_folder
+from normbench.analysis.judging.claims import judge_rows, write_claims
+from normbench.analysis.judging.per_run import read_per_run
+from normbench.analysis.loading.provenance import results_root
+from normbench.analysis.wording.claims_text import write_claims_markdown
 
 PRESET = "bn_saturation_cpu"
 """A small committed folder (10 runs, 2 claims, a check)."""

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from normbench.analysis.leaderboard import refusal
-from normbench.analysis.runs import Run
+from normbench.analysis.leaderboard.leaderboard import refusal
+from normbench.analysis.loading.runs import Run
 from normbench.cli.store import norm_list
 from normbench.norms import list_norms, norm_factory
 from normbench.norms.probes import mixes_positions

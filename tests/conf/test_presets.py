@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from normbench.analysis import FIGURES
+from normbench.analysis.figures import FIGURES
 from tests.conf.test_compose import CONF, compose_cfg
 
 PRESETS = sorted(f"{name}{scale}" for name in FIGURES for scale in ("", "_cpu"))

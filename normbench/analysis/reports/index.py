@@ -6,7 +6,7 @@ Each ``results/<preset>/`` (and its ``pilot/``) holds ``claims.csv`` (written by
 ``normbench-figures``: every claim's per-arm numbers, the difference with its interval, the test,
 p-values, verdict, scale and the hash of the rules it was judged under), ``per_run.csv`` and
 ``RUN.txt`` (written by ``scripts/reproduce_cpu.sh``: commit, rules hash, commands, wall clock).
-The page (`normbench.analysis.findings`) and the forests (`normbench.analysis.forest`) are drawn
+The page (`normbench.analysis.findings.findings`) and the forests (`normbench.analysis.figures.forest`) are drawn
 from those files alone, so no number on them is typed by hand. A folder whose ``claims.csv``
 predates the rules (no hash) is listed as awaiting its rerun, its old verdicts left out.
 
@@ -27,9 +27,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from normbench.analysis.claim_meta import annotate, claim_meta
-from normbench.analysis.claims_text import claims_markdown
-from normbench.analysis.findings import (
+from normbench.analysis.figures.forest import forest_table, remove_forest, write_forest
+from normbench.analysis.findings.findings import (
     add_observed,
     add_q,
     confirmatory_line,
@@ -41,10 +40,11 @@ from normbench.analysis.findings import (
     scope,
     tally,
 )
-from normbench.analysis.findings_board import board_section
-from normbench.analysis.forest import forest_table, remove_forest, write_forest
-from normbench.analysis.present import preset_words
-from normbench.analysis.provenance import results_root
+from normbench.analysis.findings.findings_board import board_section
+from normbench.analysis.loading.provenance import results_root
+from normbench.analysis.wording.claim_meta import annotate, claim_meta
+from normbench.analysis.wording.claims_text import claims_markdown
+from normbench.analysis.wording.present import preset_words
 from normbench.rules import rules_hash
 
 RESULTS = results_root()
@@ -329,10 +329,10 @@ def _cell(v: str) -> object:
 
 
 def evidence_problems(results: Path = RESULTS) -> list[str]:
-    """The hook for engineer "evidence"'s `normbench.analysis.verify.verify_folder` (issue 56): its
+    """The hook for engineer "evidence"'s `normbench.analysis.findings.verify.verify_folder` (issue 56): its
     problems for every judged folder; none while the module is not there."""
     try:
-        from normbench.analysis.verify import verify_folder
+        from normbench.analysis.findings.verify import verify_folder
     except ImportError:
         return []
     problems = []

@@ -1,0 +1,100 @@
+"""Drawing from a figure's rows (``panel, series, x, median, lo, hi, n``: `normbench.analysis.figures.plot`'s
+CSV), so that a figure drawn from runs and one redrawn from its committed CSV are drawn by the same
+code: a series as a median line with the seeds' min–max shaded, or one point per category with its
+min–max as an error bar; numbers written with 2-3 significant digits and no e-notation."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+
+from normbench.analysis.figures.figure_lint import FEW_POINTS
+
+BAND_ALPHA = 0.15
+"""The seeds' min–max band's opacity: light enough that two overlapping bands stay their colours
+(an edge line in the arm's colour marks each band's extent)."""
+
+
+def number(value: float, signed: bool = False) -> str:
+    """``value`` with 3 significant digits (2 past 100), never in e-notation: 0.000043, 4.3, 1234."""
+    if not math.isfinite(value):
+        return str(value)
+    digits = max(0, 2 - int(math.floor(math.log10(abs(value))))) if value else 0
+    text = f"{value:,.{digits}f}".replace(",", " ") if abs(value) >= 1e4 else f"{value:.{digits}f}"
+    return ("+" if signed and value > 0 else "") + text
+
+
+def category_labels(names: Iterable[str], width: int = 12) -> list[str]:
+    """Tick labels for categories: ``"rms (eager)"`` → ``"rms\n(eager)"``, each line wrapped at ``width``."""
+    return ["\n".join(textwrap.fill(part, width) for part in name.replace(" (", "\n(").split("\n")) for name in names]
+
+
+def rows_of(rows: Sequence[Mapping[str, Any]], panel: str, series: str) -> list[Mapping[str, Any]]:
+    """The rows of one series of one panel, by x."""
+    return sorted((r for r in rows if r["panel"] == panel and r["series"] == series), key=lambda r: float(r["x"]))
+
+
+def draw_rows(ax: Axes, rows: Sequence[Mapping[str, Any]], label: str, color: str | None = None, fill: bool = True,
+              linestyle: str = "-", marker: str | None = None) -> None:  # fmt: skip
+    """One series from its rows: the median over seeds (a point with its min–max bar when it is one
+    x; markers when it is fewer than `FEW_POINTS`), the seeds' min–max shaded when more than one seed."""
+    if not rows:
+        return
+    xs, med, lo, hi = (np.asarray([float(r[k]) for r in rows]) for k in ("x", "median", "lo", "hi"))
+    seeds = max(int(r["n"]) for r in rows)
+    if len(xs) == 1:  # one point (a run evaluated once): a line would not show
+        ax.plot(xs, med, color=color, label=label, linestyle="none", marker=marker or "o", markersize=5)
+        if fill and seeds > 1:
+            ax.vlines(xs, lo, hi, color=color, alpha=0.5)
+        return
+    marker = marker or ("o" if len(xs) < FEW_POINTS else None)  # a few points joined: show where they are
+    ax.plot(xs, med, color=color, label=label, linestyle=linestyle, marker=marker, markersize=3)
+    if fill and seeds > 1:
+        ax.fill_between(xs, lo, hi, facecolor=color, alpha=BAND_ALPHA, edgecolor=color, linewidth=0.4,
+                        linestyle=":")  # fmt: skip
+
+
+LABEL_SPOTS = ((-9, 0, "right"), (9, 0, "left"), (-9, 9, "right"), (-9, -9, "right"), (9, 9, "left"), (9, -9, "left"))
+"""Where `place_label` tries a point's label (points from the point, alignment), left first."""
+
+
+PAD_PX = 4.0
+"""How far (pixels) a placed label keeps from anything drawn."""
+
+
+def place_label(ax: Axes, text: str, xy: tuple[float, float]) -> None:
+    """``text`` beside the point ``xy``, at the first of `LABEL_SPOTS` where it covers nothing drawn
+    (`figure_lint.covers`: a reference line, a whisker, a dot), else at the first."""
+    from normbench.analysis.figures.figure_lint import covers
+
+    ax.autoscale_view()
+    renderer = ax.figure.canvas.get_renderer()
+    for i, (dx, dy, ha) in enumerate((*LABEL_SPOTS, LABEL_SPOTS[0])):
+        label = ax.annotate(text, xy, textcoords="offset points", xytext=(dx, dy), ha=ha, va="center", fontsize=7)
+        box = label.get_window_extent(renderer).padded(PAD_PX)  # a margin: the final layout rescales the axes
+        if i == len(LABEL_SPOTS) or not covers(ax, box):
+            return
+        label.remove()
+
+
+def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str] | None = None,
+               markers: Mapping[str, str] | None = None) -> None:  # fmt: skip
+    """One point per category (``rows``: label → its row) at the median over seeds, the seeds'
+    min–max as an error bar and the median written left of it; the axis is scaled to the points."""
+    colors, markers = colors or {}, markers or {}
+    labels = list(rows)
+    for i, label in enumerate(labels):
+        row = rows[label]
+        if not int(row["n"]):
+            continue
+        m, lo, hi = float(row["median"]), float(row["lo"]), float(row["hi"])
+        ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], fmt=markers.get(label, "o"), color=colors.get(label, "dimgray"),
+                    capsize=4, markersize=6)  # fmt: skip
+        place_label(ax, number(m), (i, m))
+    ax.set_xticks(range(len(labels)), category_labels(labels), fontsize=8)
+    ax.set_xlim(-0.45, len(labels) - 0.55)  # the points spread over the panel; their medians written left

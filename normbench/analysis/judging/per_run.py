@@ -1,0 +1,265 @@
+"""``per_run.csv``: one row per run with every value its preset's claims and checks are judged on,
+measured once (`per_run_rows`), written and read back exactly (`write_per_run`, `read_per_run`).
+
+Columns, in this order (``RULES_SCHEMA.md``): ``source, seed, status, commit, rules_hash``; one
+column per config key that an arm or a check of the rules selects on (sorted); ``claim:<id>``
+per claim of the variant (``claim:<id>:a`` / ``claim:<id>:b`` when an arm has its own measure);
+``check:<id>`` per check of the variant; ``final:<metric>`` per numeric entry of the runs'
+summaries (sorted). A cell is empty where the value does not apply (a run outside the claim's
+arms) or was not recorded. A diverged run holds the worst value of each measure (−inf when
+higher is better, +inf when lower is; +inf against ``below``, −inf against ``above``), the value
+it is judged with. ``rules_hash`` is the hash of the rules the values were measured under.
+
+Floats are written with ``repr`` and config values as JSON where a plain text would read back
+as another type, so that `read_per_run` returns the rows `per_run_rows` made, and the claims
+judged from the file equal those judged from the runs (`normbench.analysis.judging.claims.judge_rows`).
+`read_per_run` vouches for what it reads (`normbench.analysis.judging.evidence`): every run once, finished
+or diverged, no NaN measure, one commit and one rules hash, the ``status`` honoured.
+
+The measures themselves: functions of one run registered by name (`measure`) by the presets'
+analysis modules.
+"""
+
+from __future__ import annotations
+
+import csv
+import inspect
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from normbench.analysis.judging.evidence import (
+    BASE_COLUMNS,
+    CHECK,
+    CLAIM,
+    FINAL,
+    finite_diverged,
+    rules_under,
+    vouch_rows,
+)
+from normbench.analysis.judging.evidence import honour_status as honour_status
+from normbench.analysis.judging.rules_schema import Arm, CheckRule, ClaimRule, Rules, load_rules
+from normbench.analysis.loading.provenance import git_record
+from normbench.analysis.loading.runs import Run, check_seeds_only, config_matches, matching
+from normbench.base.errors import ConfigError
+from normbench.rules import variant
+
+Row = dict[str, Any]
+Measure = Callable[..., float]
+MEASURES: dict[str, Measure] = {}
+
+
+def measure(name: str) -> Callable[[Measure], Measure]:
+    """Register ``fn(run, **params) -> float`` as the measure ``name`` that rules refer to."""
+
+    def register(fn: Measure) -> Measure:
+        if name in MEASURES and MEASURES[name] is not fn:
+            raise ValueError(f"measure {name!r} is registered twice")
+        MEASURES[name] = fn
+        return fn
+
+    return register
+
+
+def registered_measure(name: str, where: str) -> Measure:
+    """The measure a rule names (``where``: which rule, for the error)."""
+    if name not in MEASURES:
+        raise ConfigError(f"{where}: unknown measure {name!r}; valid choices: {', '.join(sorted(MEASURES))}")
+    return MEASURES[name]
+
+
+def call_measure(fn: Measure, run: Run, params: Mapping[str, Any], runs: Sequence[Run] = ()) -> float:
+    """``fn(run, **params)``, with the params its signature names; a measure that names
+    ``all_runs`` also gets every run judged (a value at a point common to all runs: equal time)."""
+    names = inspect.signature(fn).parameters
+    kw = {k: v for k, v in params.items() if k in names}
+    if "all_runs" in names:
+        kw["all_runs"] = runs
+    return float(fn(run, **kw))
+
+
+def judged_here(variants: Sequence[str], preset: str) -> bool:
+    """Whether a claim or check of these ``variants`` is judged in ``preset`` (``x`` or ``x_cpu``)."""
+    return variant(preset) in variants
+
+
+def claim_columns(rule: ClaimRule) -> dict[str, str]:
+    """The column of each arm's values (``a``, ``b``): one shared column, or one per arm when an
+    arm has its own measure."""
+    if rule.a.measure or rule.b.measure:
+        return {"a": f"{CLAIM}{rule.id}:a", "b": f"{CLAIM}{rule.id}:b"}
+    return {"a": f"{CLAIM}{rule.id}", "b": f"{CLAIM}{rule.id}"}
+
+
+def selector_keys(rules: Rules) -> list[str]:
+    """Every config key an arm or a check of ``rules`` selects on, sorted."""
+    selects = [arm.select for r in rules.claims for arm in (r.a, r.b)] + [c.select for c in rules.measured_checks]
+    return sorted({k for s in selects for k in s})
+
+
+def _columns(rules: Rules | None, preset: str, runs: Sequence[Run]) -> list[str]:
+    cols = list(BASE_COLUMNS)
+    if rules is not None:
+        cols += selector_keys(rules)
+        cols += list(dict.fromkeys(c for r in rules.claims if judged_here(r.variants, preset)
+                                   for c in claim_columns(r).values()))  # fmt: skip
+        cols += [f"{CHECK}{c.id}" for c in rules.measured_checks if judged_here(c.variants, preset)]
+    return cols + sorted({FINAL + k for r in runs for k in _finals(r)})
+
+
+def _finals(run: Run) -> dict[str, int | float]:
+    """The run's numeric summary entries (final metrics, steps, times)."""
+    return {k: v for k, v in run.summary.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _base_row(run: Run, columns: Sequence[str], digest: str) -> Row:
+    row: Row = dict.fromkeys(columns)
+    git = git_record(run)
+    row.update(source=run.source, seed=run.seed, status=run.status, commit=str(git["commit"]) if git else "",
+               rules_hash=digest)  # fmt: skip
+    for key in columns[len(BASE_COLUMNS) :]:
+        if not key.startswith((CLAIM, CHECK, FINAL)):
+            row[key] = run.get(key)
+    row.update({FINAL + k: v for k, v in _finals(run).items()})
+    return row
+
+
+def _arm_runs(runs: Sequence[Run], arm: Arm) -> list[Run]:
+    """The runs of ``arm``, in the order of their seeds; they must be seeds of one setting."""
+    members = matching(runs, arm.select)
+    check_seeds_only(members, f"arm {arm.label!r}")
+    return members
+
+
+def _values(members: Sequence[Run], runs: Sequence[Run], fn: Measure, params: Mapping[str, Any],
+            worst: float) -> list[float]:  # fmt: skip
+    """One value per run of ``members``; a diverged run gets ``worst``."""
+    return [worst if r.status == "diverged" else call_measure(fn, r, params, runs) for r in members]
+
+
+def per_run_rows(preset: str, runs: Sequence[Run]) -> list[Row]:
+    """One row per run of ``runs`` (in their order), every column of `per_run.csv` filled where it
+    applies: each claim's and check's measure computed once per run (``runs``: every judged run,
+    for measures that read them all). A `ConfigError` when an arm pools runs that differ in more
+    than the seed."""
+    rules = load_rules(preset)
+    rows = [_base_row(r, _columns(rules, preset, runs), rules.hash if rules else "") for r in runs]
+    if rules is None:
+        return rows
+    row_of = {id(run): row for run, row in zip(runs, rows, strict=True)}
+    for rule in (r for r in rules.claims if judged_here(r.variants, preset)):
+        where = f"rules of {preset}, {rule.id}"
+        for side, column in claim_columns(rule).items():
+            arm = rule.a if side == "a" else rule.b
+            name, params = (arm.measure, arm.params) if arm.measure else (rule.measure, rule.params)
+            members = [r for r in _arm_runs(runs, arm) if row_of[id(r)][column] is None]  # a run of both arms: once
+            worst = -math.inf if rule.better == "higher" else math.inf
+            values = _values(members, runs, registered_measure(name, where), {**rules.params, **params}, worst)
+            for run, value in zip(members, values, strict=True):
+                row_of[id(run)][column] = value
+    for check in (c for c in rules.measured_checks if judged_here(c.variants, preset)):
+        fn = registered_measure(check.measure, f"rules of {preset}, {check.id}")
+        members = matching(runs, check.select)
+        worst = math.inf if check.below is not None else -math.inf
+        for run, value in zip(members, _values(members, runs, fn, {**rules.params, **check.params}, worst)):
+            row_of[id(run)][f"{CHECK}{check.id}"] = value
+    return rows
+
+
+def select_rows(rows: Sequence[Row], criteria: Mapping[str, Any]) -> list[Row]:
+    """The rows whose selector columns match ``criteria`` (as `normbench.analysis.loading.runs.matching`
+    matches a run's config), in the order of their seeds."""
+    return sorted((r for r in rows if config_matches(r.get, criteria)), key=lambda r: r["seed"])
+
+
+def check_column(check: CheckRule) -> str:
+    return f"{CHECK}{check.id}"
+
+
+def _cell(column: str, value: Any) -> str:
+    """A value as `per_run.csv` writes it: empty for None, floats with ``repr``; a config value
+    as JSON unless it is a text that reads back as itself."""
+    if value is None:
+        return ""
+    if column in BASE_COLUMNS:
+        return str(value)
+    if column.startswith((CLAIM, CHECK, FINAL)):
+        return repr(float(value)) if isinstance(value, float) else str(int(value))
+    if isinstance(value, str) and value and _config_value(value) == value:
+        return value
+    return json.dumps(value)
+
+
+def _config_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _value(column: str, text: str) -> Any:
+    """The inverse of `_cell`."""
+    if column == "seed":
+        return int(text)
+    if column in BASE_COLUMNS:
+        return text
+    if text == "":
+        return None
+    if column.startswith((CLAIM, CHECK)):
+        return float(text)
+    if column.startswith(FINAL):
+        return int(text) if text.lstrip("-").isdigit() else float(text)
+    return _config_value(text)
+
+
+def write_per_run(rows: Sequence[Row], path: str | Path) -> Path:
+    """``rows`` (`per_run_rows`) as ``per_run.csv`` at ``path``."""
+    columns = list(rows[0]) if rows else list(BASE_COLUMNS)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(k, row[k]) for k in columns])
+    return Path(path)
+
+
+def read_per_run(path: str | Path, preset: str | None = None, *, unfinished: bool = False) -> list[Row]:
+    """The rows of a ``per_run.csv`` (`write_per_run`), typed as `per_run_rows` made them, vouched
+    for by `vouch_rows` (``unfinished``: keep runs that ended neither finished nor diverged); a
+    `ConfigError` in one line naming the file and the bad value when it is not one. ``preset``:
+    each diverged run's measures set to their worst value under the rules the table was measured
+    with (`honour_status`); without it (or those rules), a diverged run with a finite measure is
+    refused."""
+    try:
+        with open(path, newline="") as f:
+            table = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"--per-run {str(path)!r} cannot be read ({type(e).__name__}: {e})") from None
+    if not table or tuple(table[0][: len(BASE_COLUMNS)]) != BASE_COLUMNS:
+        raise ConfigError(f"--per-run {str(path)!r} is not a per_run.csv (its header does not start with "
+                          f"{', '.join(BASE_COLUMNS)})")  # fmt: skip
+    columns = table[0]
+    for number, cells in enumerate(table[1:], start=2):
+        if len(cells) != len(columns):
+            raise ConfigError(f"{path}:{number} has {len(cells)} cells, the header {len(columns)}")
+    try:
+        rows = [{k: _value(k, v) for k, v in zip(columns, cells, strict=True)} for cells in table[1:]]
+    except ValueError as e:
+        raise ConfigError(f"--per-run {str(path)!r} holds a cell that is not a number where one belongs: {e}") from None
+    vouch_rows(rows, str(path), columns, unfinished)
+    rules = rules_under(preset, str(rows[0]["rules_hash"])) if preset else None
+    if rules is None:
+        _no_finite_diverged(rows, str(path))
+        return rows
+    return honour_status(rows, rules)
+
+
+def _no_finite_diverged(rows: Sequence[Row], where: str) -> None:
+    """Without the rules, a diverged run's worst value is unknown: one holding another is refused."""
+    if found := finite_diverged(rows):
+        row, column = found
+        raise ConfigError(f"{where}: {row['source']} has status diverged but {column} = {row[column]!r}; a diverged "
+                          "run counts at its measure's worst value, which its preset's rules name: read the table "
+                          "with its preset")  # fmt: skip
