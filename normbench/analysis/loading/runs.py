@@ -24,6 +24,7 @@ from typing import Any
 from normbench.analysis.loading.run_record import Run, _number, load_local_run, read_record
 from normbench.base.errors import ConfigError
 from normbench.base.layout import RunDir
+from normbench.records.refusals import refusal
 
 __all__ = ["Run", "load_local_run", "read_record", "load_local_runs", "find_job_dirs", "experiment_key"]
 
@@ -86,14 +87,14 @@ def load_job(job: Path, unfinished: bool, needs: Sequence[str]) -> tuple[Run | N
     if files.metrics.is_file():
         run = load_local_run(job)
     else:
-        summary = {k: _number(v) for k, v in (read_record(files.summary, json.loads) or {}).items()}
+        summary = {k: _number(v) for k, v in (read_record(files.summary, json.loads) or refusal(job) or {}).items()}
         if not unfinished:
             error = f": {summary['error']}" if "error" in summary else ""
             return None, f"no metrics.jsonl (status {summary.get('status', 'unknown: no summary.json')}{error})"
         run = Run(name=job.name, config={}, history=[], summary=summary, source=str(job))
     run.config = run.config or config
-    if not run.summary:
-        run.summary = {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
+    if not run.summary:  # a job refused before it wrote (another run held its folder) says so
+        run.summary = refusal(job) or {"status": "failed", "error": "no summary.json (the job was killed or crashed)"}
     if not unfinished and run.status not in RESULT_STATUSES:
         error = f": {run.summary['error']}" if run.summary.get("error") else ""
         return None, (f"status {run.status}{error}: it ended neither finished nor diverged, so its metrics stop "
