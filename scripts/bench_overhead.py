@@ -73,6 +73,7 @@ from normbench.config import parse  # noqa: E402
 from normbench.models import build_model  # noqa: E402
 from normbench.norms import norm_factory  # noqa: E402
 from normbench.optim import build_optimizer, lr_factor  # noqa: E402
+from normbench.resume.seeds import seed_everything  # noqa: E402
 from normbench.run.loop import train  # noqa: E402
 from normbench.tasks import build_task  # noqa: E402
 
@@ -179,7 +180,7 @@ def compose_cfg(overrides: list[str]) -> DictConfig:
 def plain_loop(cfg: DictConfig, device: torch.device, data_dir: Path, warmup: int) -> tuple[Stopwatch, float]:
     """What one would write by hand: same seed, data, model, optimizer and schedule."""
     cfg = parse(cfg)
-    train.seed_everything(cfg.seed)
+    seed_everything(cfg.seed)
     task = build_task(cfg.dataset, device, data_dir, batch_size=cfg.batch_size, eval_batch_size=cfg.eval_batch_size)
     model = build_model(cfg.model, norm_factory(cfg.norm), **task.model_kwargs()).to(device)
     total = task.steps_per_epoch()
