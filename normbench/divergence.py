@@ -77,12 +77,14 @@ class DivergenceMonitor:
 
     def observe(self, loss: Tensor, step: int) -> None:
         """Record the loss of the step that makes the step counter ``step`` (no host sync)."""
-        if self._pending and step != self._pending_from + len(self._pending):
-            self._fold()
-        if not self._pending:
+        pending = self._pending
+        if not pending or step != self._pending_from + len(pending):  # a new run of consecutive steps
+            if pending:
+                self._fold()
             self._pending_from = step
-        self._pending.append(loss.detach())
-        if len(self._pending) >= self.FOLD_EVERY:
+            pending = self._pending
+        pending.append(loss.detach())
+        if len(pending) >= self.FOLD_EVERY:
             self._fold()
 
     def _fold(self) -> None:

@@ -70,6 +70,7 @@ class ImageClassificationTask:
         self.std = torch.tensor(std, device=device)
         self.memory_format = memory_format
         self.eval_train = eval_train
+        self._counts: dict[tuple[int, torch.device], Tensor] = {}
 
     def model_kwargs(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes, "image_shape": tuple(self.train_x.shape[1:])}  # (C, H, W)
@@ -96,10 +97,19 @@ class ImageClassificationTask:
         n = y.numel()
         stats = {
             "loss_sum": loss.detach() * n,
-            "correct": (logits.detach().argmax(-1) == y).sum(),
-            "count": torch.full((), n, device=y.device),  # a fill on the device: no host copy
+            "correct": (logits.argmax(-1) == y).sum(),  # argmax is not differentiable: nothing recorded
+            "count": self._count(n, y.device),
         }
         return StepOutput(loss, stats)
+
+    def _count(self, n: int, device: torch.device) -> Tensor:
+        """``n`` as an int64 scalar on ``device``, made once per (n, device): a fill on the device
+        (no host copy), not a kernel a step. Never changed in place (sums and reductions copy)."""
+        key = (n, device)
+        count = self._counts.get(key)
+        if count is None:
+            count = self._counts[key] = torch.full((), n, device=device)
+        return count
 
     def batch_units(self, batch: tuple[Tensor, Tensor]) -> int:
         return batch[1].numel()

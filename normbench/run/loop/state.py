@@ -248,6 +248,37 @@ class Epoch:
     before: list[Callable[[int], None]] = field(default_factory=list)
     """The hooks' ``before_step`` / ``after_step`` that do something (`step_calls`)."""
     after: list[Callable[[int], None]] = field(default_factory=list)
+    calls: StepCalls | None = None
+    next_diag: int = 0
+    """The next step at which a diagnostic on a fixed cadence is due (`normbench.run.loop.events`)."""
+    asked: list[Any] = field(default_factory=list)
+    """The hooks with a ``due`` of their own, asked at every step."""
+    next_event: int = 0
+    """The next step counter at which a log row, a checkpoint or a progress update is due."""
+    shown: int = 0
+    """The steps of this epoch the progress display has been given."""
+
+
+class StepCalls(NamedTuple):
+    """What a training step calls, looked up once per epoch (`StepCalls.of`), not per step."""
+
+    forward_loss: Callable[..., StepOutput]
+    step_model: nn.Module
+    autocast: AbstractContextManager
+    zero_grad: Callable[..., None]
+    optimizer_step: Callable[[], Any]
+    scheduler_step: Callable[[], None]
+    observe: Callable[[torch.Tensor, int], None]
+    batch_units: Callable[[Any], int]
+    add_sums: Callable[[Mapping[str, torch.Tensor]], None]
+    warmup: int
+    """``throughput_warmup_steps``: the steps before it are left out of the throughput."""
+
+    @classmethod
+    def of(cls, run: Run, sums: RunningSums) -> StepCalls:
+        return cls(run.task.forward_loss, run.step_model, run.autocast, run.optimizer.zero_grad, run.optimizer.step,
+                   run.scheduler.step, run.monitor.observe, run.task.batch_units, sums.add,
+                   run.plan.throughput_warmup_steps)  # fmt: skip
 
 
 def log(run: Run, metrics: dict[str, Any]) -> None:
@@ -283,18 +314,21 @@ def switch_off(hooks: list[Any], step: int, hook: Any, error: Exception) -> None
 
 
 def show_progress(run: Run, epoch: Epoch) -> None:
-    """The epoch's running train metrics and throughput for the progress display, as they stand
-    at this step; read, formatted and shown only when the display draws (`show_postfix`)."""
+    """The epoch's running train metrics (as they stand when the display draws: the sums are read
+    then, not at every log step) and the throughput at this step; formatted and shown only when
+    the display draws (`show_postfix`)."""
     # every process trains an equal share of the batch: this rank's rate times the processes is the
     # global rate the records show (`Placement.reduce_throughput`), with no collective here
     units = epoch.timed_units * run.placement.world_size
     seconds = run.timer.elapsed + run.timer.lap()
-    show_postfix(epoch.bar, functools.partial(progress_postfix, run.task, epoch.sums.totals(), units, seconds))
+    show_postfix(epoch.bar, functools.partial(progress_postfix, run.task, epoch.sums.totals, units, seconds))
 
 
-def progress_postfix(task: Any, sums: Mapping[str, torch.Tensor], units: int, seconds: float) -> dict[str, str]:
-    """What the progress display shows: the running train metrics and the throughput."""
-    running = task.summarize({k: float(v) for k, v in sums.items()}, "train")
+def progress_postfix(
+    task: Any, sums: Callable[[], Mapping[str, torch.Tensor]], units: int, seconds: float
+) -> dict[str, str]:
+    """What the progress display shows: the running train metrics (``sums()``) and the throughput."""
+    running = task.summarize({k: float(v) for k, v in sums().items()}, "train")
     speed = units / max(seconds, 1e-9)
     return {**{k.split("/")[1]: f"{v:.3f}" for k, v in running.items()}, f"{task.unit}/s": f"{speed:.0f}"}
 

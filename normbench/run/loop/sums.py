@@ -21,25 +21,31 @@ class RunningSums:
     def __init__(self, start: Mapping[str, Tensor] | None = None) -> None:
         self._sums: dict[str, Tensor] = dict(start or {})
         self._order: list[str] = list(self._sums)
-        self._pending: dict[str, list[Tensor]] = {}
+        self._pending: dict[str, list[Tensor]] = {}  # the integer statistics, listed (kept, emptied by `totals`)
+        self._added: set[str] = set()  # the floating-point ones, added each step
 
     def add(self, stats: Mapping[str, Tensor]) -> None:
-        """One step's statistics."""
+        """One step's statistics (each keeps its dtype from step to step: it is read at the first)."""
+        pending = self._pending
         for k, v in stats.items():
-            if v.dtype == torch.int64:
-                listed = self._pending.get(k)
-                if listed is None:
-                    listed = self._pending[k] = []
-                    if k not in self._sums:
-                        self._order.append(k)
+            listed = pending.get(k)
+            if listed is not None:
                 listed.append(v)
-                continue
-            total = self._sums.get(k)
-            if total is None:
-                self._order.append(k)
-                self._sums[k] = v.clone()
+            elif k in self._added:
+                self._sums[k] = self._sums[k] + v
             else:
-                self._sums[k] = total + v
+                self._first(k, v)
+
+    def _first(self, k: str, v: Tensor) -> None:
+        """A statistic's first step: listed if an integer, else added (cloned if it starts the sum)."""
+        total = self._sums.get(k)
+        if total is None:
+            self._order.append(k)
+        if v.dtype == torch.int64:
+            self._pending[k] = [v]
+            return
+        self._added.add(k)
+        self._sums[k] = v.clone() if total is None else total + v
 
     def totals(self) -> dict[str, Tensor]:
         """The sums so far, a new dict (later steps never change the tensors it holds)."""
@@ -48,5 +54,5 @@ class RunningSums:
                 step_sum = torch.stack(listed).sum(0)
                 total = self._sums.get(k)
                 self._sums[k] = step_sum if total is None else total + step_sum
-        self._pending = {}
+                listed.clear()
         return {k: self._sums[k] for k in self._order}

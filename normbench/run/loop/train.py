@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from normbench.config import RunConfig, as_recorded, comparable_record, parse
-from normbench.diagnostics import DiagContext, build_diagnostics
+from normbench.diagnostics import build_diagnostics
 from normbench.diagnostics.registry import step_calls
 from normbench.divergence import DivergenceMonitor
 from normbench.models import build_model
@@ -38,6 +38,7 @@ from normbench.placement.placement import Placement
 from normbench.records import segments as run_records
 from normbench.resume.checkpoint import Trained
 from normbench.resume.checkpointer import Checkpointer
+from normbench.run.loop.events import any_due, next_diagnostic, next_run_event, run_due_diagnostics
 from normbench.run.loop.interrupts import Interrupts
 from normbench.run.loop.policy import Ending, print_summary, write_summary
 from normbench.run.loop.state import (
@@ -47,9 +48,9 @@ from normbench.run.loop.state import (
     Progress,
     Run,
     Sinks,
+    StepCalls,
     StepTimer,
     batch_metrics,
-    call_diagnostics,
     check_evaluation,
     diverged_step,
     evaluation_due,
@@ -245,23 +246,27 @@ def open_sinks(
 
 def train_epoch(run: Run, epoch: int) -> dict[str, Any]:
     """Training steps until the epoch (or the run) ends or the loss diverges; the epoch's
-    ``train/*`` metrics and throughput, over all processes."""
+    ``train/*`` metrics and throughput, over all processes. A step where nothing else is due
+    compares two step numbers (`normbench.run.loop.events`) and calls `train_step`."""
     run.model.train()
     ep = start_epoch(run, epoch)
+    c, total, checkpointer = run.progress, run.plan.total_steps, run.checkpointer
     for batch in ep.batches:
-        if run.step >= run.plan.total_steps:
+        step = c.step
+        if step >= total:
             break
-        run_due_diagnostics(run, ep, batch)
+        if step >= ep.next_diag or (ep.asked and any_due(ep.asked, step)):
+            run_due_diagnostics(run, ep, batch)
         out = train_step(run, ep, batch)
-        if after_step(run, ep, out):  # diverged
+        due = c.step >= ep.next_event or checkpointer.stop_signal is not None
+        if due and after_step(run, ep, out):  # diverged
             break
-        if ep.bar is not None:
-            ep.bar.update(1)
     return end_training_epoch(run, ep)
 
 
 def start_epoch(run: Run, epoch: int) -> Epoch:
-    """The epoch's batches (replayed to the resumed position on the first epoch of a resume)."""
+    """The epoch's batches (replayed to the resumed position on the first epoch of a resume), and
+    when its first diagnostic, log row, checkpoint and progress update are due."""
     generator_state = run.generator.get_state()  # the loader replays from here on resume
     c = run.progress
     skip, c.skip = c.skip, 0
@@ -273,65 +278,61 @@ def start_epoch(run: Run, epoch: int) -> Epoch:
     batches = itertools.islice(run.task.train_batches(epoch, run.generator), skip, None)
     sums = RunningSums(c.resumed_sums if skip else None)
     before, after = step_calls(run.hooks)
-    return Epoch(epoch, generator_state, batches, sums, skip, bar=bar, before=before, after=after)
-
-
-def run_due_diagnostics(run: Run, ep: Epoch, batch: Any) -> None:
-    """The hooks due at this step, on θ_t and the step's batch, outside the step timer."""
-    step = run.step
-    due = [h for h in run.hooks if h.due(step)]
-    if not due:
-        return
-    run.timer.stop()
-    t0 = time.perf_counter()
-    lr = run.scheduler.get_last_lr()[0]
-    ctx = DiagContext(run.model, batch, run.loss, run.optimizer, step, ep.index, lr, task=run.task)
-    log(run, call_diagnostics(due, ctx, run.hooks))
-    ep.before, ep.after = step_calls(run.hooks)  # a hook that failed is switched off
-    run.progress.diag_seconds += time.perf_counter() - t0
+    ep = Epoch(epoch, generator_state, batches, sums, skip, bar=bar, before=before, after=after, shown=skip)
+    ep.calls = StepCalls.of(run, sums)
+    ep.next_diag, ep.asked = next_diagnostic(run.hooks, c.step)
+    ep.next_event = next_run_event(run, ep, c.step)
+    return ep
 
 
 def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
     """Forward, backward, optimizer and schedule step; the step's loss and statistics (on the device)."""
     step = run.progress.step
-    run.timer.start(counted=step >= run.plan.throughput_warmup_steps)  # the clock runs from step 0
+    calls = ep.calls or StepCalls.of(run, ep.sums)
+    warmup = calls.warmup
+    if step == warmup or not run.timer.running:  # (re)started after a pause, counted from the warm-up's end
+        run.timer.start(counted=step >= warmup)  # the clock runs from step 0
     for before in ep.before:  # the hooks' per-step work, where a hook has some (`step_calls`)
         before(step)
-    with run.autocast:
-        out = run.task.forward_loss(run.step_model, batch)
-    run.optimizer.zero_grad(set_to_none=True)
+    with calls.autocast:
+        out = calls.forward_loss(calls.step_model, batch)
+    calls.zero_grad(set_to_none=True)
     out.loss.backward()
-    run.optimizer.step()
-    run.scheduler.step()
+    calls.optimizer_step()
+    calls.scheduler_step()
     for after in ep.after:
         after(step)
-    run.monitor.observe(out.loss, step + 1)  # listed: checked at the next log step (no sync, no kernel)
-    if run.timer.counting:
-        ep.timed_units += run.task.batch_units(batch)
-    ep.sums.add(out.stats)  # on the device, one kernel (`RunningSums`)
-    run.progress.step += 1
+    calls.observe(out.loss, step + 1)  # listed: checked at the next log step (no sync, no kernel)
+    if step >= warmup:  # the timer counts (started counted, or restarted at the warm-up's end)
+        ep.timed_units += calls.batch_units(batch)
+    calls.add_sums(out.stats)  # on the device, one kernel (`RunningSums`)
+    run.progress.step = step + 1
     ep.batch_in_epoch += 1
     return out
 
 
 def after_step(run: Run, ep: Epoch, out: StepOutput) -> bool:
-    """Log every ``log_every_n_steps``; at the points that sync anyway, check for divergence
-    (True: diverged) and write a mid-epoch checkpoint when one is due."""
+    """At the steps `next_event` names (and after a stop signal): log every ``log_every_n_steps``;
+    at the points that sync anyway, check for divergence (True: diverged) and write a mid-epoch
+    checkpoint when one is due; give the progress display its steps."""
     step = run.step
+    ep.next_event = next_run_event(run, ep, step)
     log_now = step % run.plan.log_every_n_steps == 0 or step == run.plan.total_steps
     mid_epoch_checkpoint = run.checkpointer.due(step) and ep.batch_in_epoch < run.plan.steps_per_epoch
     if log_now:
         log(run, {**batch_metrics(run, out), "lr": run.scheduler.get_last_lr()[0]})
         if ep.bar is not None:
             show_progress(run, ep)
-    if not (log_now or mid_epoch_checkpoint):
-        return False
-    run.progress.diverged_at = diverged_step(run)
-    if run.progress.diverged_at is not None:
-        return True
-    if mid_epoch_checkpoint and step < run.plan.total_steps:
-        run.timer.stop()
-        save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums.totals())
+    if log_now or mid_epoch_checkpoint:
+        run.progress.diverged_at = diverged_step(run)
+        if run.progress.diverged_at is not None:
+            return True
+        if mid_epoch_checkpoint and step < run.plan.total_steps:
+            run.timer.stop()
+            save_checkpoint(run, ep.index, ep.batch_in_epoch, ep.generator_state, ep.sums.totals())
+    if ep.bar is not None:  # the steps trained since the display's last update
+        ep.bar.update(ep.batch_in_epoch - ep.shown)
+        ep.shown = ep.batch_in_epoch
     return False
 
 
