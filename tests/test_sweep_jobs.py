@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import open_dict
 
@@ -26,6 +27,8 @@ def load_sweep_jobs():
 
 LEADERBOARD_ARM = "experiment/arms/leaderboard@_global_"
 LEADERBOARD_CPU_NORMS = ["bn", "brn", "gn", "in", "ln", "ln_sample", "pn", "rms", "none"]  # its yaml's sweep
+_LEADERBOARD_SWEEP = yaml.safe_load((REPO / "conf/experiment/leaderboard_cpu.yaml").read_text())["hydra"]["sweeper"]
+LEADERBOARD_CPU_SEEDS = [int(s) for s in _LEADERBOARD_SWEEP["params"]["seed"].split(",")]  # the confirmatory seeds
 
 
 def product_jobs(arms: list[str], norms: list[str], seeds: list[int]) -> set[frozenset[str]]:
@@ -37,10 +40,10 @@ def product_jobs(arms: list[str], norms: list[str], seeds: list[int]) -> set[fro
 
 
 SWEEPS = [  # (overrides after experiment=leaderboard_cpu, the jobs they give)
-    ([], product_jobs(["resnet8_cpu"], LEADERBOARD_CPU_NORMS, list(range(5)))),
+    ([], product_jobs(["resnet8_cpu"], LEADERBOARD_CPU_NORMS, LEADERBOARD_CPU_SEEDS)),
     (
         [f"{LEADERBOARD_ARM}=transformer_enc_cpu", "norm=bn,gn,pn"],
-        product_jobs(["transformer_enc_cpu"], ["bn", "gn", "pn"], list(range(5))),
+        product_jobs(["transformer_enc_cpu"], ["bn", "gn", "pn"], LEADERBOARD_CPU_SEEDS),
     ),
     (["norm=ln,rms", "seed=7"], product_jobs(["resnet8_cpu"], ["ln", "rms"], [7])),
 ]
@@ -130,7 +133,7 @@ def test_reproduce_cpu_lists_leaderboard_cpu_seed_by_seed() -> None:
     cells = [next(o for o in row if o.startswith("experiment/arms/")).split("=")[1] for row in rows]
     assert set(cells[:25]) == {"transformer_enc_cpu", "transformer_cpu"} and set(cells[25:]) == {"resnet8_cpu"}
     assert seeds[:25] == sorted(seeds[:25]) and seeds[25:] == sorted(seeds[25:])
-    for seed in range(5):  # each seed's translation jobs hold both sweeps' norms
+    for seed in LEADERBOARD_CPU_SEEDS:  # each seed's translation jobs hold both sweeps' norms
         norms = {next(o for o in row if o.startswith("norm=")) for row, s in zip(rows[:25], seeds[:25]) if s == seed}
         assert norms == {f"norm={n}" for n in ("bn", "gn", "pn", "ln", "rms")}
     assert len({" ".join(sorted(row[1:])) for row in rows}) == 70
