@@ -10,6 +10,7 @@ here decides the order of a run; `normbench.run.loop.train` does.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
@@ -264,7 +265,8 @@ class StepCalls(NamedTuple):
 
     forward_loss: Callable[..., StepOutput]
     step_model: nn.Module
-    autocast: AbstractContextManager
+    autocast: AbstractContextManager | None
+    """The forward's precision context; None where it does nothing (`contextlib.nullcontext`)."""
     zero_grad: Callable[..., None]
     optimizer_step: Callable[[], Any]
     scheduler_step: Callable[[], None]
@@ -276,7 +278,8 @@ class StepCalls(NamedTuple):
 
     @classmethod
     def of(cls, run: Run, sums: RunningSums) -> StepCalls:
-        return cls(run.task.forward_loss, run.step_model, run.autocast, run.optimizer.zero_grad, run.optimizer.step,
+        autocast = None if isinstance(run.autocast, contextlib.nullcontext) else run.autocast
+        return cls(run.task.forward_loss, run.step_model, autocast, run.optimizer.zero_grad, run.optimizer.step,
                    run.scheduler.step, run.monitor.observe, run.task.batch_units, sums.add,
                    run.plan.throughput_warmup_steps)  # fmt: skip
 

@@ -294,8 +294,11 @@ def train_step(run: Run, ep: Epoch, batch: Any) -> StepOutput:
         run.timer.start(counted=step >= warmup)  # the clock runs from step 0
     for before in ep.before:  # the hooks' per-step work, where a hook has some (`step_calls`)
         before(step)
-    with calls.autocast:
+    if calls.autocast is None:
         out = calls.forward_loss(calls.step_model, batch)
+    else:
+        with calls.autocast:
+            out = calls.forward_loss(calls.step_model, batch)
     calls.zero_grad(set_to_none=True)
     out.loss.backward()
     calls.optimizer_step()
