@@ -57,10 +57,12 @@ def diverged_reason(bad: Mapping[str, float] | None = None, loss_factor: float =
 
 class DivergenceMonitor:
     """The first step whose training loss went non-finite (or above ``loss_factor`` times the
-    first step's), kept on the device: `observe` only lists the step's loss (no kernel, no host
-    sync); the listed losses are checked together, in a handful of kernels, when `diverged_step`
-    or `reference_loss` is asked (the runner's log steps, checkpoints and epoch ends, which sync
-    anyway) or every ``FOLD_EVERY`` steps."""
+    first step's): `observe` only lists the step's loss (no kernel, no host sync). Every
+    ``FOLD_EVERY`` steps the listed losses are checked together on the device, in a handful of
+    kernels, with no sync (`_fold`); where the runner syncs anyway (`diverged_step`: its log
+    steps, checkpoints and epoch ends) they are copied to the host in one transfer and checked
+    there, the same comparisons in the same precision (float32): a handful of kernels fewer at
+    each log row."""
 
     FOLD_EVERY = 64
     _NONE = torch.iinfo(torch.long).max
@@ -71,7 +73,10 @@ class DivergenceMonitor:
         self.reference: Tensor | None = None
         self._reference_value = reference_loss
         self._limit: Tensor | None = None  # loss_factor * |reference|, once
-        self._first_bad: Tensor | None = None
+        self._limit_value: float | None = None  # the same on the host (float32's value exactly)
+        self._first_bad: Tensor | None = None  # found by `_fold`, on the device
+        self._folded = False  # `_fold` ran since the host last read ``_first_bad``
+        self._first_bad_seen = self._NONE  # found on the host, or read from ``_first_bad``
         self._pending: list[Tensor] = []
         self._pending_from = 0
 
@@ -87,12 +92,12 @@ class DivergenceMonitor:
         if len(pending) >= self.FOLD_EVERY:
             self._fold()
 
-    def _fold(self) -> None:
-        """Check the listed losses (consecutive steps from ``_pending_from``) at once, elementwise
-        as one at a time would: the first bad step among them, if none was found before."""
+    def _take(self) -> tuple[Tensor | None, int]:
+        """The listed losses as one float32 tensor (None: none) and the step of the first; the
+        reference and the limit set from the first loss ever listed (or the resumed reference)."""
         losses, first_step, self._pending = self._pending, self._pending_from, []
         if not losses:
-            return
+            return None, first_step
         values = torch.stack(losses).float()
         if self.reference is None:
             given = self._reference_value
@@ -100,19 +105,42 @@ class DivergenceMonitor:
             self.reference = ref.clone()
             self._limit = self.loss_factor * self.reference.abs()
             self._first_bad = torch.full((), self._NONE, dtype=torch.long, device=values.device)
+        return values, first_step
+
+    def _fold(self) -> None:
+        """Check the listed losses (consecutive steps from ``_pending_from``) at once on the
+        device, elementwise as one at a time would: the first bad step among them, if none was
+        found before."""
+        values, first_step = self._take()
+        if values is None:
+            return
         bad = ~torch.isfinite(values)
         if self.loss_factor > 0:
             bad = bad | (values > self._limit)
-        steps = torch.arange(first_step, first_step + len(losses), device=values.device)
+        steps = torch.arange(first_step, first_step + len(values), device=values.device)
         self._first_bad = torch.minimum(self._first_bad, torch.where(bad, steps, self._NONE).min())  # type: ignore[arg-type]
+        self._folded = True
+
+    def _check_on_host(self) -> None:
+        """The listed losses checked on the host (one copy: a sync), as `_fold` checks them."""
+        values, first_step = self._take()
+        if values is None:
+            return
+        if self._limit_value is None:
+            self._limit_value = float(self._limit)  # type: ignore[arg-type]
+        limit, by_factor = self._limit_value, self.loss_factor > 0
+        for i, v in enumerate(values.tolist()):  # float32 values, exact as Python floats
+            if not math.isfinite(v) or (by_factor and v > limit):
+                self._first_bad_seen = min(self._first_bad_seen, first_step + i)
+                return
 
     def diverged_step(self) -> int | None:
         """The first step whose loss went bad, or None (syncs with the device)."""
-        self._fold()
-        if self._first_bad is None:
-            return None
-        step = int(self._first_bad)
-        return None if step == self._NONE else step
+        if self._folded:  # the device's checks first: their steps come before the listed ones
+            self._first_bad_seen = min(self._first_bad_seen, int(self._first_bad))  # type: ignore[arg-type]
+            self._folded = False
+        self._check_on_host()
+        return None if self._first_bad_seen == self._NONE else self._first_bad_seen
 
     def reference_loss(self) -> float | None:
         """The first step's loss (saved in checkpoints so that a resume keeps the same threshold)."""

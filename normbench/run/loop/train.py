@@ -51,6 +51,7 @@ from normbench.run.loop.state import (
     StepCalls,
     StepTimer,
     batch_metrics,
+    call_diagnostics,  # noqa: F401 (named here: run_due_diagnostics moved to events.py)
     check_evaluation,
     diverged_step,
     evaluation_due,
