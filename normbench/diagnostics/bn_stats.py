@@ -105,6 +105,8 @@ class BNStatsHook(DiagnosticHook):
         self._input_counts: dict[int, Tensor] = {}  # values per channel, for norms that do not record them
         self._recording = False
         self._norms_on = False  # the norms' record_stats, as last set
+        self._counted: list[int] = []  # layers whose values per channel are counted from their input
+        self._count_handles: list[Any] = []
         self._grad_sums: dict[str, Tensor] = {}
         self._grad_sq_sums: dict[str, Tensor] = {}
         self._grad_counts: dict[str, int] = {}
@@ -121,8 +123,7 @@ class BNStatsHook(DiagnosticHook):
             for stat, buffer in RUNNING_BUFFERS.items()
             if isinstance(getattr(module, buffer, None), Tensor)
         ]
-        for i in sorted({i for i, stat in self.pairs if stat in UNBIASED}):
-            self.layers[i][1].register_forward_hook(self._count_input(i), with_kwargs=True)
+        self._counted = sorted({i for i, stat in self.pairs if stat in UNBIASED})  # hooked on recorded steps
         if self.cfg.grad_norms:  # type: ignore[attr-defined]
             for name, module in self.layers:
                 if not hasattr(module, "record_live_stats"):
@@ -149,6 +150,7 @@ class BNStatsHook(DiagnosticHook):
             self._read_stat_grads(False)  # what other backward passes (the probes' diagnostics) left there
         self._recording = bool(self.pairs) and self.on_cadence(step)
         self._norms_record(self._recording)
+        self._hook_counts(self._recording)
         if self._recording:  # one concatenated copy: a single kernel, whatever the number of layers
             self._prev = torch.cat([self._running(i, s).detach().reshape(-1) for i, s in self.pairs])
             self._scale = torch.cat([self._unit(i, s) for i, s in self.pairs])
@@ -160,6 +162,15 @@ class BNStatsHook(DiagnosticHook):
             for _, module in self.layers:
                 module.record_stats = on
             self._norms_on = on
+
+    def _hook_counts(self, on: bool) -> None:
+        """The forward hooks that count each layer's values per channel, present on recorded steps
+        only: a module with a hook takes torch's slower call path on every call."""
+        for handle in self._count_handles:
+            handle.remove()
+        self._count_handles = [
+            self.layers[i][1].register_forward_hook(self._count_input(i), with_kwargs=True) for i in self._counted
+        ] if on else []  # fmt: skip
 
     def _unit(self, i: int, stat: str) -> Tensor:
         """Layer i's per-channel unit of ``stat``'s relative distance (`bn_stats_maths.REFERENCE`;
@@ -239,6 +250,7 @@ class BNStatsHook(DiagnosticHook):
         if not self._recording or self._prev is None:
             return
         self._recording = False
+        self._hook_counts(False)
         if not self._resolved:
             self._resolve()
         if not self.pairs:

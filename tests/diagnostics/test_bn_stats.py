@@ -135,6 +135,22 @@ def test_norms_keep_their_statistics_on_recorded_steps_only() -> None:
         assert kept == due and m.norm1.last_stats is None
 
 
+def test_the_counting_hooks_are_on_the_norms_on_recorded_steps_only() -> None:
+    """A module with a forward hook takes torch's slower call path on every call (issue 61): at a
+    cadence of 3, the norm carries bn_stats' hook between before_step and after_step of steps 0 and
+    3 only, and the distances still count the values per channel from the input."""
+    torch.manual_seed(0)
+    m = TinyNet("bn", dropout=0.0)
+    hook, hooked = hook_for(m, every_n_steps=3), []
+    for step in range(4):
+        hook.before_step(step)
+        hooked.append(len(m.norm1._forward_hooks))
+        m(torch.randn(4, 3, 8, 8))
+        hook.after_step(step)
+        assert len(m.norm1._forward_hooks) == 0
+    assert hooked == [1, 0, 0, 1] and set(hook.epoch_end()) >= {"norm1/var_dist", "norm1/mean_dist"}
+
+
 def test_models_without_running_statistics_log_nothing() -> None:
     model = TinyNet("gn")
     hook = hook_for(model)
