@@ -17,16 +17,38 @@ classifier with the identity's gain); biases zero. Norms keep their own ``reset_
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from normbench.base.errors import ConfigError, require
 from normbench.models.registry import ModelConfig, register_model
 from normbench.models.vgg import ACTIVATIONS, INITS
+from normbench.norms.base import Norm
 from normbench.norms.registry import NormLayer
+
+
+def check_depends_on_its_input(norm: nn.Module, width: int) -> None:
+    """A `ConfigError` for a norm that, on one token per sample, normalizes over a single value
+    (instance norm, or group norm with one unit per group, over T = 1): its training output is then
+    its bias whatever the input, and the net cannot learn. Read on a copy (the norm's running
+    statistics untouched), from a generator of its own (the run's draws untouched)."""
+    if not isinstance(norm, Norm) or any(t.is_meta for t in (*norm.parameters(), *norm.buffers())):
+        return  # a probe or a shapes-only build: nothing to run
+    probe = copy.deepcopy(norm).train()
+    x = torch.randn(4, 1, width, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        y = probe(x)
+    if (y - y[:1]).abs().max() <= 1e-3:  # the unit-scale input moves every other norm's output by O(1)
+        raise ConfigError(
+            f"{type(norm).__name__} normalizes over {type(norm).normalizes_over('NTC')}: model=mlp gives it one "
+            "token per sample, a single value, so its output is its bias whatever the input; choose a norm over the "
+            "batch or the units (e.g. norm=bn, ln or rms)"
+        )
 
 
 class LinearNormAct(nn.Module):
@@ -36,6 +58,7 @@ class LinearNormAct(nn.Module):
         super().__init__()
         self.linear = nn.Linear(d_in, d_out)
         self.norm = norm_layer(d_out, "NTC")
+        check_depends_on_its_input(self.norm, d_out)
         self.activation = activation
 
     def forward(self, x: Tensor) -> Tensor:

@@ -19,6 +19,11 @@ NORM_KW = {"gn": {"groups": 4}}
 LINEARS = [(3072, 100), (100, 100), (100, 100)]  # the paper's 3 hidden layers of 100, on 3x32x32 inputs
 
 
+# normalizes over T per sample (and channel): one value on the MLP's (N, 1, C) view, refused
+OVER_ONE_VALUE = {"in"}
+TRAINABLE = [n for n in list_norms() if n not in OVER_ONE_VALUE]
+
+
 def factory(name: str):
     return norm_factory({"name": name, **NORM_KW.get(name, {})})
 
@@ -27,14 +32,14 @@ def per_unit_params(name: str) -> int:
     return sum(p.numel() for p in build_norm(name, 100, "NTC", **NORM_KW.get(name, {})).parameters()) // 100
 
 
-@pytest.mark.parametrize("norm", list_norms())
+@pytest.mark.parametrize("norm", TRAINABLE)
 def test_parameter_count(norm: str) -> None:
     model = build_model({"name": "mlp"}, factory(norm))
     weights = sum(a * b + b for a, b in LINEARS) + 100 * 10 + 10
     assert sum(p.numel() for p in model.parameters()) == weights + per_unit_params(norm) * 300
 
 
-@pytest.mark.parametrize("norm", list_norms())
+@pytest.mark.parametrize("norm", TRAINABLE)
 def test_every_norm_trains_a_step_and_no_batchnorm_is_left(norm: str) -> None:
     torch.manual_seed(0)
     model = build_model({"name": "mlp"}, factory(norm))
@@ -44,6 +49,34 @@ def test_every_norm_trains_a_step_and_no_batchnorm_is_left(norm: str) -> None:
     out.sum().backward()
     assert out.shape == (4, 10) and torch.isfinite(out).all()
     assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+@pytest.mark.parametrize(("norm", "kw"), [("in", {}), ("gn", {"groups": 100})])
+def test_a_norm_over_one_value_per_sample_is_refused_in_one_line(norm: str, kw: dict) -> None:
+    """Instance norm (and group norm with one unit per group) over T = 1: x − mean is 0, so the output
+    is β whatever the input (checked here by hand); the model refuses it, and every other norm of the
+    registry builds (`test_every_norm_trains_a_step_and_no_batchnorm_is_left`)."""
+    layer = build_norm(norm, 100, "NTC", **kw).train()
+    x = torch.randn(4, 1, 100)
+    assert torch.allclose(layer(x), layer.bias.expand(4, 1, 100), atol=1e-4)
+    with pytest.raises(ConfigError, match="one token per sample, a single value") as e:
+        build_model({"name": "mlp"}, norm_factory({"name": norm, **kw}))
+    assert "\n" not in str(e.value)
+
+
+def test_the_check_leaves_the_runs_draws_and_the_norms_statistics_alone() -> None:
+    """Building the MLP draws what its layers' initialization draws, nothing more (the check's input
+    comes from a generator of its own), and leaves BN's running statistics at their start."""
+    torch.manual_seed(0)
+    model = build_model({"name": "mlp"}, factory("bn"))
+    after_model = torch.rand(1)
+    torch.manual_seed(0)
+    linears = [nn.Linear(a, b) for a, b in [*LINEARS, (100, 10)]]  # construction order, then the init
+    for layer in linears:
+        nn.init.xavier_uniform_(layer.weight)
+    assert torch.equal(torch.rand(1), after_model)
+    assert all(torch.equal(blk.norm.running_mean, torch.zeros(100)) for blk in model.features)
+    assert all(int(blk.norm.num_batches_tracked) == 0 for blk in model.features)
 
 
 def test_bn_block_is_the_papers_bn1d_before_the_sigmoid() -> None:
