@@ -7,6 +7,7 @@ preset's diagnostics."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,15 @@ def test_adam_weight_decay_is_decoupled(preset: str) -> None:
     cfg, _ = compose_with_sweep(preset)
     if cfg.optimizer.name.startswith("adam") and cfg.weight_decay > 0:
         assert cfg.optimizer.name == "adamw", f"{preset}: Adam with decay {cfg.weight_decay} added to the gradient"
+
+
+@pytest.mark.parametrize("preset", CPU_PRESETS)
+def test_a_cpu_presets_header_counts_the_seeds_it_sweeps(preset: str) -> None:
+    """Where the header (what `normbench --help` shows) says "N seeds", N is the sweep's count:
+    the seed lists change with each confirmatory plan, and a hand-typed count went stale once."""
+    text = (CONF / "experiment" / f"{preset}.yaml").read_text()
+    header = "".join(line for line in text.splitlines() if line.startswith("#"))
+    said = [int(n) for n in re.findall(r"(\d+) seeds\b", header)]
+    swept = compose_cfg([f"experiment={preset}"], hydra=True).hydra.sweeper.params.get("seed")
+    if said:
+        assert swept is not None and set(said) == {len(str(swept).split(","))}, (said, swept)
