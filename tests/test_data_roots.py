@@ -28,6 +28,10 @@ def test_cpu_presets_read_their_data_beside_the_checkout_from_any_directory(
         monkeypatch.chdir(cwd)
         cfg = compose_cfg([f"experiment={preset}"])
         roots.append(cfg.dataset.root)
+    assert cfg.dataset.name in LEAVES, (
+        f"{preset} runs on dataset={cfg.dataset.name}: a _cpu preset reproduces its paper on the shared real subsets "
+        f"(dataset={' or '.join(LEAVES)}, read from $NORMBENCH_DATA or ../shared/data), never on synthetic data"
+    )
     leaf = LEAVES[cfg.dataset.name]
     assert roots == [os.path.normpath(REPO / ".." / "shared" / "data" / leaf)] * 2
     monkeypatch.setenv("NORMBENCH_DATA", str(tmp_path / "elsewhere"))
