@@ -186,9 +186,18 @@ class DiagnosticHook:
         self.cfg = cfg
         self._steps = frozenset(cfg.steps)
 
-    def on_cadence(self, step: int) -> bool:
+    def next_on_cadence(self, step: int) -> int | None:
+        """The first step >= ``step`` on the cadence: every ``every_n_steps`` from ``start_step``
+        (0: none), or one of ``steps``; None when there is none. The one place the cadence is read."""
         every, start = self.cfg.every_n_steps, self.cfg.start_step
-        return (every > 0 and step >= start and (step - start) % every == 0) or step in self._steps
+        due = min((s for s in self._steps if s >= step), default=None)
+        if every > 0:
+            periodic = start if step <= start else start + -(-(step - start) // every) * every
+            due = periodic if due is None else min(due, periodic)
+        return due
+
+    def on_cadence(self, step: int) -> bool:
+        return self.next_on_cadence(step) == step
 
     def setup(self, model: nn.Module) -> None:
         return None

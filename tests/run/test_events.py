@@ -7,7 +7,7 @@ import itertools
 import pytest
 
 from normbench.diagnostics.registry import CadenceConfig, DiagnosticHook
-from normbench.run.loop.events import NEVER, PROGRESS_EVERY_STEPS, next_diagnostic, next_event, next_on_cadence
+from normbench.run.loop.events import NEVER, PROGRESS_EVERY_STEPS, next_diagnostic, next_event
 
 
 class Probe(DiagnosticHook):
@@ -31,10 +31,15 @@ def first_asking(hook: DiagnosticHook, step: int, horizon: int = 2000) -> int:
     [(0, 0, []), (1, 0, []), (10, 0, []), (7, 25, []), (500, 250, []), (0, 0, [3, 40, 41]), (6, 4, [5, 100])],
 )
 def test_next_on_cadence_is_the_first_due_step_asked_one_at_a_time(every: int, start: int, steps: list[int]) -> None:
+    """`DiagnosticHook.next_on_cadence` against the cadence's definition, step by step (every N from
+    start, or a listed step); `on_cadence` is read from it, so it is checked against the same."""
     hook = Probe(CadenceConfig(every_n_steps=every, start_step=start, steps=steps))
+    on = [(every > 0 and s >= start and (s - start) % every == 0) or s in steps for s in range(2000)]
     for step in range(0, 120):
-        expected = first_asking(hook, step)
-        assert next_on_cadence(every, start, steps, step) == expected, step
+        expected = next((s for s in range(step, 2000) if on[s]), NEVER)
+        due = hook.next_on_cadence(step)
+        assert (NEVER if due is None else due) == expected, step
+        assert hook.on_cadence(step) == on[step]
 
 
 def test_hooks_with_their_own_due_are_asked_and_the_others_scheduled() -> None:

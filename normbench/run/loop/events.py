@@ -28,16 +28,6 @@ PROGRESS_EVERY_STEPS = 16
 draws at most every 0.1 s (the bar) or every ``logger.progress_every_s`` (the lines), never per step."""
 
 
-def next_on_cadence(every: int, start: int, steps: Iterable[int], step: int) -> int:
-    """The first step >= ``step`` on the cadence ``every`` N steps from ``start`` (0: none) or in
-    ``steps`` (`normbench.diagnostics.registry.CadenceConfig`); `NEVER` if there is none."""
-    best = min((s for s in steps if s >= step), default=NEVER)
-    if every > 0:
-        periodic = start if step <= start else start + -(-(step - start) // every) * every
-        best = min(best, periodic)
-    return best
-
-
 def on_fixed_cadence(hook: Any) -> bool:
     """Whether ``hook`` is due exactly on its cadence (`DiagnosticHook.due` and ``on_cadence``
     not overridden): its due steps can be computed ahead."""
@@ -45,7 +35,7 @@ def on_fixed_cadence(hook: Any) -> bool:
     return (
         getattr(kind, "due", None) is DiagnosticHook.due
         and getattr(kind, "on_cadence", None) is DiagnosticHook.on_cadence
-        and all(hasattr(hook.cfg, a) for a in ("every_n_steps", "start_step", "steps"))
+        and getattr(kind, "next_on_cadence", None) is DiagnosticHook.next_on_cadence
     )
 
 
@@ -55,8 +45,8 @@ def next_diagnostic(hooks: Iterable[Any], step: int) -> tuple[int, list[Any]]:
     first, asked = NEVER, []
     for hook in hooks:
         if on_fixed_cadence(hook):
-            cfg = hook.cfg
-            first = min(first, next_on_cadence(cfg.every_n_steps, cfg.start_step, cfg.steps, step))
+            due = hook.next_on_cadence(step)
+            first = first if due is None else min(first, due)
         else:
             asked.append(hook)
     return first, asked
