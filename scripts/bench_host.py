@@ -9,9 +9,12 @@ several rounds (the order rotated each round).
 Variants (`bench_overhead.runner` each: ``normbench.run.loop.train.run`` as a user runs it):
 
 - ``off``: diagnostics off, the default logger (W&B offline, local files, progress display);
-- ``default``: the default diagnostics at their cadence: the every-step part, plus each group of
-  periodic diagnostics (a second run fires each group once inside the timed window; its cost per
-  call is that step's time minus the median of the run's other steps) divided by its period;
+- ``default``: the default diagnostics at their cadence: one run fires each group of periodic
+  diagnostics (``bn_stats`` every 10 steps, the probes every 500, …) once inside the timed window;
+  the steps where none fired give the every-step part, and each group's cost per call (that step's
+  time minus the median of the run's other steps) is added divided by its period (before
+  2026-12-06 the every-step part came from a run at the preset's own cadence, which counted
+  ``bn_stats`` twice and, in a 300-step window, one probe at step 250 besides);
 - ``local``: diagnostics off, ``logger=local`` (no W&B).
 
 Each run's time per step is the mean over its timed steps (the logging steps every
@@ -131,21 +134,23 @@ def variants(warmup: int, steps: int) -> tuple[dict[str, list[str]], dict[int, t
     overrides = {
         "plain": [],
         "off": ["diagnostics=off"],
-        "default": ["diagnostics=default"],
         "default/periodic once": ["diagnostics=default", *moved],
         "local": ["diagnostics=off", "logger=local"],
     }
     return overrides, fired, groups
 
 
-def per_step(stopwatch: Stopwatch) -> dict[str, float]:
-    """Mean seconds per timed step on each clock, and the children's CPU."""
-    n = len(stopwatch.wall) - 1 - stopwatch.warmup
-    out = {c: sum(stopwatch.durations(c)) / n for c in CLOCKS}
+def per_step(stopwatch: Stopwatch, fired: dict[int, tuple[int, int]] | None = None) -> dict[str, float]:
+    """Mean seconds per timed step on each clock over the steps where no periodic group fired
+    (``fired``: step -> group; none: every timed step), and the children's CPU a step."""
+    w = stopwatch.warmup
+    n = len(stopwatch.wall) - 1 - w
+    quiet = [i for i in range(n) if i + w not in (fired or {})]
+    out = {c: statistics.fmean(stopwatch.durations(c)[i] for i in quiet) for c in CLOCKS}
     out["child"] = (stopwatch.children[-1] - stopwatch.children[0]) / n
     out["floor"] = floor(stopwatch)
-    w = stopwatch.warmup
-    out["direct"] = out["thread"] - (stopwatch.inside[-1] - stopwatch.inside[w]) / n  # type: ignore[attr-defined]
+    inside = stopwatch.inside  # type: ignore[attr-defined]
+    out["direct"] = out["thread"] - statistics.fmean(inside[w + i + 1] - inside[w + i] for i in quiet)
     return out
 
 
@@ -163,14 +168,15 @@ def summary_rows(times: dict[str, list[dict[str, float]]], calls: list[dict], fi
                  meta: dict[str, Any]) -> list[dict[str, Any]]:  # fmt: skip
     """One row per variant (``default``: at its cadence) and one per periodic group's call."""
     rounds = len(times["plain"])
-    series = {v: list(times[v]) for v in ("off", "local", "default")}
-    if calls:  # the default preset at its cadence: its every-step part + each call / its period
-        series["default"] = [
-            {c: t[c] + sum(call[c][g] / g[0] for g in fired.values()) for c in CLOCKS}
-            | {k: t[k] + sum(call["thread"][g] / g[0] for g in fired.values()) for k in ("floor", "direct")}
-            | {"child": t["child"]}
-            for t, call in zip(times["default"], calls)
-        ]
+    series = {v: list(times[v]) for v in ("off", "local")}
+    # the default preset at its cadence: its every-step part (the steps where nothing periodic
+    # fired) + each group's call / its period
+    series["default"] = [
+        {c: t[c] + sum(call[c][g] / g[0] for g in fired.values()) for c in CLOCKS}
+        | {k: t[k] + sum(call["thread"][g] / g[0] for g in fired.values()) for k in ("floor", "direct")}
+        | {"child": t["child"]}
+        for t, call in zip(times["default/periodic once"], calls)
+    ]
     rows = []
     plain_us = {c: statistics.median(t[c] for t in times["plain"]) * 1e6 for c in CLOCKS}
     for v in ("off", "default", "local"):
@@ -252,8 +258,9 @@ def main(argv: list[str] | None = None) -> None:
                 cfg = compose_cfg(base + overrides[v])
                 measure = plain_loop if v == "plain" else runner
                 stopwatch, _ = measure(cfg, device, Path(tempfile.mkdtemp(dir=work)), args.warmup)
-                times[v].append(per_step(stopwatch))
-                if v == "default/periodic once":
+                periodic = v == "default/periodic once"
+                times[v].append(per_step(stopwatch, fired if periodic else None))  # its every-step part
+                if periodic:
                     calls.append({c: call_costs(stopwatch, fired, c) for c in CLOCKS})
             laps = ", ".join(f"{v} {times[v][-1]['cpu'] * 1e6:.0f}" for v in names)
             print(f"[bench_host] round {r + 1}/{args.rounds} (us CPU per step): {laps}", flush=True)

@@ -6,13 +6,13 @@ batches from the same seed; the runner also runs with each diagnostics preset in
 ``conf/diagnostics/`` (``off``, ``default``, ``full`` where present), and with diagnostics off
 and ``logger=local`` (no W&B), which shows what the W&B process costs.
 
-A preset's periodic diagnostics (every N > 1 steps: the probes every 100-500 steps) would not
-fall inside a short timed window, so each preset runs twice: once at its own cadence (the row
-``runner/diagnostics=<p> (every-step part)``: what it costs on steps without a probe), and once
-with each group of periodic diagnostics (those sharing a cadence, which run at the same step)
-moved to one step inside the window. A group's cost per call is that step's time minus the
-median time of the variant's other steps; the preset's cost at its cadence is the every-step
-part plus Σ cost per call / N over the groups (row ``runner/diagnostics=<p> (at its cadence)``,
+A preset's periodic diagnostics (every N > 1 steps: ``bn_stats`` every 10, the probes every
+100-500 steps) would fall inside a short timed window at an arbitrary rate, so a preset with any
+runs with each group of them (those sharing a cadence, which run at the same step) moved to one
+step inside the window. A group's cost per call is that step's time minus the median time of the
+run's other steps; the steps where no group fired give the preset's every-step part (row
+``runner/diagnostics=<p> (every-step part)``), and its cost at its cadence is that part plus
+Σ cost per call / N over the groups (row ``runner/diagnostics=<p> (at its cadence)``,
 the one the budget applies to; ``call: ...`` rows give each group's cost per call). Both are timed the same
 way: a timestamp each time the training loop asks for its next batch, so a step's time holds
 the batch's making, forward, backward, optimizer, and whatever the loop does around them
@@ -241,6 +241,18 @@ def call_costs(stopwatch: Stopwatch, fired: dict[int, tuple[int, int]], clock: s
     return {g: steps[i] - base for i, g in fired_at.items()}
 
 
+def every_step_part(stopwatch: Stopwatch, fired: dict[int, tuple[int, int]], children_cpu: float) -> dict[str, float]:
+    """Seconds a step over the timed steps where no periodic group fired: wall, and CPU (this
+    process's, plus its descendants' per step, which cannot be split by step)."""
+    fired_at = {k - stopwatch.warmup for k in fired}
+    out = {}
+    for clock in ("wall", "cpu"):
+        steps = [t for i, t in enumerate(stopwatch.durations(clock)) if i not in fired_at]
+        out[clock] = statistics.fmean(steps)
+    out["cpu"] += children_cpu
+    return out
+
+
 def _extra_us(values: list[float], reference: list[float]) -> int:
     """The median over rounds of (variant - plain) seconds per step, in microseconds: the host
     cost per step, which a ratio hides behind a long step (issue 61)."""
@@ -279,12 +291,12 @@ def main() -> None:
     presets = sorted(p.stem for p in (Path(config_dir()) / "diagnostics").glob("*.yaml"))
     presets = [p for p in ("off", "default", "full") if p in presets]
     overrides = {"plain": [], "runner/diagnostics=off,logger=local": ["diagnostics=off", "logger=local"]}
-    overrides.update({f"runner/diagnostics={p}": [f"diagnostics={p}"] for p in presets})
     once: dict[str, tuple[str, dict[int, tuple[int, int]]]] = {}  # variant -> (preset, step -> group)
     groups_of = {p: periodic_groups(compose_cfg([f"diagnostics={p}"]).diagnostics) for p in presets}
     for p in presets:
         groups = groups_of[p]
-        if not groups:
+        if not groups:  # nothing periodic: the run as configured is its every-step part
+            overrides[f"runner/diagnostics={p}"] = [f"diagnostics={p}"]
             continue
         fired = {args.warmup + 2 + 3 * i: g for i, g in enumerate(sorted(groups))}
         if max(fired) >= args.steps - 1:
@@ -327,8 +339,10 @@ def main() -> None:
                 m.work_s[variant].append(t["cpu"] + t["children_cpu"])
                 m.children[variant].append(t["children_cpu"])
                 if variant in once:
+                    fired = once[variant][1]
                     for clock in ("wall", "cpu"):
-                        m.costs[f"{variant}/{clock}"].append(call_costs(stopwatch, once[variant][1], clock))
+                        m.costs[f"{variant}/{clock}"].append(call_costs(stopwatch, fired, clock))
+                    m.every_step[variant].append(every_step_part(stopwatch, fired, t["children_cpu"]))
             m.data.append(data_path(compose_cfg(base), device, work))
             laps = ", ".join(f"{v} {m.wall[v][-1] * 1e3:.0f} ms ({m.work_s[v][-1] * 1e3:.0f} ms CPU)" for v in variants)
             print(f"[bench] round {r + 1}/{args.rounds}: {laps}", flush=True)
@@ -354,10 +368,12 @@ class Measured:
     losses: dict[str, float] = field(default_factory=dict)
     costs: dict[str, list[dict[tuple[int, int], float]]] = field(default_factory=dict)
     data: list[dict[str, float]] = field(default_factory=list)
+    every_step: dict[str, list[dict[str, float]]] = field(default_factory=dict)  # "periodic once" variants
 
     def __post_init__(self) -> None:
         for series in (self.wall, self.work_s, self.children):
             series.update({v: [] for v in self.variants})
+        self.every_step.update({v: [] for v in self.once})
         self.costs.update({f"{v}/{c}": [] for v in self.once for c in ("wall", "cpu")})
 
 
@@ -366,18 +382,20 @@ def summary_rows(m: Measured, device: str) -> list[dict[str, Any]]:
     wall, work_s, children, losses = dict(m.wall), dict(m.work_s), dict(m.children), dict(m.losses)
     costs, once, data = m.costs, m.once, m.data
     rounds = len(data)
+    cadence_rows = []
     for variant, (p, _fired) in once.items():  # the preset at its cadence: every-step part + calls / N
+        every_row, cadence_row = f"runner/diagnostics={p} (every-step part)", f"runner/diagnostics={p} (at its cadence)"
         for clock, series in (("wall", wall), ("cpu", work_s)):
-            series[f"runner/diagnostics={p} (at its cadence)"] = [
-                every + sum(cost / g[0] for g, cost in c.items())
-                for every, c in zip(series[f"runner/diagnostics={p}"], costs[f"{variant}/{clock}"])
+            series[every_row] = [e[clock] for e in m.every_step[variant]]
+            series[cadence_row] = [
+                e[clock] + sum(cost / g[0] for g, cost in c.items())
+                for e, c in zip(m.every_step[variant], costs[f"{variant}/{clock}"])
             ]
-        children[f"runner/diagnostics={p} (at its cadence)"] = children[f"runner/diagnostics={p}"]
-        losses[f"runner/diagnostics={p} (at its cadence)"] = losses[f"runner/diagnostics={p}"]
+        for row in (every_row, cadence_row):
+            children[row], losses[row] = children[variant], losses[variant]
+        cadence_rows += [every_row, cadence_row]
     rows = []
-    amortized = [p for p, _ in once.values()]
-    names = {f"runner/diagnostics={p}": f"runner/diagnostics={p} (every-step part)" for p in amortized}
-    cadence_rows = [f"runner/diagnostics={p} (at its cadence)" for p in amortized]
+    names: dict[str, str] = {}
     for variant in [v for v in m.variants if v not in once] + cadence_rows:
         ratio, lo, hi = _ratio_stats(wall[variant], wall["plain"])
         cpu_ratio, cpu_lo, cpu_hi = _ratio_stats(work_s[variant], work_s["plain"])
