@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.conftest import REPO
 
 SCRIPTS = REPO / "scripts"
-TOOLS = {"sweep_jobs", "same_metrics", "sync_debug", "bench_io"}
+TOOLS = {"sweep_jobs", "same_metrics", "sync_debug", "bench_io", "config_route"}
 """The scripts that are no benchmark yet stay in ``scripts/`` (each a checkout tool, tested in place)."""
 MOVED = {
     "results_index": "normbench-reports index",
