@@ -210,5 +210,75 @@ PRESET_RUNS: dict[str, Callable[[Path], None]] = {
     "bn_lp": bn_lp,
     "ln_axes": translation({"ln": 20.0, "ln_sample": 15.0, "in": 24.0}, "encoder", once=False),
 }
-"""How to write each preset's synthetic runs (the keys: `normbench.analysis.figures.FIGURES`)."""
+"""How to write each preset's synthetic runs where its figures read more than `from_rules` logs
+(per-layer diagnostics, throughput, step-by-step curves); the keys: `normbench.analysis.figures.FIGURES`."""
 PRESET_RUNS = {preset: jittered(write) for preset, write in PRESET_RUNS.items()}
+
+COMMON_KEYS = ("val/acc", "val/loss", "train/loss", "train/acc", "train_eval/acc", "train_eval/loss", "test/bleu")
+"""What every run of a paper preset logs whatever it measures: `from_rules` logs them beside the
+keys the rules' measures name (an accuracy in [0, 1]; a loss or BLEU above it)."""
+RULES_STEPS = (10, 20, 30, 40, 50)
+
+
+def nested(select: dict[str, object]) -> dict[str, object]:
+    """A rules selector (``{"norm.name": "bn", "lr": 0.1}``) as the nested config a run records."""
+    out: dict[str, object] = {}
+    for dotted, value in select.items():
+        *parents, leaf = dotted.split(".")
+        node = out
+        for key in parents:
+            node = node.setdefault(key, {})  # type: ignore[assignment]
+        node[leaf] = value
+    return out
+
+
+def rules_arms(preset: str) -> list[dict[str, object]]:
+    """Every distinct selector the preset's rules name: each claim's two arms, each setup check's
+    and each learning bound's (their order of appearance)."""
+    from normbench.analysis.judging.rules_schema import load_rules
+
+    rules = load_rules(preset)
+    found: list[dict[str, object]] = []
+    selectors = [arm.select for c in rules.claims for arm in (c.a, c.b)] + [c.select for c in rules.measured_checks]
+    for select in selectors:
+        if select and select not in found:
+            found.append(dict(select))
+    return found
+
+
+def rules_keys(preset: str) -> list[str]:
+    """The history keys the rules' measures name (their ``key`` and ``minus`` parameters), then `COMMON_KEYS`."""
+    from normbench.analysis.judging.rules_schema import load_rules
+
+    rules = load_rules(preset)
+    params = [c.params for c in rules.claims] + [a.params for c in rules.claims for a in (c.a, c.b)]
+    params += [c.params for c in rules.measured_checks]
+    named = [str(p[k]) for p in params for k in ("key", "minus") if isinstance(p.get(k), str)]
+    return list(dict.fromkeys(named + list(COMMON_KEYS)))
+
+
+def from_rules(preset: str) -> Callable[[Path], None]:
+    """Synthetic runs read from the preset's rules alone (issue 58: a new preset needs no writer of
+    its own): `SEEDS` runs per selector (`rules_arms`), each recording the selector's config and
+    logging every key of `rules_keys` at `RULES_STEPS` (and once per epoch), the arm named first
+    highest, so that every claim has two arms that differ."""
+
+    def write(root: Path) -> None:
+        arms, keys = rules_arms(preset), rules_keys(preset)
+        job = 0
+        for i, select in enumerate(arms):
+            for seed in SEEDS:
+                level = 0.6 - 0.1 * i + 0.01 * seed
+                rows = [{"step": s, "epoch": k, **{key: (level if "acc" in key else 2.0 - level) * (1 + 0.01 * k)
+                                                   for key in keys}}
+                        for k, s in enumerate(RULES_STEPS, 1)]  # fmt: skip
+                write_run(root, job, {**nested(select), "seed": seed, "max_steps": RULES_STEPS[-1]}, rows,
+                          {"step": RULES_STEPS[-1]})  # fmt: skip
+                job += 1
+
+    return jittered(write)
+
+
+def runs_for(preset: str) -> Callable[[Path], None]:
+    """The preset's writer: its own (`PRESET_RUNS`), else `from_rules`."""
+    return PRESET_RUNS.get(preset) or from_rules(preset)

@@ -21,7 +21,7 @@ from normbench.analysis.leaderboard.leaderboard_labels import cell_title
 from normbench.analysis.leaderboard.leaderboard_report import load_runs
 from normbench.analysis.loading.runs import load_local_runs
 from normbench.analysis.wording.figure_names import arm_name
-from tests.analysis.figure_runs import PRESET_RUNS, santurkar
+from tests.analysis.figure_runs import runs_for, santurkar
 from tests.analysis.test_leaderboard import write_job
 
 
@@ -145,7 +145,7 @@ def _marks(preset: str) -> list:
 
 @pytest.mark.parametrize("preset", [pytest.param(p, marks=_marks(p)) for p in sorted(FIGURES)])
 def test_every_presets_figures_are_readable(preset: str, tmp_path: Path) -> None:
-    PRESET_RUNS[preset](tmp_path / "runs")
+    runs_for(preset)(tmp_path / "runs")
     results = make_figures(f"{preset}_cpu", load_local_runs([tmp_path / "runs"]))
     write_outputs(results, tmp_path / "out")
     assert {res.name: res.problems for res in results} == {res.name: [] for res in results}

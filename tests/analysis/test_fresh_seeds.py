@@ -4,6 +4,7 @@ per_run.csv, its pilot), and normbench-figures refuses a confirmatory table that
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,14 @@ def test_the_confirmatory_block_is_disjoint_from_every_earlier_attempt(preset: s
     assert rules is not None and "cpu" in rules.seeds, f"{preset}: the rules name no confirmatory seed block"
     block = set(range(rules.seeds["cpu"].start, rules.seeds["cpu"].stop))
     folder = REPO / "results" / f"{preset}_cpu"
-    used = earlier_seeds(folder)
-    assert used, f"{folder}: no earlier attempt's seeds found (HISTORY.md, per_run.csv, pilot/per_run.csv)"
+    table = folder / "per_run.csv"
+    rows = list(csv.DictReader(table.read_text().splitlines())) if table.is_file() else []
+    if rows and {int(r["seed"]) for r in rows} <= block:  # the folder holds the confirmatory attempt: not earlier
+        used = earlier_seeds(folder, [r["source"] for r in rows], rows[0].get("commit") or None)
+    else:
+        used = earlier_seeds(folder)
+    if folder.exists():  # a preset that never ran (a new one: no folder) has no earlier attempt
+        assert used, f"{folder}: no earlier attempt's seeds found (HISTORY.md, per_run.csv, pilot/per_run.csv)"
     assert not block & used, f"{preset}: block {sorted(block)[:3]}… reuses {sorted(block & used)}"
     assert not block & set(rules.pilot_seeds)
 
