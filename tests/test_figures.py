@@ -108,7 +108,7 @@ def build(preset: str, root: Path, out: Path, check: bool = True) -> list[Path]:
 
 SAME_POINTS = "are drawn through the same points"
 """`normbench.analysis.figures.figure_lint`'s hidden-series problem, which `build` leaves to the jittered runs of
-`tests.analysis.figure_runs` (`tests/analysis/test_figure_checks.py`)."""
+`tests.analysis.figures.figure_runs` (`tests/analysis/figures/test_figure_checks.py`)."""
 
 
 # ---------------------------------------------------------------- Santurkar et al. 2018 (VGG)
@@ -561,7 +561,7 @@ def test_every_figure_has_its_presets_rules_and_measures() -> None:
 def test_script_writes_figures_and_rejects_bad_input(santurkar_runs: Path, tmp_path: Path) -> None:
     import shutil
 
-    from tests.analysis.figure_runs import jitter
+    from tests.analysis.figures.figure_runs import jitter
 
     script = [sys.executable, "-m", "normbench.analysis.figures.figures_cli"]  # what normbench-figures runs
     out = tmp_path / "out"

@@ -2,7 +2,7 @@
 (``conf/experiment/<p>.yaml``, ``conf/experiment/<p>_cpu.yaml``, ``normbench/rules/<p>.yaml``), in a
 copy of the repository, and the tests that read the presets pass there: the default suite's
 preset, data-root, help, sweep, rules and seed tests, and the slow suite's figure check, whose
-synthetic runs come from the new rules alone (`tests.analysis.figure_runs.from_rules`). Minutes: slow."""
+synthetic runs come from the new rules alone (`tests.analysis.figures.figure_runs.from_rules`). Minutes: slow."""
 
 from __future__ import annotations
 
@@ -91,9 +91,9 @@ figures:
         - {panel: final_val_acc, kind: bar, value: final_acc, xlabel: norm, ylabel: final validation accuracy}
 """
 DEFAULT_TESTS = ["tests/conf/test_presets.py", "tests/test_data_roots.py", "tests/test_help.py",
-                 "tests/test_sweep_jobs.py", "tests/analysis/test_rules_schema.py",
-                 "tests/analysis/test_fresh_seeds.py", "tests/analysis/test_figure_runs.py",
-                 "tests/analysis/test_figure_spec.py"]  # fmt: skip
+                 "tests/test_sweep_jobs.py", "tests/analysis/judging/test_rules_schema.py",
+                 "tests/analysis/loading/test_fresh_seeds.py", "tests/analysis/figures/test_figure_runs.py",
+                 "tests/analysis/figures/test_figure_spec.py"]  # fmt: skip
 """The default-suite tests that read the presets or the rules (each parametrized over them, or listing them)."""
 
 
@@ -128,6 +128,6 @@ def test_a_preset_in_three_files_passes_the_tests_that_read_presets(tmp_path: Pa
                  f"test_figure_runs.py::test_every_arm_of_the_rules_gets_its_seeds_and_every_named_key"
                  f"[{PRESET}] PASSED"):
         assert test in r.stdout, test  # fmt: skip
-    slow = pytest_in(repo, "tests/analysis/test_figure_checks.py", "-m", "slow", "-k", PRESET)
+    slow = pytest_in(repo, "tests/analysis/figures/test_figure_checks.py", "-m", "slow", "-k", PRESET)
     assert slow.returncode == 0, slow.stdout[-6000:] + slow.stderr[-3000:]
     assert f"test_every_presets_figures_are_readable[{PRESET}] PASSED" in slow.stdout

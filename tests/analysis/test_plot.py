@@ -89,7 +89,7 @@ def test_bad_figure_formats_are_one_line_before_anything_is_written(
     tmp_path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
     from normbench.analysis.figures import figures_cli
-    from tests.analysis.figure_runs import santurkar
+    from tests.analysis.figures.figure_runs import santurkar
 
     santurkar(tmp_path / "runs")
     monkeypatch.setenv("NORMBENCH_FIGURE_FORMATS", value)

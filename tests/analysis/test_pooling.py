@@ -13,7 +13,7 @@ from normbench.analysis.figures import figures_cli
 from normbench.analysis.leaderboard.leaderboard_report import main as leaderboard_main
 from normbench.analysis.loading.runs import Run, check_seeds_only, experiment_key, load_local_runs
 from normbench.base.errors import ConfigError
-from tests.analysis.test_leaderboard import write_job
+from tests.analysis.leaderboard.test_leaderboard import write_job
 from tests.faults import fault
 
 

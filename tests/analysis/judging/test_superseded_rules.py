@@ -17,7 +17,7 @@ from normbench.analysis.judging.stats import NOT_JUDGED
 from normbench.base.errors import ConfigError
 from normbench.rules import SUPERSEDED_DIR, file_hash, is_superseded, list_rule_presets, rules_hash, superseded_rules
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 SUPERSEDED = sorted(SUPERSEDED_DIR.glob("*.yaml"))
 
 

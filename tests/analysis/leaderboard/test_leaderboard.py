@@ -1,5 +1,5 @@
 """The norm leaderboard on synthetic run folders whose answer is known by hand: means and
-t-intervals, rows by mean score (the verdicts: tests/analysis/test_leaderboard_rules.py), n/a
+t-intervals, rows by mean score (the verdicts: tests/analysis/leaderboard/test_leaderboard_rules.py), n/a
 cells (a refused job's error, the decoder and batch-size rules), diverged
 runs counted, time-mixing norms ranked as encoder-only rows (``pn (enc) / ln (dec)``), every
 registered norm listed with what it normalizes over; the CLI's files, its "What ran" section and
@@ -340,6 +340,6 @@ def test_console_script_points_at_main() -> None:
     import importlib
 
     tomllib = pytest.importorskip("tomllib")
-    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
     module, func = tomllib.loads(pyproject.read_text())["project"]["scripts"]["normbench-leaderboard"].split(":")
     assert getattr(importlib.import_module(module), func) is main

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from normbench.analysis.leaderboard.leaderboard_report import main
-from tests.analysis.test_leaderboard import write_job
+from tests.analysis.leaderboard.test_leaderboard import write_job
 from tests.faults import fault
 
 

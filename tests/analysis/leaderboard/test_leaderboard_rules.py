@@ -109,7 +109,7 @@ def leaderboard_sweep(
 
     import yaml
 
-    from tests.analysis.test_leaderboard import write_job
+    from tests.analysis.leaderboard.test_leaderboard import write_job
 
     spread = (-0.004, -0.002, 0.0, 0.002, 0.004)
     job = 0

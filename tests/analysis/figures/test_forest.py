@@ -24,7 +24,7 @@ from normbench.analysis.judging.stats import VERDICTS
 from normbench.analysis.wording.units import BLEU, Unit
 
 POINTS = Unit("validation accuracy", 100.0, " %", " pts")
-RESULTS = Path(__file__).resolve().parents[2] / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 
 
 def row(id: str, verdict: str, estimate: str = "", lo: str = "", hi: str = "", **kw) -> dict:

@@ -27,7 +27,7 @@ from normbench.analysis.judging.stats import (
 from normbench.analysis.judging.verdicts import SMALLER, UNDETECTABLE, check_fresh_seeds, qualifier
 from normbench.analysis.loading.runs import Run
 from normbench.base.errors import ConfigError
-from tests.analysis.test_rules_schema import by_id, claim, rules_data, use_rules
+from tests.analysis.judging.test_rules_schema import by_id, claim, rules_data, use_rules
 
 NEW_COLUMNS = ("effect", "detectable_adj", "detectable_planned", "qualifier", "reason", "p_min_effect", "confirmatory")
 

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import yaml
 
-from tests.analysis.test_bn_claims import PADDING_ARMS, _saturation_rows, _write_dropout_runs
-from tests.analysis.test_eval_stats import write_sweep as write_eval_stats
-from tests.analysis.test_gn_groups import ARMS as GROUP_ARMS
-from tests.analysis.test_gn_groups import write_sweep as write_groups
-from tests.analysis.test_lp_batch import ACC as LP_ACC
-from tests.analysis.test_lp_batch import TOTAL as LP_TOTAL
-from tests.analysis.test_lp_batch import _rows as lp_rows
-from tests.analysis.test_prms_width import _runs as prms_runs
-from tests.analysis.test_train_clock import _runs as clock_runs
+from tests.analysis.figures.test_bn_claims import PADDING_ARMS, _saturation_rows, _write_dropout_runs
+from tests.analysis.figures.test_eval_stats import write_sweep as write_eval_stats
+from tests.analysis.figures.test_gn_groups import ARMS as GROUP_ARMS
+from tests.analysis.figures.test_gn_groups import write_sweep as write_groups
+from tests.analysis.figures.test_lp_batch import ACC as LP_ACC
+from tests.analysis.figures.test_lp_batch import TOTAL as LP_TOTAL
+from tests.analysis.figures.test_lp_batch import _rows as lp_rows
+from tests.analysis.figures.test_prms_width import _runs as prms_runs
+from tests.analysis.figures.test_train_clock import _runs as clock_runs
 from tests.test_figures import SEEDS, TOTAL, _cv_nlp_runs, _mt_runs, _santurkar_rows, write_run
 
 

@@ -15,7 +15,7 @@ from normbench.analysis.judging.claims import judge_rows
 from normbench.analysis.judging.evidence import selector_columns, vouch_rows
 from normbench.analysis.judging.per_run import read_per_run, write_per_run
 from normbench.base.errors import ConfigError
-from tests.analysis.test_plan_cli import RULES, use_rules
+from tests.analysis.judging.test_plan_cli import RULES, use_rules
 
 SEEDS = (0, 1, 2, 3, 4)
 

@@ -21,7 +21,7 @@ from normbench.analysis.judging.rules_schema import load_rules, parse_rules
 from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.errors import ConfigError
 from normbench.rules import canonical_hash, list_rule_presets, load_rules_data, rules_hash
-from tests.analysis.figure_runs import bn_lr_range
+from tests.analysis.figures.figure_runs import bn_lr_range
 from tests.test_figures import write_run
 
 SPEC = {

@@ -1,4 +1,4 @@
-"""tests/analysis/figure_runs.py's `from_rules`: a preset's synthetic runs read from its rules alone
+"""tests/analysis/figures/figure_runs.py's `from_rules`: a preset's synthetic runs read from its rules alone
 (issue 58, item 3), so a new preset's figures are checked without a writer of its own."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from normbench.analysis.judging.rules_schema import load_rules
 from normbench.analysis.loading.runs import load_local_runs, matching
 from normbench.rules import list_rule_presets
-from tests.analysis.figure_runs import COMMON_KEYS, from_rules, nested, rules_arms, rules_keys
+from tests.analysis.figures.figure_runs import COMMON_KEYS, from_rules, nested, rules_arms, rules_keys
 from tests.test_figures import SEEDS
 
 

@@ -21,8 +21,8 @@ from normbench.analysis.leaderboard.leaderboard_labels import cell_title
 from normbench.analysis.leaderboard.leaderboard_report import load_runs
 from normbench.analysis.loading.runs import load_local_runs
 from normbench.analysis.wording.figure_names import arm_name
-from tests.analysis.figure_runs import runs_for, santurkar
-from tests.analysis.test_leaderboard import write_job
+from tests.analysis.figures.figure_runs import runs_for, santurkar
+from tests.analysis.leaderboard.test_leaderboard import write_job
 
 
 def two_panels(empty: bool = False):
@@ -124,7 +124,7 @@ def test_place_legends_moves_a_legend_outside_when_no_corner_is_free() -> None:
 
 CHECKED_HERE_ONLY = {"rmsnorm_time"}
 """Presets whose figure tests draw from runs that log only what a claim reads (no validation loss:
-``tests/analysis/test_train_clock.py``): their figures are checked here in the default suite; the
+``tests/analysis/figures/test_train_clock.py``): their figures are checked here in the default suite; the
 other presets' in their figure tests (`tests.test_figures.build`), and here in the slow suite."""
 
 

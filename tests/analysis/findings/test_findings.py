@@ -25,7 +25,7 @@ from normbench.analysis.wording.claims_text import claims_markdown
 from normbench.analysis.wording.present import signed, signed_num, to_float
 from normbench.analysis.wording.units import UNITS
 
-RESULTS = Path(__file__).resolve().parents[2] / "results"
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 E_NOTATION = re.compile(r"\d[eE][+-]?\d")
 HEX = re.compile(r"\b[0-9a-f]{7,40}\b")  # commits and rules hashes are not numbers
 RAW_KEYS = sorted({k for _, k in UNITS if k} | {n for n, _ in UNITS if "_" in n} | {"perf/tokens_per_s"})

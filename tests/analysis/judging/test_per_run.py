@@ -18,7 +18,7 @@ from normbench.analysis.judging.rules_schema import load_rules
 from normbench.analysis.loading.provenance import results_root
 from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.errors import ConfigError
-from tests.analysis.test_bn_claims import DROPOUT_ARMS
+from tests.analysis.figures.test_bn_claims import DROPOUT_ARMS
 from tests.test_figures import SEEDS, read_csv, write_run
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
