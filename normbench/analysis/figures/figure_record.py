@@ -30,6 +30,7 @@ from normbench.analysis.figures.figure_png import figure_spec, png_spec, save_pn
 from normbench.analysis.figures.figure_redraws import CODE_REDRAWS, read_rows
 from normbench.analysis.figures.plot import FigureResult, place_legends
 from normbench.analysis.judging.figure_schema import FigureSpec
+from normbench.analysis.judging.per_run import SCOPE
 from normbench.analysis.judging.rules_schema import load_rules
 from normbench.rules import base_preset
 
@@ -46,6 +47,8 @@ class TableRun:
 
     def get(self, dotted: str, default: Any = None) -> Any:
         value = self.row.get(dotted)
+        if value is None or value == "":  # a setting the table keeps for titles only (`per_run.SCOPE`)
+            value = self.row.get(SCOPE + dotted)
         if value is None or value == "":
             return default
         for cast in (int, float):

@@ -99,6 +99,22 @@ def selector_keys(rules: Rules) -> list[str]:
     return sorted({k for s in selects for k in s})
 
 
+SCOPE = "scope:"
+SCOPE_KEYS = ("model.name", "model.depth", "model.width", "model.d_model", "model.encoder_layers",
+              "model.decoder_layers", "dataset.name")  # fmt: skip
+"""The settings a figure's title names (`normbench.analysis.wording.figure_names.scope`: model, depth,
+width, layers, data set), kept per run in the table's last columns (``scope:<key>``) so that a
+figure redrawn from the committed table names what its runs were, as the one drawn from the runs
+did; never selectors (they follow the measure columns)."""
+
+
+def _setting(run: Run, key: str) -> Any:
+    """``model.depth`` of the run's typed record (its model's default where the config leaves it out;
+    None where its model has no such field)."""
+    group, _, name = key.partition(".")
+    return getattr(getattr(run.record, group, None), name, None)
+
+
 def _columns(rules: Rules | None, preset: str, runs: Sequence[Run]) -> list[str]:
     cols = list(BASE_COLUMNS)
     if rules is not None:
@@ -106,7 +122,7 @@ def _columns(rules: Rules | None, preset: str, runs: Sequence[Run]) -> list[str]
         cols += list(dict.fromkeys(c for r in rules.claims if judged_here(r.variants, preset)
                                    for c in claim_columns(r).values()))  # fmt: skip
         cols += [f"{CHECK}{c.id}" for c in rules.measured_checks if judged_here(c.variants, preset)]
-    return cols + sorted({FINAL + k for r in runs for k in _finals(r)})
+    return cols + sorted({FINAL + k for r in runs for k in _finals(r)}) + [SCOPE + k for k in SCOPE_KEYS]
 
 
 def _finals(run: Run) -> dict[str, int | float]:
@@ -120,7 +136,9 @@ def _base_row(run: Run, columns: Sequence[str], digest: str) -> Row:
     row.update(source=run.source, seed=run.seed, status=run.status, commit=str(git["commit"]) if git else "",
                rules_hash=digest)  # fmt: skip
     for key in columns[len(BASE_COLUMNS) :]:
-        if not key.startswith((CLAIM, CHECK, FINAL)):
+        if key.startswith(SCOPE):
+            row[key] = _setting(run, key.removeprefix(SCOPE))
+        elif not key.startswith((CLAIM, CHECK, FINAL)):
             row[key] = run.get(key)
     row.update({FINAL + k: v for k, v in _finals(run).items()})
     return row

@@ -13,7 +13,7 @@ import pytest
 from normbench.analysis.figures.figures_cli import main
 from normbench.analysis.findings.verify import verify_folder
 from normbench.analysis.judging.claims import claim_values
-from normbench.analysis.judging.per_run import BASE_COLUMNS, per_run_rows, read_per_run, write_per_run
+from normbench.analysis.judging.per_run import BASE_COLUMNS, SCOPE_KEYS, per_run_rows, read_per_run, write_per_run
 from normbench.analysis.judging.rules_schema import load_rules
 from normbench.analysis.loading.provenance import results_root
 from normbench.analysis.loading.runs import load_local_runs
@@ -52,7 +52,8 @@ def test_per_run_rows_hold_every_measure_once_per_run(tmp_path: Path) -> None:
     assert "check:fits_training_images" in checks
     assert list(rows[0]) == [*BASE_COLUMNS, "model.dropout", "norm.name", "claim:dropout_narrows_gap",
                              "claim:bn_narrows_gap", "claim:bn_higher_test_acc", *checks,
-                             "final:step", "final:test/bleu"]  # fmt: skip
+                             "final:step", "final:test/bleu", *(f"scope:{k}" for k in SCOPE_KEYS)]  # fmt: skip
+    assert (rows[0]["scope:model.name"], rows[0]["scope:dataset.name"]) == ("vgg11", "cifar10")  # as recorded
     by = {(r["norm.name"], r["model.dropout"], r["seed"]): r for r in rows}
     bn = by[("bn", 0.0, 2)]
     assert (bn["status"], bn["commit"], bn["final:step"]) == ("finished", COMMIT, 210)
@@ -126,3 +127,28 @@ def test_committed_claims_rebuild_from_their_per_run_csv(folder: Path) -> None:
     """Every committed claims.csv / claims.md is what the current code judges from its per_run.csv
     (`verify_folder`: one line per difference, numbers to a relative 1e-9)."""
     assert verify_folder(folder) == []
+
+
+@pytest.mark.parametrize("preset, writer", [("santurkar_vgg_cpu", "santurkar_vgg"),
+                                            ("powernorm_mt_cpu", "powernorm_mt")])
+def test_the_table_keeps_what_a_title_names_so_that_a_redraw_names_it_too(preset: str, writer: str, tmp_path) -> None:
+    """A figure's title names the runs' model, depth or layers, width and data set (`scope`); drawn
+    from the committed per_run.csv it names the same, read from its ``scope:`` columns, which
+    follow the measures (never selectors) and survive the table's round trip."""
+    from normbench.analysis.figures.figure_record import table_runs
+    from normbench.analysis.judging.evidence import selector_columns
+    from normbench.analysis.judging.per_run import SCOPE, SCOPE_KEYS
+    from normbench.analysis.wording.figure_names import scope
+    from tests.analysis.figures.figure_runs import runs_for
+
+    runs_for(writer)(tmp_path / "runs")
+    runs = load_local_runs([tmp_path / "runs"])
+    write_per_run(per_run_rows(preset, runs), tmp_path / "per_run.csv")
+    rows = read_per_run(tmp_path / "per_run.csv", preset)
+    columns = list(rows[0])
+    assert columns[-len(SCOPE_KEYS) :] == [SCOPE + k for k in SCOPE_KEYS]
+    assert not [c for c in selector_columns(columns) if c.startswith(SCOPE)]
+    from_runs, from_table = scope(runs), scope(table_runs(tmp_path))
+    assert from_table == from_runs
+    assert any(name in from_runs for name in ("VGG", "Transformer"))
+    assert any(data in from_runs for data in ("CIFAR-10", "translation"))
