@@ -367,7 +367,8 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
     key, column = check.params.get("key"), check_column(check)
     if check.tracks is not None:
         return _judge_tracks(check, rows, rules, scale)
-    values = [(row_label(r, rules, preset, key), float(r[column])) for r in select_rows(rows, check.select)]
+    where = f"rules of {preset}, {check.id}"
+    values = [(row_label(r, rules, preset, key), _measured(r, column, where)) for r in select_rows(rows, check.select)]
     if check.below is not None:
         ok, bound = all(v < check.below for _, v in values), f"below {check.below:g}"
     else:
@@ -379,6 +380,17 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
                  short=check.id)  # fmt: skip
 
 
+def _measured(row: Row, column: str, where: str) -> float:
+    """A check's value of ``row``; a one-line `ConfigError` where the table holds none (no such
+    column, an empty cell)."""
+    value = row.get(column)
+    if value is None:
+        why = "an empty cell in" if column in row else "no column"
+        raise ConfigError(f"{where}: {row['source']} (seed {row['seed']}) has {why} {column}: the table was not "
+                          "measured for these rules: measure the runs again (normbench-figures --runs)")  # fmt: skip
+    return float(value)
+
+
 def _judge_tracks(check: CheckRule, rows: Sequence[Row], rules: Rules, scale: str) -> Claim:
     """An arm-against-arm check: the means of the ``tracks.a`` and ``tracks.b`` runs among the
     selected ones within ``tracks.within`` of each other (`passed`); an arm without runs fails."""
@@ -386,7 +398,7 @@ def _judge_tracks(check: CheckRule, rows: Sequence[Row], rules: Rules, scale: st
     chosen = select_rows(rows, check.select)
     means = []
     for side in (check.tracks.a, check.tracks.b):
-        vals = [float(r[check_column(check)]) for r in select_rows(chosen, side)]
+        vals = [_measured(r, check_column(check), f"check {check.id}") for r in select_rows(chosen, side)]
         means.append((float(np.mean(vals)) if vals else math.nan, len(vals)))
     (ma, na), (mb, nb) = means
     apart = abs(ma - mb)

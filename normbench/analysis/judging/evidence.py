@@ -11,7 +11,12 @@ for run folders, on the table's rows.
   dropped silently); a diverged run counts at its measure's worst value (−inf when higher is
   better, +inf when lower is; +inf against ``below``, −inf against ``above``) whatever the table
   holds (`honour_status`);
-- one commit and one rules hash.
+- one commit and one rules hash;
+- a header that cannot be bent (issue 59): no column twice, the config-selector columns before
+  every prefixed one (`check_header`), selector values written as the rules and the other rows
+  write them (`vouch_selector_values`: no whitespace around a value, no control character, no
+  stray non-ASCII letter, no value that only *looks like* an arm's), and a finished run's measure
+  finite (only a diverged run holds ±inf).
 
 Each failure is one `ConfigError` line naming the table and the bad value.
 """
@@ -21,17 +26,21 @@ from __future__ import annotations
 import inspect
 import json
 import math
-from collections.abc import Sequence
+import unicodedata
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from normbench.analysis.judging import rules_schema
 from normbench.analysis.judging.rules_schema import Rules
-from normbench.analysis.loading.runs import RESULT_STATUSES
+from normbench.analysis.loading.runs import RESULT_STATUSES, config_matches
 from normbench.base.errors import ConfigError
 from normbench.rules import RULES_DIR, base_preset, load_rules_data
 
 BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")
 CLAIM, CHECK, FINAL = "claim:", "check:", "final:"
+PREFIXES = (CLAIM, CHECK, FINAL, "scope:")
+"""The prefixed columns (measures, summaries, `normbench.analysis.judging.per_run.SCOPE`): they
+follow the base and the config-selector columns, and only prefixed columns follow them."""
 
 Row = dict[str, Any]
 
@@ -41,7 +50,7 @@ def selector_columns(columns: Sequence[str]) -> list[str]:
     first measure or summary column (`normbench.analysis.judging.per_run` writes them there, sorted)."""
     chosen = []
     for column in list(columns)[len(BASE_COLUMNS) :]:
-        if column.startswith((CLAIM, CHECK, FINAL)):
+        if column.startswith(PREFIXES):
             break
         chosen.append(column)
     return chosen
@@ -74,19 +83,29 @@ def vouch_rows(rows: Sequence[Row], where: str, columns: Sequence[str] | None = 
         more = f" and {len(others) - 3} more" if len(others) > 3 else ""
         raise ConfigError(f"{where}: {len(others)} run(s) ended neither finished nor diverged: {names}{more}; "
                           "they are not evidence: resume or rerun them, or leave their rows out")  # fmt: skip
-    for row in rows:
-        if row["status"] == "diverged":
-            continue
-        for column in measure_columns(columns):
-            value = row.get(column)
-            if isinstance(value, float) and math.isnan(value):
-                raise ConfigError(f"{where}: {column} of {row['source']} (status {row['status']}) is nan: a value "
-                                  "that is not a number would be dropped; measure the run again")  # fmt: skip
+    _finite_unless_diverged(rows, where, measure_columns(columns))
     for key in ("commit", "rules_hash"):
         if len(values := list(dict.fromkeys(str(r[key]) for r in rows))) > 1:
             first = next(r for r in rows if str(r[key]) == values[1])
             raise ConfigError(f"{where} mixes {key} {values[0]!r} and {values[1]!r} (e.g. {first['source']}): one "
                               "table holds one attempt, made at one commit under one rules hash")  # fmt: skip
+
+
+def _finite_unless_diverged(rows: Sequence[Row], where: str, measures: Sequence[str]) -> None:
+    """A run that did not diverge holds no NaN (it would be dropped) and no ±inf (it would count as
+    diverged: only a diverged run holds its measure's worst value, `honour_status`)."""
+    for row in rows:
+        if row["status"] == "diverged":
+            continue
+        for column in measures:
+            value = row.get(column)
+            if isinstance(value, float) and math.isnan(value):
+                raise ConfigError(f"{where}: {column} of {row['source']} (status {row['status']}) is nan: a value "
+                                  "that is not a number would be dropped; measure the run again")  # fmt: skip
+            if isinstance(value, float) and math.isinf(value):
+                raise ConfigError(f"{where}: {column} of {row['source']} (status {row['status']}) is {value}: only a "
+                                  "diverged run holds an infinite value (its measure's worst), this run would be "
+                                  "counted as diverged; measure the run again, or mark it diverged")  # fmt: skip
 
 
 def _every_run_once(rows: Sequence[Row], where: str, selectors: Sequence[str]) -> None:
@@ -164,3 +183,108 @@ def rules_under(preset: str, digest: str) -> Rules | None:
     import yaml
 
     return rules_schema.parse_rules(yaml.safe_load(kept.read_text()), preset, digest)
+
+
+def check_header(columns: Sequence[str], where: str) -> None:
+    """A one-line `ConfigError` unless ``columns`` name each column once and lay them out as
+    `normbench.analysis.judging.per_run` writes them: the base columns, the config-selector columns,
+    then only prefixed ones (`PREFIXES`): a selector column moved among the measures would escape
+    the duplicate-run check (`selector_columns`), a column twice would let its last copy win."""
+    seen: dict[str, int] = {}
+    for number, column in enumerate(columns, start=1):
+        if column in seen:
+            raise ConfigError(f"{where}: column {column!r} is in the header twice (columns {seen[column]} and "
+                              f"{number}): one copy would silently replace the other; keep one")  # fmt: skip
+        seen[column] = number
+    first = next((c for c in columns[len(BASE_COLUMNS) :] if c.startswith(PREFIXES)), None)
+    if first is None:
+        return
+    for column in columns[seen[first] :]:
+        if not column.startswith(PREFIXES):
+            raise ConfigError(f"{where}: column {column!r} (column {seen[column]}) follows {first!r}: a config column "
+                              "belongs before the first claim:/check:/final:/scope: column, where the duplicate-run "
+                              "check reads it; move it there or write the table again (normbench-figures "
+                              "--runs)")  # fmt: skip
+
+
+def rule_selects(rules: Rules) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every selector of ``rules`` with its name for an error: each claim's arms, each check (and
+    learning bound), each side of an arm-against-arm check (within its check's selector)."""
+    selects: list[tuple[str, Mapping[str, Any]]] = []
+    for rule in rules.claims:
+        selects += [(f"arm {arm.label!r} of {rule.id}", arm.select) for arm in (rule.a, rule.b)]
+    for check in getattr(rules, "measured_checks", rules.checks):
+        selects.append((f"check {check.id}", check.select))
+        if check.tracks is not None:
+            selects += [(f"check {check.id}", {**check.select, **side}) for side in (check.tracks.a, check.tracks.b)]
+    return selects
+
+
+def _folded(value: Any) -> Any:
+    """A config value as it would read after tidying: text NFKC-normalised, stripped, case-folded
+    and unquoted, a number (or a text that holds one) as a float."""
+    if isinstance(value, bool) or value is None or isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = unicodedata.normalize("NFKC", str(value)).strip().casefold()
+    text = text[1:-1].strip() if len(text) > 1 and text[0] == text[-1] and text[0] in "\"'" else text
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def looks_alike(have: Any, want: Any) -> bool:
+    """Whether two config values are equal once tidied (`_folded`; floats to a relative 1e-6)."""
+    a, b = _folded(have), _folded(want)
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-6)
+    return a == b
+
+
+def _look_alike(row: Row, selects: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[str, str, Any] | None:
+    """The first selector ``row`` misses but matches once its values are tidied: (its name, the
+    key whose value differs, the selector's value); None if there is none."""
+    for name, select in selects:
+        if not select or config_matches(row.get, select):
+            continue
+        if all(looks_alike(row.get(k), v) for k, v in select.items()):
+            key = next(k for k, v in select.items() if not config_matches(row.get, {k: v}))
+            return name, key, select[key]
+    return None
+
+
+def _odd_text(value: str, key: str, column_values: Sequence[Any], named: Sequence[Any]) -> str:
+    """Why a selector text is not written as a config value is ("" when it is)."""
+    if value != value.strip():
+        return f"has whitespace around it (write {value.strip()!r})"
+    if bad := [ch for ch in value if unicodedata.category(ch).startswith("C")]:
+        return f"holds the control character {bad[0]!r} (U+{ord(bad[0]):04X})"
+    others = [v for v in column_values if isinstance(v, str) and v != value]
+    if not value.isascii() and value not in named and others and all(v.isascii() for v in others):
+        odd = next(ch for ch in value if not ch.isascii())
+        return (f"holds the non-ASCII letter {odd!r} ({unicodedata.name(odd, 'unnamed')}) where every other row "
+                f"writes {key} in ASCII")  # fmt: skip
+    return ""
+
+
+def vouch_selector_values(rows: Sequence[Row], where: str, selectors: Sequence[str], rules: Rules | None) -> None:
+    """A one-line `ConfigError` naming the row, its value and what to write unless every config value
+    in the ``selectors`` columns is written as a config value is (`_odd_text`) and, with ``rules``,
+    no row misses an arm or a check only by a value that looks like the arm's (`_look_alike`: such a
+    row would silently fall out of the arm). Rows in no arm (a setting no claim compares) pass."""
+    selects = rule_selects(rules) if rules is not None else []
+    for key in selectors:
+        column = [row.get(key) for row in rows]
+        named = [s[key] for _, s in selects if key in s]
+        for i, value in enumerate(column):
+            if isinstance(value, str) and (why := _odd_text(value, key, column, named)):
+                raise ConfigError(f"{where}: row {i + 1} ({rows[i]['source']}) has {key} = {value!r}, which {why}; "
+                                  "write a config value as the run's config holds it: correct the cell")  # fmt: skip
+    for i, row in enumerate(rows):
+        if found := _look_alike(row, selects):
+            name, key, want = found
+            raise ConfigError(f"{where}: row {i + 1} ({row['source']}) has {key} = {row.get(key)!r}, which looks like "
+                              f"{want!r} of {name} but is not it: the run would silently fall out of it; write "
+                              f"{want!r} if the run is that setting's, or leave the row out")  # fmt: skip

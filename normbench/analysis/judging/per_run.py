@@ -35,9 +35,13 @@ from normbench.analysis.judging.evidence import (
     CHECK,
     CLAIM,
     FINAL,
+    check_header,
     finite_diverged,
+    looks_alike,
     rules_under,
+    selector_columns,
     vouch_rows,
+    vouch_selector_values,
 )
 from normbench.analysis.judging.evidence import honour_status as honour_status
 from normbench.analysis.judging.rules_schema import Arm, CheckRule, ClaimRule, Rules, load_rules
@@ -248,36 +252,100 @@ def read_per_run(path: str | Path, preset: str | None = None, *, unfinished: boo
     for by `vouch_rows` (``unfinished``: keep runs that ended neither finished nor diverged); a
     `ConfigError` in one line naming the file and the bad value when it is not one. ``preset``:
     each diverged run's measures set to their worst value under the rules the table was measured
-    with (`honour_status`); without it (or those rules), a diverged run with a finite measure is
-    refused."""
+    with (`honour_status`), after `vouch_for_rules`; without it (or those rules), a diverged run
+    with a finite measure is refused."""
+    columns, table = _read_table(path)
+    try:
+        rows = [{k: _value(k, v) for k, v in zip(columns, cells, strict=True)} for cells in table]
+    except ValueError as e:
+        raise ConfigError(f"--per-run {str(path)!r} holds a cell that is not a number where one belongs: {e}") from None
+    vouch_rows(rows, str(path), columns, unfinished)
+    rules = rules_under(preset, str(rows[0]["rules_hash"])) if preset else None
+    vouch_selector_values(rows, str(path), selector_columns(columns), rules)
+    if rules is None:
+        _no_finite_diverged(rows, str(path), preset)
+        return rows
+    assert preset is not None
+    vouch_for_rules(rows, columns, rules, preset, str(path))
+    return honour_status(rows, rules)
+
+
+def _read_table(path: str | Path) -> tuple[list[str], list[list[str]]]:
+    """The header (`check_header`) and the rows of cells of a ``per_run.csv``, each as long as the
+    header; a one-line `ConfigError` for a file that cannot be read or parsed as CSV (a cell over
+    csv's field size limit, a NUL byte)."""
     try:
         with open(path, newline="") as f:
-            table = list(csv.reader(f))
+            reader = csv.reader(f)
+            try:
+                table = list(reader)
+            except csv.Error as e:
+                raise ConfigError(f"--per-run {str(path)!r}, line {reader.line_num}, cannot be parsed as CSV ({e}): "
+                                  "a per_run.csv holds short cells only; write the table again "
+                                  "(normbench-figures --runs)") from None  # fmt: skip
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--per-run {str(path)!r} cannot be read ({type(e).__name__}: {e})") from None
     if not table or tuple(table[0][: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise ConfigError(f"--per-run {str(path)!r} is not a per_run.csv (its header does not start with "
                           f"{', '.join(BASE_COLUMNS)})")  # fmt: skip
     columns = table[0]
+    check_header(columns, str(path))
     for number, cells in enumerate(table[1:], start=2):
         if len(cells) != len(columns):
             raise ConfigError(f"{path}:{number} has {len(cells)} cells, the header {len(columns)}")
-    try:
-        rows = [{k: _value(k, v) for k, v in zip(columns, cells, strict=True)} for cells in table[1:]]
-    except ValueError as e:
-        raise ConfigError(f"--per-run {str(path)!r} holds a cell that is not a number where one belongs: {e}") from None
-    vouch_rows(rows, str(path), columns, unfinished)
-    rules = rules_under(preset, str(rows[0]["rules_hash"])) if preset else None
-    if rules is None:
-        _no_finite_diverged(rows, str(path))
-        return rows
-    return honour_status(rows, rules)
+    return columns, table[1:]
 
 
-def _no_finite_diverged(rows: Sequence[Row], where: str) -> None:
+def judged_columns(rules: Rules, preset: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """Each measure column ``rules`` judge in ``preset``, with the selector of the rows that must
+    hold a value in it (an arm of a claim, a check, a learning bound)."""
+    needed: list[tuple[str, Mapping[str, Any]]] = []
+    for rule in (r for r in rules.claims if judged_here(r.variants, preset)):
+        columns = claim_columns(rule)
+        needed += [(columns["a"], rule.a.select), (columns["b"], rule.b.select)]
+    checks = getattr(rules, "measured_checks", rules.checks)
+    return needed + [(check_column(c), c.select) for c in checks if judged_here(c.variants, preset)]
+
+
+def vouch_for_rules(rows: Sequence[Row], columns: Sequence[str], rules: Rules, preset: str, where: str) -> None:
+    """A one-line `ConfigError` unless the table can be judged by ``rules``: every config key they
+    select on is a selector column (`selector_keys`; a key missing or renamed would leave every arm
+    empty), every measure column they judge here is present, and every row an arm or a check
+    selects holds a value in it."""
+    selectors = selector_columns(columns)
+    for key in selector_keys(rules):
+        if key not in selectors:
+            hint = _alike_column(key, columns)
+            raise ConfigError(f"{where}: the rules of {preset} select runs on {key!r}, which is not a config column of "
+                              f"the table{hint}: no run would be in their arms; write the table again "
+                              "(normbench-figures --runs)")  # fmt: skip
+    for column, select in judged_columns(rules, preset):
+        if column not in columns:
+            raise ConfigError(f"{where}: no column {column!r}{_alike_column(column, columns)}, which the rules of "
+                              f"{preset} judge: the table was not measured for these rules; measure the runs "
+                              "again (normbench-figures --runs)")  # fmt: skip
+        if empty := [(i, r) for i, r in enumerate(rows) if r.get(column) is None and config_matches(r.get, select)]:
+            i, row = empty[0]
+            raise ConfigError(f"{where}: row {i + 1} ({row['source']}) is selected for {column} but its cell is "
+                              "empty: the run would be judged without its value; measure the runs again "
+                              "(normbench-figures --runs)")  # fmt: skip
+
+
+def _alike_column(name: str, columns: Sequence[str]) -> str:
+    """`` (column 'norm.name ' looks like it)`` where a column differs from ``name`` only as a
+    tampered or mistyped one would (`looks_alike`), else ""."""
+    near = next((c for c in columns if c != name and looks_alike(c, name)), None)
+    return f" (column {near!r} looks like it)" if near else ""
+
+
+def _no_finite_diverged(rows: Sequence[Row], where: str, preset: str | None = None) -> None:
     """Without the rules, a diverged run's worst value is unknown: one holding another is refused."""
     if found := finite_diverged(rows):
         row, column = found
+        if preset:
+            how = (f"which the rules of {preset} name, but the table's rules hash {row['rules_hash']!r} is neither "
+                   f"the current one nor kept under normbench/rules/superseded/: measure the runs again")  # fmt: skip
+        else:
+            how = "which its preset's rules name: read the table with its preset"
         raise ConfigError(f"{where}: {row['source']} has status diverged but {column} = {row[column]!r}; a diverged "
-                          "run counts at its measure's worst value, which its preset's rules name: read the table "
-                          "with its preset")  # fmt: skip
+                          f"run counts at its measure's worst value, {how}")  # fmt: skip

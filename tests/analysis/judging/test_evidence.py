@@ -141,12 +141,15 @@ def test_vouch_rows_checks_rows_made_in_memory() -> None:
 
 
 def test_an_empty_measure_of_a_run_in_an_arm_is_refused_when_judged(toy_rules: dict, tmp_path: Path) -> None:
-    """An empty cell reads as "does not apply"; in a run of a claim's arm the judge refuses it."""
+    """An empty cell reads as "does not apply"; in a run of a claim's arm it is refused: on reading
+    with the rules (naming the file and the row, issue 59 T1), and by the judge given the rows."""
     rows = toy_rules and toy_rows()
     rows[3]["claim:bn_higher"] = None
-    back = read_per_run(write_per_run(rows, tmp_path / "per_run.csv"), "toy_cpu")
+    path = write_per_run(rows, tmp_path / "per_run.csv")
+    message = refusal(path, preset="toy_cpu")
+    assert "row 4 (runs/bn3) is selected for claim:bn_higher but its cell is empty" in message
     with pytest.raises(ConfigError, match="no value of claim:bn_higher for runs/bn3"):
-        judge_rows("toy_cpu", back)
+        judge_rows("toy_cpu", rows)
 
 
 def test_a_table_without_selector_columns_counts_sources_only(tmp_path: Path) -> None:

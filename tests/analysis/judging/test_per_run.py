@@ -69,13 +69,14 @@ def test_per_run_rows_hold_every_measure_once_per_run(tmp_path: Path) -> None:
 
 
 def test_per_run_csv_reads_back_exactly(tmp_path: Path) -> None:
-    """Config values of every type, non-finite and long floats, empty cells."""
+    """Config values of every type, non-finite and long floats, empty cells (±inf in a measure of a
+    diverged run only: issue 59, item 4)."""
     rows = [{"source": "runs/0", "seed": 0, "status": "finished", "commit": COMMIT, "rules_hash": "h",
              "flag": True, "name": "bn", "num_text": "1", "quoted": '"x, y"', "empty": "", "lr": 1e-05, "none": None,
-             "claim:c": 0.1 + 0.2, "claim:d": -math.inf, "check:k": 0.5, "final:step": 210, "final:x": 1e-300},
+             "claim:c": 0.1 + 0.2, "claim:d": 5e-324, "check:k": 0.5, "final:step": 210, "final:x": -math.inf},
             {"source": "runs/1", "seed": 1, "status": "diverged", "commit": COMMIT, "rules_hash": "h",
              "flag": False, "name": "true", "num_text": "null", "quoted": "", "empty": None, "lr": 3, "none": None,
-             "claim:c": math.inf, "claim:d": None, "check:k": None, "final:step": -1, "final:x": 2.5}]  # fmt: skip
+             "claim:c": math.inf, "claim:d": -math.inf, "check:k": None, "final:step": -1, "final:x": 2.5}]  # fmt: skip
     path = write_per_run(rows, tmp_path / "per_run.csv")
     back = read_per_run(path)
     assert back == rows
