@@ -23,6 +23,7 @@ from normbench.analysis.judging.claims import Claim, judge
 from normbench.analysis.judging.rules_schema import load_rules
 from normbench.analysis.loading.runs import Run, load_local_runs, load_wandb_runs
 from normbench.base.errors import ConfigError
+from normbench.base.output import warn
 from normbench.rules import SCALE_SUFFIXES, base_preset, list_rule_presets
 
 assert measures  # registers the shared measures and series
@@ -85,10 +86,14 @@ def figure_fn(preset: str) -> FigureFn:
 
 def usable_runs(preset: str, runs: Sequence[Run]) -> list[Run]:
     """The runs that figures and claims are made from: those with metrics (a failed run without
-    any is left out); a `ConfigError` when none has any."""
+    any is left out, named in one warning: how many, which); a `ConfigError` when none has any."""
     usable = [r for r in runs if r.history]
     if not usable:
         raise ConfigError(f"no runs with metrics for preset {preset!r}")
+    if empty := [r.source for r in runs if not r.history]:
+        more = f" and {len(empty) - 3} more" if len(empty) > 3 else ""
+        warn(f"{len(empty)} of {len(runs)} runs hold no metrics (an empty metrics.jsonl) and are left out of "
+             f"{preset}'s figures and claims: {', '.join(empty[:3])}{more}")  # fmt: skip
     return usable
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -37,6 +38,7 @@ from normbench.analysis.figures import DRAWN_ELSEWHERE, FIGURES, figure_fn, figu
 from normbench.analysis.figures.forest import remove_forest, write_forest
 from normbench.analysis.figures.plot import FigureResult, figure_formats, write_outputs
 from normbench.analysis.judging.claims import Claim, claims_markdown, csv_row, judge_rows, load_rules, write_claims
+from normbench.analysis.judging.evidence import vouch_rows
 from normbench.analysis.judging.per_run import per_run_rows, read_per_run, write_per_run
 from normbench.analysis.judging.verdicts import check_fresh_seeds
 from normbench.analysis.loading.attempts import earlier_seeds
@@ -46,8 +48,9 @@ from normbench.analysis.wording.claim_meta import annotate, claim_meta
 from normbench.analysis.wording.claims_text import write_claims_markdown
 from normbench.analysis.wording.present import preset_words
 from normbench.base.errors import ConfigError, is_environment_error, one_line_os_error
+from normbench.base.layout import conf_dir
 from normbench.base.output import check_out_dir, plain_text, warn
-from normbench.rules import base_preset, rules_hash
+from normbench.rules import base_preset, rules_hash, variant
 
 
 def check_rules(preset: str, runs: Sequence[Run]) -> None:
@@ -188,9 +191,89 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def sibling_preset(preset: str) -> str:
+    """The other variant of ``preset``: ``x`` for ``x_cpu``, ``x_cpu`` for ``x``."""
+    return base_preset(preset) if variant(preset) == "cpu" else f"{preset}_cpu"
+
+
+def preset_setting(preset: str, key: str, seen: frozenset[str] = frozenset()) -> int | None:
+    """A top-level integer ``key`` (``max_steps``, ``epochs``) as ``conf/experiment/<preset>.yaml``
+    sets it, else as the experiment files it builds on set it (its ``defaults``, the last one that
+    sets it winning, as Hydra composes them); None when none sets it (or it is swept)."""
+    import yaml
+
+    conf = conf_dir()
+    path = conf / "experiment" / f"{preset}.yaml" if conf is not None else None
+    data = yaml.safe_load(path.read_text()) if path is not None and path.is_file() and preset not in seen else None
+    if not isinstance(data, dict):
+        return None
+    value = data.get(key)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    for parent in reversed([d for d in data.get("defaults") or [] if isinstance(d, str) and d != "_self_"]):
+        if (found := preset_setting(parent, key, seen | {preset})) is not None:
+            return found
+    return None
+
+
+def run_length(preset: str) -> tuple[str, int] | None:
+    """How long ``preset``'s runs train, as the ``per_run.csv`` column a finished run reaches it in:
+    (``final:step``, ``max_steps``) where it sets one, else (``final:epoch``, ``epochs``); None: unknown."""
+    if (steps := preset_setting(preset, "max_steps")) is not None:
+        return "final:step", steps
+    epochs = preset_setting(preset, "epochs")
+    return None if epochs is None else ("final:epoch", epochs)
+
+
+def _reached(rows: Sequence[dict], column: str) -> set[float]:
+    """The values of ``column`` the table's finished runs reached (numbers only)."""
+    return {v for r in rows if r["status"] == "finished" and isinstance(v := r.get(column), (int, float))
+            and not math.isnan(v)}  # fmt: skip
+
+
+def check_table_scale(preset: str, rows: Sequence[dict], path: str, pilot: bool = False) -> None:
+    """A one-line `ConfigError` when a ``per_run.csv`` holds the runs of ``preset``'s other variant
+    (the table records no preset; the rules' hash is the same for both): a seed of the rules'
+    confirmatory block of another variant only (not a pilot), or every finished run trained the
+    other variant's length (`run_length`) where it is not ``preset``'s. A table of neither length
+    (synthetic runs, a length the config does not set) is not refused: only the other variant's
+    evidence is."""
+    other = sibling_preset(preset)
+    rules = load_rules(preset)
+    if rules is not None and not pilot:
+        mine = rules.seeds.get(variant(preset))
+        for name, block in rules.seeds.items():
+            strays = sorted({r["seed"] for r in rows if r["seed"] in block and not (mine and r["seed"] in mine)})
+            if name != variant(preset) and strays:
+                raise ConfigError(f"{path}: seeds {strays} are in the rules' {name} seed block, not {preset}'s: "
+                                  f"the table holds {other}'s runs; judge it as {other}")  # fmt: skip
+    want, theirs = run_length(preset), run_length(other)
+    if theirs is not None and theirs != want and _reached(rows, theirs[0]) == {theirs[1]}:
+        own = f"{want[0]} {want[1]}" if want else "a length its config does not set"
+        raise ConfigError(f"{path}: every finished run reached {theirs[0]} {theirs[1]}, where {other}'s runs end "
+                          f"({preset}'s: {own}): these are {other}'s runs; judge the table as {other}")  # fmt: skip
+
+
+def check_fresh(preset: str, rows: Sequence[dict], out: Path) -> None:
+    """A confirmatory table's seeds: none an earlier attempt in ``out`` used (its HISTORY.md, the
+    pilot, an earlier per_run.csv; the runs judged now, by source and commit, aside):
+    `check_fresh_seeds`, as ``--runs`` and ``--per-run`` both judge."""
+    rules = load_rules(preset)
+    if rules is None or not rows:
+        return
+    earlier = earlier_seeds(out, [str(r["source"]) for r in rows], str(rows[0].get("commit") or ""))
+    check_fresh_seeds(rules, earlier, rows)
+
+
 def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list[Claim]:
-    """``claims.csv`` / ``claims.md`` judged from a ``per_run.csv`` alone, into ``out``."""
-    claims = judge_rows(preset, read_per_run(path, preset), pilot)
+    """``claims.csv`` / ``claims.md`` judged from a ``per_run.csv`` alone, into ``out``: refused when
+    the table is the runs of the preset's other variant (`check_table_scale`) or a confirmatory
+    table reuses an earlier attempt's seeds (`check_fresh`)."""
+    rows = read_per_run(path, preset)
+    check_table_scale(preset, rows, path, pilot)
+    if not pilot:
+        check_fresh(preset, rows, out)
+    claims = judge_rows(preset, rows, pilot)
     out.mkdir(parents=True, exist_ok=True)
     for written in [*write_preset_forest(preset, [csv_row(c) for c in claims], out), *write_claims(claims, out)]:
         print(f"[figures] wrote {written}")
@@ -212,14 +295,14 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
         runs = load_wandb_runs(args.wandb, args.group, job_type=job_type, keys=figure_keys(args.preset))
     check_rules(args.preset, runs)
     check_provenance(runs, out)
-    rows = per_run_rows(args.preset, usable_runs(args.preset, runs))
-    if not args.pilot and rows:  # a confirmatory attempt's seeds: none an earlier attempt used
-        rules = load_rules(args.preset)
-        if rules is not None:
-            earlier = earlier_seeds(out, [str(r["source"]) for r in rows], str(rows[0].get("commit") or ""))
-            check_fresh_seeds(rules, earlier, rows)
+    usable = usable_runs(args.preset, runs)
+    rows = per_run_rows(args.preset, usable)
+    if rows:  # what --per-run would refuse is refused here, before anything is written
+        vouch_rows(rows, f"the per-run values of {args.runs[0] if args.runs else args.wandb}")
+    if not args.pilot:  # a confirmatory attempt's seeds: none an earlier attempt used
+        check_fresh(args.preset, rows, out)
     claims = judge_rows(args.preset, rows, args.pilot)
-    results = make_figures(args.preset, runs, claims)
+    results = make_figures(args.preset, usable, claims)
     out.mkdir(parents=True, exist_ok=True)
     forest = write_preset_forest(args.preset, [csv_row(c) for c in claims], out)  # first: what verdicts rest on
     outputs = [*forest, *write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
@@ -228,7 +311,8 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
     for path in [*outputs, write_runs_table(runs, out / "runs.csv")]:
         print(f"[figures] wrote {path}")
     total = sum(float(r.summary.get("wall_time_s") or 0.0) for r in runs)
-    print(f"[figures] {len(runs)} runs, {total:.0f} s of run wall time in all")
+    used = f"{len(usable)} runs" if len(usable) == len(runs) else f"{len(usable)} runs used of {len(runs)} read"
+    print(f"[figures] {used}, {total:.0f} s of run wall time in all")
     if args.log_to_wandb is not None:
         target = args.log_to_wandb or args.wandb
         run_id = log_to_wandb(results, out, target, args.group, args.preset)
