@@ -90,7 +90,7 @@ def test_the_check_reports_each_folder_whose_claims_differ_from_its_evidence(
     write_claims(results / "powernorm_stats_cpu", rules.rules_hash("powernorm_stats_cpu"))
     write_claims(results / "powernorm_stats_cpu" / "pilot", rules.rules_hash("powernorm_stats_cpu"))
     seen: list[Path] = []
-    monkeypatch.setattr(verify, "verify_folder", lambda folder: seen.append(folder) or ["verdict differs"])
+    monkeypatch.setattr(verify, "verify_folder", lambda folder, **kw: seen.append(folder) or ["verdict differs"])
     assert index.evidence_problems(results) == ["results/powernorm_stats_cpu: verdict differs"]
     assert seen == [results / "powernorm_stats_cpu"]
 

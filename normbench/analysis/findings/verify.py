@@ -20,8 +20,9 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from normbench.analysis.judging.claims import judge_rows, write_claims
+from normbench.analysis.judging.claims import judge_rows, rules_of_rows, write_claims
 from normbench.analysis.judging.per_run import read_per_run
+from normbench.analysis.judging.verdicts import check_fresh_seeds
 from normbench.analysis.wording.claims_text import write_claims_markdown
 from normbench.base.errors import ConfigError
 
@@ -89,11 +90,24 @@ def _compare_markdown(committed: Path, rebuilt: Path) -> list[str]:
     return [f"{committed}: differs from the one rebuilt from per_run.csv from line {at + 1} on"]
 
 
-def _judge(preset: str, folder: Path, pilot: bool, earlier_seeds: Iterable[int]) -> list:
+def _judge(preset: str, folder: Path, pilot: bool, earlier_seeds: Iterable[int]) -> tuple[list, list[str]]:
+    """The claims judged from the folder's ``per_run.csv``, and a line when its confirmatory seeds
+    (those of a rules' block, as `check_fresh_seeds` counts them) reuse an earlier attempt's. Only
+    those count as reused: seeds outside every block are an exploratory attempt's, reused knowingly,
+    and ``normbench-figures`` judged them so."""
     rows = read_per_run(folder / "per_run.csv", preset)
+    rules = rules_of_rows(preset, rows) if not pilot else None
+    blocks = list(rules.seeds.values()) if rules is not None else []
+    earlier = {s for s in earlier_seeds if any(s in b for b in blocks)}
+    lines = []
+    if earlier and rules is not None:
+        try:
+            check_fresh_seeds(rules, earlier, rows)
+        except ConfigError as e:
+            lines.append(f"{folder / 'per_run.csv'}: {e}")
     if "earlier_seeds" in inspect.signature(judge_rows).parameters:
-        return judge_rows(preset, rows, pilot, earlier_seeds=earlier_seeds)
-    return judge_rows(preset, rows, pilot)
+        return judge_rows(preset, rows, pilot, earlier_seeds=earlier), lines
+    return judge_rows(preset, rows, pilot), lines
 
 
 def verify_folder(
@@ -108,7 +122,9 @@ def verify_folder(
     ``preset``: default the folder's name (``results/<preset>``; a ``pilot`` folder: its parent's
     name, judged as a pilot). ``pilots``: check the folder's ``pilot/`` subfolder too, where it
     holds both files (off by default: a pilot's claims size a plan and judge nothing, and its rules
-    are often not kept). ``earlier_seeds``: passed to `judge_rows` as ``normbench-figures`` passes them."""
+    are often not kept). ``earlier_seeds``: the seeds of the folder's earlier attempts
+    (`normbench.analysis.loading.attempts.earlier_seeds`); those in a rules' confirmatory block that
+    the table reuses are a problem line (`check_fresh_seeds`) and its claims are judged with them."""
     folder = Path(folder)
     is_pilot = folder.name == PILOT if pilot is None else pilot
     preset = preset or (folder.parent.name if is_pilot else folder.name)
@@ -116,14 +132,14 @@ def verify_folder(
     if not claims.is_file() or not per_run.is_file():
         return [f"{folder}: no {'claims.csv' if per_run.is_file() else 'per_run.csv'} to check"]
     try:
-        judged = _judge(preset, folder, is_pilot, earlier_seeds)
+        judged, lines = _judge(preset, folder, is_pilot, earlier_seeds)
     except (ConfigError, ValueError) as e:
         return [f"{per_run}: cannot be re-judged: {e}"]
     with tempfile.TemporaryDirectory(prefix="normbench-verify-") as scratch:
         write_claims(judged, scratch)
         with open(Path(scratch) / "claims.csv", newline="") as f:  # claims.md as people read it (issue 57)
             write_claims_markdown(preset, list(csv.DictReader(f)), Path(scratch), pilot=is_pilot)
-        lines = compare_claims(claims, Path(scratch) / "claims.csv")
+        lines += compare_claims(claims, Path(scratch) / "claims.csv")
         lines += _compare_markdown(folder / "claims.md", Path(scratch) / "claims.md")
     sub = folder / PILOT
     if pilots and not is_pilot and (sub / "per_run.csv").is_file() and (sub / "claims.csv").is_file():

@@ -26,11 +26,11 @@ import csv
 import re
 import subprocess
 import sys
-from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from normbench.analysis.reports.attempt_record import runs_summary, tally
 from normbench.analysis.reports.index import (
     HISTORY,
     HISTORY_COMMAND,
@@ -41,36 +41,6 @@ from normbench.analysis.reports.index import (
     read_run_txt,
     rules_hash,
 )
-
-CHECK_VERDICTS = ("passed", "failed")
-CLAIM_ORDER = ("supported", "opposite", "equivalent", "different", "inconclusive", "not judged")
-
-
-def tally(rows: list[dict[str, str]]) -> str:
-    """``claims: supported 2, opposite 1; checks: failed 1`` from ``claims.csv``'s verdict column
-    (the shared vocabulary first, in its order; any other word after it)."""
-    claims = Counter(r["verdict"] for r in rows if r["verdict"] not in CHECK_VERDICTS)
-    checks = Counter(r["verdict"] for r in rows if r["verdict"] in CHECK_VERDICTS)
-    order = [v for v in CLAIM_ORDER if v in claims] + sorted(v for v in claims if v not in CLAIM_ORDER)
-    text = "claims: " + (", ".join(f"{v} {claims[v]}" for v in order) or "none")
-    if checks:
-        text += "; setup checks: " + ", ".join(f"{v} {checks[v]}" for v in CHECK_VERDICTS if v in checks)
-    return text
-
-
-def runs_summary(rows: list[dict[str, str]]) -> str:
-    """``20 runs, seeds 0-4`` (``, 6 diverged`` for every status but finished) from ``runs.csv``."""
-    seeds = sorted({int(r["seed"]) for r in rows if (r.get("seed") or "").isdigit()})
-    spans: list[list[int]] = []  # [first, last] of each run of consecutive seeds
-    for seed in seeds:
-        if spans and seed == spans[-1][1] + 1:
-            spans[-1][1] = seed
-        else:
-            spans.append([seed, seed])
-    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans) or "?"
-    status = Counter(r.get("status") or "?" for r in rows)
-    other = "".join(f", {n} {k}" for k, n in sorted(status.items()) if k != "finished")
-    return f"{len(rows)} runs, seeds {text}{other}"
 
 
 def attempts(folder: Path) -> list[tuple[int, str, str, str]]:

@@ -13,7 +13,9 @@ predates the rules (no hash) is listed as awaiting its rerun, its old verdicts l
     normbench-reports index            # writes the page, the forests and every claims.md
     normbench-reports index --check    # exit 1 if any of them is stale, a rule changed after
                                        # its runs, a folder's rules hash has no entry in its
-                                       # HISTORY.md, or a folder fails its evidence check
+                                       # HISTORY.md, its last attempt's entry differs from its
+                                       # files, per_run.csv is not RUN.txt's commit, or a folder
+                                       # fails its evidence check (seeds of earlier attempts too)
 
 (``python -m normbench.analysis.reports.index`` is the same.)
 """
@@ -41,7 +43,9 @@ from normbench.analysis.findings.findings import (
     tally,
 )
 from normbench.analysis.findings.findings_board import board_section
+from normbench.analysis.loading.attempts import earlier_seeds
 from normbench.analysis.loading.provenance import results_root
+from normbench.analysis.reports.attempt_record import RUN_HEADING, entry_problems, last_run_entry, same_commit
 from normbench.analysis.wording.claim_meta import annotate, claim_meta
 from normbench.analysis.wording.claims_text import claims_markdown
 from normbench.analysis.wording.present import preset_words
@@ -68,7 +72,7 @@ LEADERBOARD = "leaderboard_cpu"
 
 
 HISTORY = "HISTORY.md"
-HISTORY_HEADING = r"^## Attempt (\d+) — rules (\S+), run at (\S+) \(([^)]*)\)$"
+HISTORY_HEADING = RUN_HEADING
 """An entry's heading in a folder's HISTORY.md (written by `normbench.analysis.reports.history`)."""
 PLANNED_HEADING = r"^## Attempt (\d+) — rules (\S+), planned before its runs$"
 """A planned attempt's heading: new rules declared, with what changed and why, before any run."""
@@ -330,7 +334,9 @@ def _cell(v: str) -> object:
 
 def evidence_problems(results: Path = RESULTS) -> list[str]:
     """The hook for engineer "evidence"'s `normbench.analysis.findings.verify.verify_folder` (issue 56): its
-    problems for every judged folder; none while the module is not there."""
+    problems for every judged folder, each judged with the seeds of the folder's earlier attempts
+    (`folder_earlier_seeds`: a confirmatory table that reuses one is a problem); none while the
+    module is not there."""
     try:
         from normbench.analysis.findings.verify import verify_folder
     except ImportError:
@@ -338,10 +344,61 @@ def evidence_problems(results: Path = RESULTS) -> list[str]:
     problems = []
     for folder in (f for f in claims_folders(results) if f.name != "pilot"):  # pilots: their rules are not kept
         try:
-            found = verify_folder(folder)
+            found = verify_folder(folder, earlier_seeds=folder_earlier_seeds(folder))
         except (ValueError, OSError) as e:  # a one-line refusal is a problem of the folder
             found = [str(e)]
         problems += [f"{folder.relative_to(results.parent)}: {p}" for p in (found or [])]
+    return problems
+
+
+def _table(path: Path) -> list[dict[str, str]] | None:
+    if not path.is_file():
+        return None
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def folder_earlier_seeds(folder: Path) -> set[int]:
+    """The seeds of every earlier attempt in ``folder`` (HISTORY.md, the pilot), the attempt its
+    ``per_run.csv`` holds (its sources, its commit) aside, as ``normbench-figures`` reads them."""
+    rows = _table(folder / "per_run.csv") or []
+    commit = rows[0].get("commit") or "" if rows else ""
+    return earlier_seeds(folder, [r.get("source") or "" for r in rows], commit or None)
+
+
+def commit_problems(folder: Path, run: dict[str, str], rows: list[dict[str, str]]) -> list[str]:
+    """``RUN.txt``'s commit and ``per_run.csv``'s commit and rules hash: none blank, one commit."""
+    lines = [] if run.get("commit") else ["RUN.txt names no commit"]
+    commits = sorted({r.get("commit") or "" for r in rows})
+    if "" in commits:
+        lines.append("per_run.csv has a row with a blank commit")
+    if any(not (r.get("rules_hash") or "").strip() for r in rows):
+        lines.append("per_run.csv has a row with a blank rules_hash")
+    if run.get("commit") and (other := [c for c in commits if c and not same_commit(c, run["commit"])]):
+        lines.append(f"per_run.csv was measured at commit {other[0]}, RUN.txt names {run['commit']}: the table "
+                     "is not this run's; regenerate the folder")  # fmt: skip
+    return lines
+
+
+def record_problems(results: Path = RESULTS) -> list[str]:
+    """Per judged folder (not the pilots) with a ``per_run.csv``: `commit_problems`, and the last
+    attempt of its HISTORY.md against its files when that attempt is the run ``RUN.txt`` names
+    (`normbench.analysis.reports.attempt_record.entry_problems`)."""
+    problems = []
+    for folder in (f for f in claims_folders(results) if f.name != "pilot"):
+        rows = _table(folder / "per_run.csv")
+        if rows is None:
+            continue
+        run, where = read_run_txt(folder), folder.relative_to(results.parent)
+        found = commit_problems(folder, run, rows)
+        history = folder / HISTORY
+        entry = last_run_entry(history.read_text()) if history.is_file() else None
+        if entry is not None:
+            claims = read_claims(folder)
+            current = judged_hash(claims) == rules_hash(folder.name)  # superseded: judged again since, by later code
+            found += [f"{HISTORY}: {p}" for p in entry_problems(entry, run.get("commit") or "", claims, rows,
+                                                                  _table(folder / "runs.csv"), current)]  # fmt: skip
+        problems += [f"{where}: {p}" for p in found]
     return problems
 
 
@@ -351,7 +408,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysi
     args = parser.parse_args(argv)
     text, problems = build(RESULTS)
     if args.check:
-        problems += history_problems(RESULTS) + stale_files(RESULTS) + evidence_problems(RESULTS)
+        problems += history_problems(RESULTS) + record_problems(RESULTS) + stale_files(RESULTS)
+        problems += evidence_problems(RESULTS)
     target = RESULTS / "README.md"
     for p in problems:
         print(f"results_index: {p}", file=sys.stderr)
