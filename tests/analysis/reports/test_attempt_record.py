@@ -141,3 +141,20 @@ def test_runs_summary_and_the_runs_line_read_back() -> None:
     found = attempt_record.RUNS_LINE.search(f"- runs (runs.csv): {line}")
     assert found is not None and found.group(1) == "3" and found.group(2) == "0-1, 3"
     assert attempt_record.same_commit("7df5e7f", "7df5e7fa23eca7562b") and not attempt_record.same_commit("", "")
+
+
+def test_the_command_exits_1_with_one_line_for_an_edited_entry(
+    results: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``index --check`` end to end: the clean copy passes (0), the edited tally fails (1) with its line."""
+    monkeypatch.setattr(index, "RESULTS", results)
+    (results / "README.md").write_text(index.build(results)[0])
+    index.write_all(results)
+    assert index.main(["--check"]) == 0, capsys.readouterr().err
+    history = results / FOLDER.name / "HISTORY.md"
+    why = "\n- what changed and why: the confirmatory"
+    edit(history, f"- verdicts: claims: supported 2; setup checks: passed 1{why}",
+         f"- verdicts: claims: supported 1, opposite 1; setup checks: passed 1{why}")  # fmt: skip
+    assert index.main(["--check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "verdicts 'claims: supported 1, opposite 1; setup checks: passed 1'" in err[0]
