@@ -47,7 +47,7 @@ def write_run(
     (d / "config.yaml").write_text(yaml.safe_dump(complete_record(config)))
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"seed={config['seed']}"]))
     with open(d / "metrics.jsonl", "w") as f:
-        for row in rows:
+        for row in sorted(rows, key=lambda r: r["step"]):  # in step order, as the runner logs (the loader checks)
             f.write(json.dumps(row) + "\n")
     (d / "summary.json").write_text(json.dumps({"status": "finished", **summary}))
     return d

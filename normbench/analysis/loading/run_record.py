@@ -9,7 +9,7 @@ import dataclasses
 import functools
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -140,6 +140,46 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
+ROW_CLOCKS = ("perf/train_s",)
+"""Keys read when each row is written (the training clock, on every row: `normbench.run.loop.state.log`):
+a step row and the epoch row of one step hold two readings, never compared."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two logged values equal (two NaNs too: the same non-result)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def metrics_problem(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> str | None:
+    """What makes a run's logged rows not one run's record, in words; None when they are. Several
+    rows may share a step (a step row, diagnostics, the epoch row) but not repeat a measure with
+    another value (`ROW_CLOCKS` and the row's coordinates ``step`` and ``epoch`` aside); steps never
+    go backwards (a resume cuts the file back to its checkpoint before it appends); a finished run
+    logged its last step (the epoch row at the summary's ``step``)."""
+    seen: dict[str, Any] = {}
+    previous: int | None = None
+    for number, row in enumerate(rows, start=1):
+        step = int(row["step"])
+        if previous is not None and step < previous:
+            return f"steps go backwards at row {number} (step {step} after {previous}): another run's rows appended?"
+        if step != previous:
+            seen, previous = {}, step
+        for key, value in row.items():
+            if key in ROW_CLOCKS or key in ("step", "epoch"):  # the clock; the row's coordinates
+                continue
+            if key in seen and not _same(seen[key], value):
+                return (f"row {number} logs {key} at step {step} again with another value ({value!r} after "
+                        f"{seen[key]!r}): rows added to the run?")  # fmt: skip
+            seen.setdefault(key, value)
+    want = summary.get("step")
+    if summary.get("status") == "finished" and isinstance(want, int) and (previous is None or previous < want):
+        last = "no rows" if previous is None else f"its last row is at step {previous}"
+        return f"{last} but summary.json says the run finished at step {want}: the file was cut short?"
+    return None
+
+
 def read_record(path: Path, parse: Callable[[str], Any]) -> Any:
     """A run's ``summary.json`` or ``config.yaml`` parsed; None when absent; a `ConfigError`
     naming the file when it does not parse (cut short by a kill or a full disk, edited by hand)."""
@@ -170,10 +210,15 @@ def load_local_run(job_dir: Path) -> Run:
     summary = read_record(files.summary, json.loads)
     overrides_path = files.hydra_overrides
     overrides = (yaml.safe_load(overrides_path.read_text()) or []) if overrides_path.is_file() else []
+    history = _read_jsonl(files.metrics)
+    problem = metrics_problem(history, summary or {})
+    if problem is not None:
+        raise ConfigError(f"{job_dir}: {files.metrics.name}: {problem}; it is not one run's record: move the folder "
+                          "out of the sweep, or rerun it")  # fmt: skip
     return Run(
         name=job_dir.name,
         config=config or {},
-        history=_read_jsonl(files.metrics),
+        history=history,
         summary={k: _number(v) for k, v in (summary or {}).items()},
         overrides=list(overrides),
         source=str(job_dir),

@@ -67,10 +67,11 @@ def translation(norms: dict[str, float], key: str, once: bool, **kw) -> Callable
         if once:
             keep_last(root, "val/loss")
             for metrics in root.glob("*/metrics.jsonl"):
-                with open(metrics, "a") as f:
-                    for s in range(10, 301, 10):
-                        loss = 8.0 - 0.01 * s + 0.1 * (s % 30 == 0)
-                        f.write(json.dumps({"step": s, "train/batch_loss": loss}) + "\n")
+                rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+                loss = [(s, 8.0 - 0.01 * s + 0.1 * (s % 30 == 0)) for s in range(10, 301, 10)]
+                rows += [{"step": s, "train/batch_loss": v} for s, v in loss]
+                rows.sort(key=lambda r: r["step"])  # in step order, as the runner logs (the loader checks)
+                metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
     return write
 

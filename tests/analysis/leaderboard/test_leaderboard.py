@@ -73,6 +73,7 @@ def write_job(
     rows: list[dict[str, Any]] = [{"step": s, "epoch": 0, k: v} for k, pts in (diag or {}).items() for s, v in pts]
     for i, v in enumerate(speed or [100.0]):
         rows.append({"step": (i + 1) * steps // len(speed or [1]), "epoch": i + 1, unit: v, "train/loss": 1.0 + seed})
+    rows.sort(key=lambda r: r["step"])  # in step order, as the runner logs them (the loader refuses steps going back)
     (d / "config.yaml").write_text(yaml.safe_dump(config))
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     summary: dict[str, Any] = {"status": status, "step": steps, "train/loss": 1.0 + seed, "wall_time_s": 60.0}

@@ -109,6 +109,7 @@ def leaderboard_sweep(
 
     import yaml
 
+    from normbench.rules import rules_hash
     from tests.analysis.leaderboard.test_leaderboard import write_job
 
     spread = (-0.004, -0.002, 0.0, 0.002, 0.004)
@@ -122,7 +123,8 @@ def leaderboard_sweep(
             config["model"]["depth"] = depth
             (d / "config.yaml").write_text(yaml.safe_dump(config))
             summary = json.loads((d / "summary.json").read_text())
-            (d / "summary.json").write_text(json.dumps({**summary, "rules": {"preset": preset}}))
+            rules = {"preset": preset, "hash": rules_hash(preset)}  # as a run records them (run_provenance)
+            (d / "summary.json").write_text(json.dumps({**summary, "rules": rules}))
             job += 1
     return root
 
