@@ -65,9 +65,11 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
             ran = next((o.split("=", 1)[1] for o in r.overrides if o.startswith("experiment=")), None)
             if ran is not None and base_preset(ran) != base_preset(preset):  # a run from before rules were recorded
                 raise ConfigError(f"{r.source} is a run of experiment={ran}, not of {preset!r}")
+            _same_variant(r.source, ran, preset)
             continue
         if base_preset(str(record["preset"])) != base_preset(preset):
             raise ConfigError(f"{r.source} is a run of preset {record['preset']!r}, not of {preset!r}")
+        _same_variant(r.source, str(record["preset"]), preset)
         if record.get("hash") != want:
             raise ConfigError(
                 f"{r.source} was made under rules {record.get('hash')} and {preset}'s rules are now {want}: "
@@ -75,6 +77,14 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
             )
     if unrecorded:
         warn(f"{unrecorded} of {len(runs)} runs recorded no rules hash: their rules cannot be checked")
+
+
+def _same_variant(source: str, ran: str | None, preset: str) -> None:
+    """A run of ``preset``'s other variant (``x_cpu`` judged as ``x``, or the reverse: another scale,
+    another seed block) is refused in one line naming the preset to judge it as."""
+    if ran is not None and variant(ran) != variant(preset):
+        raise ConfigError(f"{source} is a run of {ran!r}, not of {preset!r} (its other variant: another scale "
+                          f"and seed block); judge the runs as {ran}")  # fmt: skip
 
 
 def check_out(out: Path) -> None:

@@ -152,3 +152,21 @@ def test_a_run_without_metrics_is_named_and_the_count_says_how_many_were_used(
     assert "1 of 10 runs hold no metrics" in err and str(bent / "3") in err
     assert len(read_per_run(tmp_path / "b" / "per_run.csv", "bn_saturation_cpu")) == 9
     assert json.loads((bent / "3" / "summary.json").read_text())["status"] == "finished"
+
+
+def test_runs_of_the_other_variant_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Item 5 through ``--runs``: runs that recorded preset bn_saturation_cpu (the same rules hash as
+    bn_saturation) judged as bn_saturation: one line naming the preset that ran them, nothing written."""
+    from normbench.rules import rules_hash
+
+    runs = saturation_runs(tmp_path / "runs")
+    assert rules_hash("bn_saturation") == rules_hash("bn_saturation_cpu")  # the hash cannot tell them apart
+    for job in (p for p in runs.iterdir() if p.is_dir()):
+        summary = json.loads((job / "summary.json").read_text())
+        rules = {"preset": "bn_saturation_cpu", "hash": rules_hash("bn_saturation_cpu")}
+        (job / "summary.json").write_text(json.dumps({**summary, "rules": rules}))
+    assert figures_cli.main(["bn_saturation", "--runs", str(runs), "--out", str(tmp_path / "full")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a run of 'bn_saturation_cpu', not of 'bn_saturation'" in err[0]
+    assert not (tmp_path / "full").exists()
+    assert figures_cli.main(["bn_saturation_cpu", "--runs", str(runs), "--out", str(tmp_path / "cpu")]) in (0, 1)
