@@ -260,7 +260,7 @@ def read_per_run(path: str | Path, preset: str | None = None, *, unfinished: boo
     except ValueError as e:
         raise ConfigError(f"--per-run {str(path)!r} holds a cell that is not a number where one belongs: {e}") from None
     vouch_rows(rows, str(path), columns, unfinished)
-    rules = rules_under(preset, str(rows[0]["rules_hash"])) if preset else None
+    rules = _rules_of_table(rows, preset, str(path))
     vouch_selector_values(rows, str(path), selector_columns(columns), rules)
     if rules is None:
         _no_finite_diverged(rows, str(path), preset)
@@ -268,6 +268,20 @@ def read_per_run(path: str | Path, preset: str | None = None, *, unfinished: boo
     assert preset is not None
     vouch_for_rules(rows, columns, rules, preset, str(path))
     return honour_status(rows, rules)
+
+
+def _rules_of_table(rows: Sequence[Row], preset: str | None, where: str) -> Rules | None:
+    """The rules the table's (one) ``rules_hash`` names for ``preset`` (`rules_under`); a one-line
+    `ConfigError` when the hash is blank though ``preset`` judges by rules (judged under whatever
+    rules are current, the table would skip every check that needs its own)."""
+    if not preset:
+        return None
+    digest = str(rows[0]["rules_hash"])
+    if not digest.strip() and (current := load_rules(preset)) is not None:
+        raise ConfigError(f"{where}: rules_hash is blank, but {preset} judges by rules (now {current.hash}): the "
+                          "rules its values were measured under are unknown; write the table again "
+                          "(normbench-figures --runs)")  # fmt: skip
+    return rules_under(preset, digest)
 
 
 def _read_table(path: str | Path) -> tuple[list[str], list[list[str]]]:

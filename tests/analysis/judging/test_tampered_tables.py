@@ -244,3 +244,11 @@ def test_a_diverged_run_under_rules_not_kept_says_so_when_the_preset_is_given(
     assert "has status diverged but claim:bn_higher = 10.0" in given and "read the table with its preset" not in given
     assert "rules hash 'oldhash' is neither the current one nor kept under normbench/rules/superseded/" in given
     assert "read the table with its preset" in refusal(path, None)
+
+
+def test_a_blank_rules_hash_is_refused_where_the_preset_judges_by_rules(tmp_path: Path) -> None:
+    """A blank hash was judged under the current rules, skipping the checks that need the table's own."""
+    path = tampered(SAT, tmp_path, lambda t: [cell(t, i, "rules_hash", "") for i in range(1, len(t))])
+    message = refusal(path, SAT)
+    assert f"rules_hash is blank, but {SAT} judges by rules (now " in message
+    assert len(read_per_run(path)) == 10  # without a preset, nothing judges it
