@@ -14,7 +14,12 @@ Floats are written with ``repr`` and config values as JSON where a plain text wo
 as another type, so that `read_per_run` returns the rows `per_run_rows` made, and the claims
 judged from the file equal those judged from the runs (`normbench.analysis.judging.claims.judge_rows`).
 `read_per_run` vouches for what it reads (`normbench.analysis.judging.evidence`): every run once, finished
-or diverged, no NaN measure, one commit and one rules hash, the ``status`` honoured.
+or diverged, no NaN measure, one commit and one rules hash, the ``status`` honoured; a header
+with no column twice and its config columns before every prefixed one (`evidence.check_header`),
+no ±inf in a finished run, selector values written as config values are; with its preset's rules
+(issue 59, `vouch_for_rules`): every key they select on a config column, every measure column they
+judge present and filled where an arm or a check selects the row, no value that only looks like
+an arm's (`evidence.vouch_selector_values`), no blank rules hash.
 
 The measures themselves: functions of one run registered by name (`measure`) by the presets'
 analysis modules.
