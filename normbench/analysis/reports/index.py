@@ -382,8 +382,9 @@ def commit_problems(folder: Path, run: dict[str, str], rows: list[dict[str, str]
 
 def record_problems(results: Path = RESULTS) -> list[str]:
     """Per judged folder (not the pilots) with a ``per_run.csv``: `commit_problems`, and the last
-    attempt of its HISTORY.md against its files when that attempt is the run ``RUN.txt`` names
-    (`normbench.analysis.reports.attempt_record.entry_problems`)."""
+    attempt that ran in its HISTORY.md against its files when that attempt is the run ``RUN.txt``
+    names (`normbench.analysis.reports.attempt_record.entry_problems`); when it is another run, the
+    run ``RUN.txt`` names has no entry: a problem (`normbench.analysis.reports.history` appends it)."""
     problems = []
     for folder in (f for f in claims_folders(results) if f.name != "pilot"):
         rows = _table(folder / "per_run.csv")
@@ -393,7 +394,11 @@ def record_problems(results: Path = RESULTS) -> list[str]:
         found = commit_problems(folder, run, rows)
         history = folder / HISTORY
         entry = last_run_entry(history.read_text()) if history.is_file() else None
-        if entry is not None:
+        if entry is not None and run.get("commit") and not same_commit(entry["commit"], run["commit"]):
+            found.append(f"the run RUN.txt names (commit {run['commit']}) has no attempt in {HISTORY} after attempt "
+                         f"{entry['number']} (run at {entry['commit']}): run {HISTORY_COMMAND} "
+                         f"results/{folder.name} --changed '<what and why>'")  # fmt: skip
+        elif entry is not None:
             claims = read_claims(folder)
             current = judged_hash(claims) == rules_hash(folder.name)  # superseded: judged again since, by later code
             found += [f"{HISTORY}: {p}" for p in entry_problems(entry, run.get("commit") or "", claims, rows,

@@ -158,3 +158,13 @@ def test_the_command_exits_1_with_one_line_for_an_edited_entry(
     assert index.main(["--check"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "verdicts 'claims: supported 1, opposite 1; setup checks: passed 1'" in err[0]
+
+
+def test_a_run_without_its_entry_is_a_problem(results: Path) -> None:
+    """RUN.txt names a run (commit 1234567) that no attempt records: the last entry (7df5e7f) is not
+    compared with files it did not write, and the missing entry is one problem naming the command."""
+    edit(results / FOLDER.name / "RUN.txt", "commit: 7df5e7f\n", "commit: 1234567\n")
+    edit_table(results / FOLDER.name / "per_run.csv", lambda row: row.update({"commit": "1234567" + "0" * 33}))
+    problems = index.record_problems(results)
+    assert len(problems) == 1 and "(commit 1234567) has no attempt in HISTORY.md after attempt 4" in problems[0]
+    assert "normbench-reports history results/bn_saturation_cpu" in problems[0]
