@@ -13,7 +13,11 @@ when no claim was judged), then ``<out>/<figure>.png``, ``.pdf``, ``.csv`` and
 ``<out>/claims.csv``, ``claims.md``, ``per_run.csv`` (every value the claims and checks are judged
 on, one row per run), ``runs.csv`` (default ``<out>``: ``results/<preset>``). From ``--per-run`` (a
 ``per_run.csv``) only ``claims.csv``, ``claims.md`` and the forest plot are written, the claims
-byte-identical to those judged from the runs. ``claims.md`` reads as the findings page does
+byte-identical to those judged from the runs. Both refuse, in one line and before anything is
+written, the runs of the preset's other variant (``x_cpu`` judged as ``x``), a confirmatory
+attempt that reuses an earlier attempt's seeds, and per-run values the ``--per-run`` reader would
+refuse (`normbench.analysis.judging.evidence.vouch_rows`: a finished run's NaN measure); a run
+without metrics is left out in a warning that names it. ``claims.md`` reads as the findings page does
 (`normbench.analysis.wording.claims_text`). ``--forest-only`` redraws the forest plot and ``claims.md``
 from ``<out>/claims.csv`` alone (no runs read; the leaderboard's too, though its table and figure
 are normbench-leaderboard's). From W&B, runs are selected by group (one sweep
