@@ -119,9 +119,14 @@ did; never selectors (they follow the measure columns)."""
 
 def _setting(run: Run, key: str) -> Any:
     """``model.depth`` of the run's typed record (its model's default where the config leaves it out;
-    None where its model has no such field)."""
+    None where its model has no such field, or where the run's config records no model or data set:
+    its record cannot be typed, and a title names what it can)."""
     group, _, name = key.partition(".")
-    return getattr(getattr(run.record, group, None), name, None)
+    try:
+        record = run.record
+    except ConfigError:
+        return run.get(key)
+    return getattr(getattr(record, group, None), name, None)
 
 
 def _columns(rules: Rules | None, preset: str, runs: Sequence[Run]) -> list[str]:
