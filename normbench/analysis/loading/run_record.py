@@ -156,8 +156,9 @@ def metrics_problem(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any
     """What makes a run's logged rows not one run's record, in words; None when they are. Several
     rows may share a step (a step row, diagnostics, the epoch row) but not repeat a measure with
     another value (`ROW_CLOCKS` and the row's coordinates ``step`` and ``epoch`` aside); steps never
-    go backwards (a resume cuts the file back to its checkpoint before it appends); a finished run
-    logged its last step (the epoch row at the summary's ``step``)."""
+    go backwards (a resume cuts the file back to its checkpoint before it appends); a finished run's
+    last row is at its summary's ``step`` (the epoch row of its last step): not before it (the file
+    cut short), not past it."""
     seen: dict[str, Any] = {}
     previous: int | None = None
     for number, row in enumerate(rows, start=1):
@@ -174,9 +175,14 @@ def metrics_problem(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any
                         f"{seen[key]!r}): rows added to the run?")  # fmt: skip
             seen.setdefault(key, value)
     want = summary.get("step")
-    if summary.get("status") == "finished" and isinstance(want, int) and (previous is None or previous < want):
+    if summary.get("status") == "finished" and isinstance(want, int) and previous != want:
         last = "no rows" if previous is None else f"its last row is at step {previous}"
-        return f"{last} but summary.json says the run finished at step {want}: the file was cut short?"
+        why = (
+            "the file was cut short?"
+            if previous is None or previous < want
+            else "rows of a longer run, or the summary edited?"
+        )
+        return f"{last} but summary.json says the run finished at step {want}: {why}"
     return None
 
 

@@ -108,6 +108,15 @@ def test_a_cut_file_of_a_run_that_did_not_finish_is_not_judged_here(tmp_path: Pa
     assert "finished at step 40" in str(metrics_problem(rows, {"status": "finished", "step": 40}))
 
 
+def test_rows_past_a_finished_runs_summary_step_are_refused(tmp_path: Path) -> None:
+    """The mirror of a file cut short: the summary of a shorter run (or edited) over this run's rows."""
+    bad = write_run(tmp_path / "bad" / "0", logged_rows(), step=20)
+    with pytest.raises(
+        ConfigError, match=r"its last row is at step 40 but summary.json says the run finished at step 20"
+    ):
+        load_local_runs([bad.parent])
+
+
 def test_the_leaderboard_refuses_an_appended_run_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from normbench.analysis.leaderboard.leaderboard_report import main
 
