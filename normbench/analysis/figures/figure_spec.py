@@ -31,6 +31,7 @@ from normbench.analysis.judging.per_run import call_measure, registered_measure
 from normbench.analysis.judging.rules_schema import load_rules
 from normbench.analysis.loading.runs import Run
 from normbench.analysis.wording.figure_names import arm_name, titled
+from normbench.analysis.wording.units import Unit, unit_of
 from normbench.base.errors import ConfigError
 
 FigureFn = Callable[[Sequence[Run]], list[FigureResult]]
@@ -232,12 +233,18 @@ DRAW = {"curve": _curve, "bar": _bar, "sweep": _sweep}
 
 def _difference_title(panel: PanelSpec, res: FigureResult, arms: list[ArmRuns]) -> str:
     """A bar panel of two arms: its title with their medians' difference (what a verdict on them
-    rests on), signed, in the measure's unit: ``BN − standard: −0.0085``."""
+    rests on), signed, in the measure's natural unit (`normbench.analysis.wording.units`: an
+    accuracy's difference in percentage points): ``BN − standard: −0.85 pts``."""
     drawn = [(a.label, r[0]["median"]) for a in arms if (r := rows_of(res.rows, panel.panel, a.label)) and r[0]["n"]]
     if panel.kind != "bar" or len(drawn) != 2:  # two arms: their difference; more: no one pair to name
         return panel.title
     (a, va), (b, vb) = drawn[0], drawn[1]
-    return f"{panel.title}; {b} − {a}: {number(vb - va, signed=True)}"
+    name, params = panel.value if isinstance(panel.value, tuple) else (panel.value, {})
+    try:
+        unit = unit_of({"name": name, **params})
+    except KeyError:  # a measure with no natural unit recorded: its own
+        unit = Unit("", 1.0)
+    return f"{panel.title}; {b} − {a}: {number((vb - va) * unit.scale, signed=True)}{unit.diff}"
 
 
 def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run], res: FigureResult) -> None:
