@@ -471,3 +471,14 @@ def test_the_getattr_reader_sees_what_it_forbids() -> None:
         "getattr(config.norm, 'sync', False)",
         "getattr(model, 'max_positions', None)",
     ]
+
+
+def test_the_analysis_tests_lie_in_the_rooms_they_test() -> None:
+    """Issue 58.5: ``tests/analysis/<room>/`` mirrors ``normbench/analysis/<room>/``; no test module
+    is left loose beside the rooms, and no test folder names a room the package lacks."""
+    package, tests = PACKAGE / "analysis", PACKAGE.parent / "tests" / "analysis"
+    rooms = {p.name for p in package.iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in tests.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(p.name for p in tests.glob("test_*.py")) == []
+    assert folders <= rooms, f"test folders without a room: {sorted(folders - rooms)}"
+    assert all((tests / f / "__init__.py").is_file() for f in folders)

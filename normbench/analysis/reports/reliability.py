@@ -47,15 +47,15 @@ FILES = [
     "tests/test_edges.py",
     "tests/test_sweep.py",
     "tests/test_damaged_records.py",
-    "tests/analysis/test_pooling.py",
-    "tests/analysis/test_run_loading.py",
+    "tests/analysis/loading/test_pooling.py",
+    "tests/analysis/loading/test_run_loading.py",
     "tests/test_cli.py",
     "tests/test_newcomer.py",
     "tests/data/test_cifar.py",
     "tests/data/test_translation.py",
     "tests/data/test_data_edges.py",
     "tests/norms/test_compile.py",
-    "tests/analysis/test_plot.py",
+    "tests/analysis/figures/test_plot.py",
 ]
 
 _BAD_CIFAR = "a bad CIFAR-10 file (short, garbage, wrong shape or labels)"

@@ -21,7 +21,7 @@ from normbench.analysis.leaderboard.leaderboard_report import load_runs
 from normbench.analysis.leaderboard.leaderboard_report import main as leaderboard_main
 from normbench.analysis.loading.runs import load_local_runs
 from tests.analysis.leaderboard.test_leaderboard import write_job
-from tests.analysis.test_pooling import one_error
+from tests.analysis.loading.test_pooling import one_error
 from tests.conftest import REPO, cli_env
 from tests.faults import fault
 from tests.test_faults import UNSHARE, needs_mounts
