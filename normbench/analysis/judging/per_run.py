@@ -117,10 +117,15 @@ figure redrawn from the committed table names what its runs were, as the one dra
 did; never selectors (they follow the measure columns)."""
 
 
-def _setting(run: Run, key: str) -> Any:
-    """``model.depth`` of the run's typed record (its model's default where the config leaves it out;
-    None where its model has no such field, or where the run's config records no model or data set:
-    its record cannot be typed, and a title names what it can)."""
+def setting(run: Any, key: str) -> Any:
+    """One setting a title names (``model.depth``): a `Run`'s from its typed record (its model's
+    default where the config leaves it out; None where its model has no such field), else from its
+    config (a run whose config records no model or data set: its record cannot be typed); a
+    ``per_run.csv`` row's (`normbench.analysis.figures.figure_record.TableRun`, no record) from the
+    column the config key names. The table's ``scope:`` columns and the figures' titles
+    (`normbench.analysis.wording.figure_names.scope`) both read it."""
+    if not hasattr(type(run), "record"):
+        return run.get(key)
     group, _, name = key.partition(".")
     try:
         record = run.record
@@ -151,7 +156,7 @@ def _base_row(run: Run, columns: Sequence[str], digest: str) -> Row:
                rules_hash=digest)  # fmt: skip
     for key in columns[len(BASE_COLUMNS) :]:
         if key.startswith(SCOPE):
-            row[key] = _setting(run, key.removeprefix(SCOPE))
+            row[key] = setting(run, key.removeprefix(SCOPE))
         elif not key.startswith((CLAIM, CHECK, FINAL)):
             row[key] = run.get(key)
     row.update({FINAL + k: v for k, v in _finals(run).items()})

@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
+from normbench.analysis.loading.attempts import parse_seeds
+
 CHECK_VERDICTS = ("passed", "failed")
 CLAIM_ORDER = ("supported", "opposite", "equivalent", "different", "inconclusive", "not judged")
 
@@ -117,18 +119,13 @@ def _runs_problems(
         lines.append(f"{where}: runs {line!r}, runs.csv holds {runs_summary(runs)!r}")
     if per_run is not None:  # with runs.csv, a run without metrics is in it and not in per_run.csv
         held = {int(r["seed"]) for r in per_run if (r.get("seed") or "").isdigit()}
-        said = set(_spans_to_seeds(found.group(2)))
+        try:
+            said = parse_seeds(found.group(2))
+        except ValueError:  # a hand-edited list ("0-4, "): no seed read from it, so it differs
+            said = set()
         if (held - said) if runs is not None else (held != said):
             lines.append(f"{where}: seeds {found.group(2).strip()!r}, per_run.csv holds seeds {seed_spans(held)!r}")
         if runs is None and int(found.group(1)) != len(per_run):
             lines.append(f"{where}: {found.group(1)} runs, per_run.csv holds {len(per_run)}")
     return lines
 
-
-def _spans_to_seeds(spec: str) -> list[int]:
-    seeds: list[int] = []
-    for part in spec.split(","):
-        first, _, last = part.strip().partition("-")
-        if first.isdigit() and (not last or last.isdigit()):
-            seeds += range(int(first), int(last or first) + 1)
-    return seeds

@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from normbench.analysis.judging.per_run import setting
+
 ARM_NAMES = {
     "none": "Standard",
     "bn": "BN",
@@ -71,25 +73,15 @@ def _one(values: Sequence[Any]) -> str:
     return " / ".join(sorted(map(str, got)))
 
 
-def _setting(run: Any, key: str) -> Any:
-    """One setting of the scope's (``model.depth``): a `Run`'s from its typed record (`Run.record`;
-    None where its model has no such field), a ``per_run.csv`` row's (`figure_record.TableRun`, which
-    has no record) from the column named by the config key."""
-    group, _, name = key.partition(".")
-    if hasattr(type(run), "record"):
-        return getattr(getattr(run.record, group), name, None)
-    return run.get(key)
-
-
 def scope(runs: Sequence[Any]) -> str:
     """What the runs are, for a title: ``Transformer 2+2 layers, width 128, IWSLT14 de-en, 300 steps``
     (image models: their name and depth, e.g. ``ResNet8``); parts the configs do not give are left out.
-    The runs: `Run` records or ``per_run.csv`` rows (`_setting`)."""
+    The runs: `Run` records or ``per_run.csv`` rows (`normbench.analysis.judging.per_run.setting`)."""
     if not runs:
         return ""
 
     def one(key: str) -> str:
-        return _one([_setting(r, key) for r in runs])
+        return _one([setting(r, key) for r in runs])
 
     model = one("model.name")
     parts = [" / ".join(MODEL_NAMES.get(m, m) for m in model.split(" / "))]
@@ -99,10 +91,10 @@ def scope(runs: Sequence[Any]) -> str:
     depth = one("model.depth")
     if depth and model.startswith("resnet"):
         parts[0] = f"ResNet{depth}"
-    width = _one([_setting(r, "model.d_model") or _setting(r, "model.width") for r in runs])
+    width = _one([setting(r, "model.d_model") or setting(r, "model.width") for r in runs])
     if width:
         parts.append(f"width {width}")
-    datasets = sorted({str(d) for d in (_setting(r, "dataset.name") for r in runs) if d})
+    datasets = sorted({str(d) for d in (setting(r, "dataset.name") for r in runs) if d})
     if datasets:
         parts.append(" / ".join(DATASET_NAMES.get(d, d) for d in datasets))
     steps = max((r.final_step for r in runs if r.final_step), default=0)  # a diverged run stops early
