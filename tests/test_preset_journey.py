@@ -6,14 +6,11 @@ synthetic runs come from the new rules alone (`tests.analysis.figures.figure_run
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.norms.test_journey import copy_repo
+from tests.norms.test_journey import copy_repo, pytest_in
 
 PRESET = "toy_claim"
 FULL = """# @package _global_
@@ -104,13 +101,6 @@ def three_files(repo: Path) -> list[Path]:
     for path, text in files.items():
         path.write_text(text)
     return sorted(files)
-
-
-def pytest_in(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(repo), "WANDB_MODE": "offline", "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("NORMBENCH_PLUGINS", None)
-    return subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:randomly", "-p", "no:cacheprovider", "-v"],
-                          cwd=repo, env=env, capture_output=True, text=True, timeout=1800, check=False)  # fmt: skip
 
 
 @pytest.mark.slow

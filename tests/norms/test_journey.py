@@ -76,6 +76,21 @@ def copy_repo(dest: Path) -> Path:
     return repo
 
 
+def copy_env(repo: Path) -> dict[str, str]:
+    """The environment a process in the copy runs under: the copy's package first, W&B offline, no
+    plugins of the checkout's."""
+    env = {**os.environ, "PYTHONPATH": str(repo), "WANDB_MODE": "offline", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("NORMBENCH_PLUGINS", None)
+    return env
+
+
+def pytest_in(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest <args>`` run in the copy (`copy_env`), verbose, its output captured."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args, "-p", "no:randomly", "-p", "no:cacheprovider", "-v"],
+                          cwd=repo, env=copy_env(repo), capture_output=True, text=True, timeout=1800,
+                          check=False)  # fmt: skip
+
+
 def three_edits(repo: Path) -> list[Path]:
     """The contributor's edits: a new module, a new config file, one row added to the table."""
     (repo / "normbench" / "norms" / "scale.py").write_text(NORM_MODULE)
@@ -95,18 +110,8 @@ def test_a_norm_in_three_edits_passes_the_default_suite(tmp_path: Path) -> None:
     edited = three_edits(repo)
     after = {p: p.read_bytes() for p in repo.rglob("*") if p.is_file()}
     assert sorted(p for p in after if before.get(p) != after[p]) == sorted(edited)
-    env = {**os.environ, "PYTHONPATH": str(repo), "WANDB_MODE": "offline", "PYTHONDONTWRITEBYTECODE": "1"}
-    env.pop("NORMBENCH_PLUGINS", None)
-    args = ["tests/norms", "tests/conf", "tests/test_registry.py", "-m", "not slow and not e2e"]
-    r = subprocess.run(
-        [sys.executable, "-m", "pytest", *args, "-p", "no:randomly", "-p", "no:cacheprovider", "-v"],
-        cwd=repo,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1800,
-        check=False,
-    )
+    env = copy_env(repo)
+    r = pytest_in(repo, "tests/norms", "tests/conf", "tests/test_registry.py", "-m", "not slow and not e2e")
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
     for test in (
         "test_registry.py::test_matches_formula_and_torch_float64[scale] PASSED",

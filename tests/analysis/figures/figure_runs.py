@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.analysis.figures.test_bn_claims import PADDING_ARMS, _saturation_rows, _write_dropout_runs
+from tests.analysis.figures.test_bn_claims import PADDING_ARMS, _saturation_rows, _write_dropout_runs, padding_config
 from tests.analysis.figures.test_eval_stats import write_sweep as write_eval_stats
 from tests.analysis.figures.test_gn_groups import ARMS as GROUP_ARMS
 from tests.analysis.figures.test_gn_groups import write_sweep as write_groups
@@ -112,11 +112,9 @@ def bn_padding(root: Path) -> None:
     """The CPU preset's shape: 200 steps; BN statistics logged per epoch (bucketed batches: 2 epochs,
     mixed: 1); token scale every 10 steps; validation loss and BLEU at the end."""
     job = 0
-    for arm, (norm, counted, bucketed) in PADDING_ARMS.items():
-        enc = {"name": norm} if counted is None else {"name": norm, "count_padding": counted}
+    for arm, (norm, _, bucketed) in PADDING_ARMS.items():
         for seed in SEEDS:
-            cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
-                   "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
+            cfg = padding_config(arm, seed)
             scale = (1.3 if arm == "bn_padded_mixed" else 1.0) + 0.01 * seed
             rows = [{"step": s, "token_scale/first_layer/scale": scale, "token_scale/first_layer/scale_abs": scale,
                      "token_scale/first_layer/scale_short": scale

@@ -170,16 +170,22 @@ PADDING_ARMS = {  # arm: (encoder norm, count_padding, bucket_by_length)
 }
 
 
+def padding_config(arm: str, seed: int) -> dict:
+    """The config a run of ``PADDING_ARMS[arm]`` records: LN elsewhere, the arm's encoder norm, its batching."""
+    norm, counted, bucketed = PADDING_ARMS[arm]
+    enc = {"name": norm} if counted is None else {"name": norm, "count_padding": counted}
+    return {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
+            "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
+
+
 def test_bn_padding_arms_and_claims(tmp_path: Path) -> None:
     # every arm above the learning bound (test BLEU ≥ 10: issue 56)
     bleu = {"bn_bucketed": 14.0, "bn_padded_bucketed": 13.8, "bn_mixed": 13.0, "bn_padded_mixed": 11.0,
             "ln_mixed": 14.0}  # fmt: skip
     job = 0
-    for arm, (norm, counted, bucketed) in PADDING_ARMS.items():
-        enc = {"name": norm} if counted is None else {"name": norm, "count_padding": counted}
+    for arm, (norm, _, bucketed) in PADDING_ARMS.items():
         for seed in SEEDS:
-            cfg = {"norm": {"name": "ln"}, "model": {"name": "transformer_tiny", "encoder_norm": enc},
-                   "dataset": {"bucket_by_length": bucketed}, "seed": seed}  # fmt: skip
+            cfg = padding_config(arm, seed)
             dist = 0.5 if arm == "bn_padded_mixed" else 0.1
             rows = [{"step": 160, "epoch": 1, "val/loss": 4.0}]
             gap = 0.2 if arm == "bn_padded_mixed" else 0.02  # short minus long: padding widens it
