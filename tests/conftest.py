@@ -9,6 +9,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -55,6 +56,25 @@ def _threads_as_set_here(monkeypatch: pytest.MonkeyPatch) -> None:
 
     share = torch.get_num_threads()
     monkeypatch.setattr(hardware, "start_load", lambda: float(hardware.usable_cores() - share))
+
+
+@pytest.fixture(autouse=True)
+def _logger_as_found() -> Iterator[None]:
+    """Each test leaves normbench's logger with the handlers it found. An in-process Hydra run
+    (`run_cli_inprocess`) attaches its job's log file; a process would end there, a test worker
+    goes on, and a later test's warning was written to (or, the refused run's folder removed,
+    failed to open) that earlier test's ``cli.log``."""
+    from normbench.base.output import LOG
+
+    found = list(LOG.handlers)
+    yield
+    for handler in list(LOG.handlers):
+        if handler not in found:
+            LOG.removeHandler(handler)
+            handler.close()
+    for handler in found:
+        if handler not in LOG.handlers:
+            LOG.addHandler(handler)
 
 
 @pytest.fixture(autouse=True)
