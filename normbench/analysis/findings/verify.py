@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from normbench.analysis.judging.claims import judge_rows, rules_of_rows, write_claims
-from normbench.analysis.judging.per_run import read_per_run
+from normbench.analysis.judging.per_run import read_per_run, vouch_whole
 from normbench.analysis.judging.verdicts import check_fresh_seeds
 from normbench.analysis.wording.claims_text import write_claims_markdown
 from normbench.base.errors import ConfigError
@@ -97,6 +97,8 @@ def _judge(preset: str, folder: Path, pilot: bool, earlier_seeds: Iterable[int])
     and ``normbench-figures`` judged them so."""
     rows = read_per_run(folder / "per_run.csv", preset)
     rules = rules_of_rows(preset, rows) if not pilot else None
+    if rules is not None:  # a confirmatory table is the whole attempt: no run left out
+        vouch_whole(rows, rules, preset, str(folder / "per_run.csv"))
     blocks = list(rules.seeds.values()) if rules is not None else []
     earlier = {s for s in earlier_seeds if any(s in b for b in blocks)}
     lines = []

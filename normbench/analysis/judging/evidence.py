@@ -12,6 +12,10 @@ for run folders, on the table's rows.
   better, +inf when lower is; +inf against ``below``, −inf against ``above``) whatever the table
   holds (`honour_status`);
 - one commit and one rules hash;
+- each row as the run recorded itself (issue 59, second red team, `records_agree`): a source
+  named; the ``seed`` its ``final:seed`` (the summary's own); ``diverged`` exactly when the summary
+  names a ``final:diverged_step``; no two rows holding one run's record (the same ``final:``
+  values, wall time included, and measures: one run copied under another seed);
 - a header that cannot be bent (issue 59): no column twice, the config-selector columns before
   every prefixed one (`check_header`), selector values written as the rules and the other rows
   write them (`vouch_selector_values`: no whitespace around a value, no control character, no
@@ -78,6 +82,7 @@ def vouch_rows(rows: Sequence[Row], where: str, columns: Sequence[str] | None = 
         raise ConfigError(f"{where} holds no runs (its header only): there is nothing to judge or plan from")
     columns = list(columns if columns is not None else rows[0])
     _every_run_once(rows, where, selector_columns(columns))
+    records_agree(rows, where)
     if not unfinished and (others := [r for r in rows if r["status"] not in RESULT_STATUSES]):
         names = ", ".join(f"{r['source']} ({r['status']})" for r in others[:3])
         more = f" and {len(others) - 3} more" if len(others) > 3 else ""
@@ -89,6 +94,43 @@ def vouch_rows(rows: Sequence[Row], where: str, columns: Sequence[str] | None = 
             first = next(r for r in rows if str(r[key]) == values[1])
             raise ConfigError(f"{where} mixes {key} {values[0]!r} and {values[1]!r} (e.g. {first['source']}): one "
                               "table holds one attempt, made at one commit under one rules hash")  # fmt: skip
+
+
+SEED, DIVERGED_STEP, WALL = (f"{FINAL}{k}" for k in ("seed", "diverged_step", "wall_time_s"))
+
+
+def records_agree(rows: Sequence[Row], where: str) -> None:
+    """A one-line `ConfigError` unless every row reads as its run recorded itself, where the table
+    holds the run's summary (its ``final:`` columns, a wall time among them): a ``source`` named, the ``seed`` the run's
+    own (``final:seed``), ``status`` diverged exactly when the summary names the step it diverged
+    at (``final:diverged_step``), and no row a copy of another's record (`_record_key`)."""
+    copies: dict[tuple[Any, ...], int] = {}
+    for i, row in enumerate(rows):
+        at = f"{where}: row {i + 1} ({row['source']})"
+        if not str(row["source"]).strip():
+            raise ConfigError(f"{where}: row {i + 1} has a blank source: a run that cannot be traced to its folder is "
+                              "not evidence; write the run's folder in it")  # fmt: skip
+        if (own := row.get(SEED)) is not None and own != row["seed"]:
+            raise ConfigError(f"{at} has seed {row['seed']} but its run recorded {SEED} = {own}: the seed cell is not "
+                              "the run's; write the table again (normbench-figures --runs)")  # fmt: skip
+        if row.get(WALL) is not None and (row["status"] == "diverged") != (row.get(DIVERGED_STEP) is not None):
+            how = ("no final:diverged_step" if row["status"] == "diverged"
+                   else f"{DIVERGED_STEP} = {row.get(DIVERGED_STEP)}")  # fmt: skip
+            raise ConfigError(f"{at} has status {row['status']!r} but its run's summary records {how}: the status "
+                              "is not the run's (diverged exactly when a run records the step it diverged at); "
+                              "write the table again (normbench-figures --runs)")  # fmt: skip
+        if (key := _record_key(row)) is not None and (j := copies.setdefault(key, i)) != i:
+            raise ConfigError(f"{at} holds the same record as row {j + 1} ({rows[j]['source']}): every measure and "
+                              f"{FINAL} value alike, {WALL} {row[WALL]!r} included: one run's values copied under "
+                              "another run; keep each run once")  # fmt: skip
+
+
+def _record_key(row: Row) -> tuple[Any, ...] | None:
+    """The row's run record (its ``final:`` values but the seed, and its measures) when it holds a
+    wall time (a measured duration no two runs share to the last digit) and a measure, else None."""
+    if row.get(WALL) is None or all(v is None for k, v in row.items() if k.startswith((CLAIM, CHECK))):
+        return None
+    return tuple(sorted((k, repr(v)) for k, v in row.items() if k.startswith((FINAL, CLAIM, CHECK)) and k != SEED))
 
 
 def _finite_unless_diverged(rows: Sequence[Row], where: str, measures: Sequence[str]) -> None:

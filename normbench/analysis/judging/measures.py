@@ -13,6 +13,7 @@ import numpy as np
 
 from normbench.analysis.judging.claims import measure
 from normbench.analysis.judging.figure_schema import series
+from normbench.analysis.judging.per_run import RANGES
 from normbench.analysis.judging.stats import median_over_steps
 from normbench.analysis.loading.runs import Run, experiment_key
 
@@ -39,7 +40,7 @@ def logged_at_fraction(run: Run, key: str, fraction: float) -> float:
     return float(later[0]) if later else math.nan
 
 
-@measure("final_error")
+@measure("final_error", within=(0.0, 1.0))
 def final_error(run: Run, key: str) -> float:
     """One minus the run's final ``key`` (an accuracy in [0, 1] → an error): setup checks bound it
     from above ("the positive control reaches an accuracy of at least 1 − bound")."""
@@ -70,7 +71,7 @@ def final_difference(run: Run, key: str, minus: str) -> float:
 VAL_ACC, TRAIN_EVAL_ACC, TRAIN_LOSS = "val/acc", "train_eval/acc", "train/loss"
 
 
-@measure("train_test_gap")
+@measure("train_test_gap", within=(-1.0, 1.0))
 def train_test_gap(run: Run) -> float:
     """Final training accuracy in eval mode (``train_eval/acc``: neither dropout nor augmentation
     lowers it) minus final validation accuracy (a diverged run counts with the measure's worst
@@ -78,7 +79,7 @@ def train_test_gap(run: Run) -> float:
     return run.final(TRAIN_EVAL_ACC) - run.final(VAL_ACC)
 
 
-@measure("train_eval_error")
+@measure("train_eval_error", within=(0.0, 1.0))
 def train_eval_error(run: Run) -> float:
     """One minus the final training accuracy in eval mode: the share of its own training images the
     run still gets wrong (bn_dropout's setup check: a small gap from an arm that has not fitted its
@@ -128,13 +129,13 @@ def grad_norm_by_depth(run: Run) -> tuple[np.ndarray, np.ndarray]:
     return np.arange(len(values), dtype=np.float64), np.asarray(values)
 
 
-@measure("saturated_fraction")
+@measure("saturated_fraction", within=(0.0, 1.0))
 def saturated_fraction(run: Run) -> float:
     """Median over the diagnostic's calls of the mean over norm positions of the saturated fraction."""
     return median_over_steps(layer_mean_series(run)[1])
 
 
-@measure("grad_norm_ratio")
+@measure("grad_norm_ratio", within=(0.0, math.inf))
 def grad_norm_ratio(run: Run, first: str, last: str) -> float:
     """Median over the diagnostic's calls of ‖∂L/∂θ_first‖ / ‖∂L/∂θ_last‖ (per-layer keys: a local
     run's ``metrics.jsonl``; W&B keeps them in its ``saturation/layers`` tables, not as scalars)."""
@@ -146,7 +147,7 @@ def grad_norm_ratio(run: Run, first: str, last: str) -> float:
 
 
 # bn_lr_range: a run's learning-rate grid (Ioffe & Szegedy 2015; Santurkar et al. 2018, Fig. 1)
-@measure("final_acc")
+@measure("final_acc", within=(0.0, 1.0))
 def final_acc(run: Run) -> float:
     """The final validation accuracy; 0 for a diverged run (it never finished)."""
     return 0.0 if run.status == "diverged" else run.final(VAL_ACC)
@@ -163,7 +164,7 @@ def lr_grid(run: Run, all_runs: Sequence[Run]) -> list[Run]:
     return sorted(mine or [run], key=lambda r: float(r.get("lr")))
 
 
-@measure("best_over_lr")
+@measure("best_over_lr", within=(0.0, 1.0))
 def best_over_lr(run: Run, all_runs: Sequence[Run]) -> float:
     """The best final validation accuracy over ``run``'s learning-rate grid (`lr_grid`; a diverged
     run counts 0): the accuracy at the best lr, as Ioffe & Szegedy 2015 compare BN-x30 with
@@ -183,13 +184,13 @@ def largest_trained_lr(run: Run, all_runs: Sequence[Run], trained_above: float) 
 
 
 # gn_batch_size / gn_groups (Wu & He 2018): validation error, and whether the runs are long enough
-@measure("error")
+@measure("error", within=(0.0, 100.0))
 def error(run: Run) -> float:
     """Final validation error in percent (a diverged run: 100 %)."""
     return 100.0 if run.status == "diverged" else 100.0 * (1.0 - run.final(VAL_ACC))
 
 
-@measure("remaining_loss")
+@measure("remaining_loss", within=(0.0, math.inf))
 def remaining_loss(run: Run) -> float:
     """The last epoch-mean training loss over the first: the most that any longer run could still
     gain, as a fraction of the start (cross-entropy >= 0). The check "long enough" (a plateau)
@@ -197,3 +198,9 @@ def remaining_loss(run: Run) -> float:
     the end of a cosine schedule is flat at any length."""
     _, y = run.series(TRAIN_LOSS)
     return float(y[-1] / y[0]) if len(y) else float("nan")
+
+
+RANGES.update({"final_train_acc": (0.0, 1.0), "final_train_error": (0.0, 1.0), "final_test_acc": (0.0, 1.0),
+               "bleu": (0.0, 100.0)})  # fmt: skip
+"""The ranges of measures the code figures register beside them (``santurkar``: accuracies and
+errors in [0, 1]; ``transformer``: BLEU in [0, 100])."""

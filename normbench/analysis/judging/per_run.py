@@ -43,6 +43,7 @@ from normbench.analysis.judging.evidence import (
     check_header,
     finite_diverged,
     looks_alike,
+    rule_selects,
     rules_under,
     selector_columns,
     vouch_rows,
@@ -50,6 +51,13 @@ from normbench.analysis.judging.evidence import (
 )
 from normbench.analysis.judging.evidence import honour_status as honour_status
 from normbench.analysis.judging.rules_schema import Arm, CheckRule, ClaimRule, Rules, load_rules
+from normbench.analysis.judging.table_checks import (
+    ColumnMeasure,
+    arms_balanced,
+    foreign_columns,
+    measured_as_recorded,
+    one_setting_per_arm,
+)
 from normbench.analysis.loading.provenance import git_record
 from normbench.analysis.loading.runs import Run, check_seeds_only, config_matches, matching
 from normbench.base.errors import ConfigError
@@ -58,15 +66,21 @@ from normbench.rules import variant
 Row = dict[str, Any]
 Measure = Callable[..., float]
 MEASURES: dict[str, Measure] = {}
+RANGES: dict[str, tuple[float, float]] = {}
+"""The values a measure can take (``within`` of `measure`; none: any), which a table's finished
+runs are held to (`normbench.analysis.judging.table_checks`)."""
 
 
-def measure(name: str) -> Callable[[Measure], Measure]:
-    """Register ``fn(run, **params) -> float`` as the measure ``name`` that rules refer to."""
+def measure(name: str, within: tuple[float, float] | None = None) -> Callable[[Measure], Measure]:
+    """Register ``fn(run, **params) -> float`` as the measure ``name`` that rules refer to;
+    ``within``: the closed interval its value always lies in (a fraction: (0, 1))."""
 
     def register(fn: Measure) -> Measure:
         if name in MEASURES and MEASURES[name] is not fn:
             raise ValueError(f"measure {name!r} is registered twice")
         MEASURES[name] = fn
+        if within is not None:
+            RANGES[name] = within
         return fn
 
     return register
@@ -314,6 +328,9 @@ def _read_table(path: str | Path) -> tuple[list[str], list[list[str]]]:
                                   "(normbench-figures --runs)") from None  # fmt: skip
     except (OSError, UnicodeDecodeError) as e:
         raise ConfigError(f"--per-run {str(path)!r} cannot be read ({type(e).__name__}: {e})") from None
+    if table and table[0] and table[0][0].startswith("\ufeff"):
+        raise ConfigError(f"--per-run {str(path)!r} starts with a byte-order mark (U+FEFF, an editor's 'UTF-8 with "
+                          "BOM'): its first column would not read as 'source'; save it as plain UTF-8")  # fmt: skip
     if not table or tuple(table[0][: len(BASE_COLUMNS)]) != BASE_COLUMNS:
         raise ConfigError(f"--per-run {str(path)!r} is not a per_run.csv (its header does not start with "
                           f"{', '.join(BASE_COLUMNS)})")  # fmt: skip
@@ -323,6 +340,21 @@ def _read_table(path: str | Path) -> tuple[list[str], list[list[str]]]:
         if len(cells) != len(columns):
             raise ConfigError(f"{path}:{number} has {len(cells)} cells, the header {len(columns)}")
     return columns, table[1:]
+
+
+def column_measures(rules: Rules, preset: str) -> list[ColumnMeasure]:
+    """Each measure column ``rules`` judge in ``preset`` with the rows it applies to, its measure,
+    params and range (`normbench.analysis.judging.table_checks`)."""
+    specs = []
+    for rule in (r for r in rules.claims if judged_here(r.variants, preset)):
+        for side, column in claim_columns(rule).items():
+            arm = rule.a if side == "a" else rule.b
+            name, params = (arm.measure, arm.params) if arm.measure else (rule.measure, rule.params)
+            specs.append((column, arm.select, name, {**rules.params, **params}))
+    for check in (c for c in getattr(rules, "measured_checks", rules.checks) if judged_here(c.variants, preset)):
+        specs.append((check_column(check), check.select, check.measure, {**rules.params, **check.params}))
+    return [ColumnMeasure(column, select, name, MEASURES[name], params, RANGES.get(name))
+            for column, select, name, params in specs if name in MEASURES]  # fmt: skip
 
 
 def judged_columns(rules: Rules, preset: str) -> list[tuple[str, Mapping[str, Any]]]:
@@ -358,6 +390,30 @@ def vouch_for_rules(rows: Sequence[Row], columns: Sequence[str], rules: Rules, p
             raise ConfigError(f"{where}: row {i + 1} ({row['source']}) is selected for {column} but its cell is "
                               "empty: the run would be judged without its value; measure the runs again "
                               "(normbench-figures --runs)")  # fmt: skip
+    vouch_table(rows, columns, rules, preset, where)
+
+
+def vouch_table(rows: Sequence[Row], columns: Sequence[str], rules: Rules, preset: str, where: str) -> None:
+    """The checks of `normbench.analysis.judging.table_checks` under ``rules`` but the whole attempt
+    (`vouch_whole`, which a pilot is not held to): no foreign measure column, each measure as the
+    run's own row gives it and in its range, one setting per arm."""
+    foreign_columns(columns, [c for c, _ in judged_columns(rules, preset)], preset, where)
+    vouch_measures(rows, rules, preset, where)
+
+
+def vouch_measures(rows: Sequence[Row], rules: Rules, preset: str, where: str) -> None:
+    """`vouch_table` but the foreign columns: what a pilot's table, read under the current rules
+    by the plan (its own may not be kept), must be in the columns it holds."""
+    measured_as_recorded(rows, column_measures(rules, preset), where)
+    one_setting_per_arm(rows, rule_selects(rules), where)
+
+
+def vouch_whole(rows: Sequence[Row], rules: Rules, preset: str, where: str) -> None:
+    """A confirmatory attempt's table is the whole attempt: the two arms of each claim judged here
+    at the same seeds (`arms_balanced`: a run left out, or added). Not asked of a pilot (its sweep
+    may run some settings at fewer seeds: it sizes a plan, it judges nothing)."""
+    judged = [r for r in rules.claims if judged_here(r.variants, preset)]
+    arms_balanced(rows, [(r.id, r.a.label, r.a.select, r.b.label, r.b.select) for r in judged], where)
 
 
 def _alike_column(name: str, columns: Sequence[str]) -> str:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 from normbench.analysis.judging.claims import claim_values
 from normbench.analysis.judging.evidence import arm_key, rules_under, selector_columns
-from normbench.analysis.judging.per_run import Row, read_per_run
-from normbench.analysis.judging.rules_schema import Rules
+from normbench.analysis.judging.per_run import Row, read_per_run, vouch_measures
+from normbench.analysis.judging.rules_schema import Rules, load_rules
 from normbench.base.errors import ConfigError
 from normbench.rules import variant
 
@@ -76,6 +76,8 @@ def read_tables(preset: str, pilots: Sequence[str], earlier: Sequence[str] = ())
                 raise ConfigError(f"{path} is passed twice ({seen[real]}): its runs would be counted twice")
             seen[real] = str(path)
             rows = read_per_run(path, preset)
+            if (rules := load_rules(preset)) is not None:  # the pilot's own rules are often not kept
+                vouch_measures(rows, rules, preset, str(path))
             tables.append(Table(str(path), rows, tuple(selector_columns(list(rows[0]))), is_earlier))
     _runs_once(tables)
     return tables
