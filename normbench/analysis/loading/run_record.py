@@ -183,6 +183,25 @@ def metrics_problem(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any
             else "rows of a longer run, or the summary edited?"
         )
         return f"{last} but summary.json says the run finished at step {want}: {why}"
+    return _summary_not_logged(rows, summary)
+
+
+def _summary_not_logged(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any]) -> str | None:
+    """A finished run's summary, as the runner writes it (with its ``segments``: the runner's own
+    record), holds the last value it logged of each metric: a summary value that is not its last
+    logged one is another run's metrics (or summary) under this run's name; None when every one is
+    (or the summary is not the runner's: a hand-written one of a test, nothing to compare)."""
+    if summary.get("status") != "finished" or not isinstance(summary.get("segments"), list):
+        return None
+    last: dict[str, Any] = {}
+    for row in rows:
+        last.update({k: v for k, v in row.items() if v is not None})
+    for key, value in summary.items():
+        if key in ROW_CLOCKS or key in ("step", "epoch") or key not in last or isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) and not _same(_number(last[key]), _number(value)):
+            return (f"summary.json's {key} {value!r} is not the last value the run logged ({last[key]!r}): the "
+                    "metrics and the summary are not one run's (a file copied from another run?)")  # fmt: skip
     return None
 
 

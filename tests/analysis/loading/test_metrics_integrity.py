@@ -125,3 +125,22 @@ def test_the_leaderboard_refuses_an_appended_run_in_one_line(tmp_path: Path, cap
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(errors) == 1 and str(bad) in errors[0] and "steps go backwards" in errors[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_summary_that_is_not_the_last_logged_value_is_refused(tmp_path: Path) -> None:
+    """Red team 2: another seed's metrics.jsonl copied into a finished run's folder (or its summary
+    edited): the summary's val/acc is not the last val/acc logged. The runner writes the summary from
+    the last logged values, so the clean run loads and the bent one is one line naming both."""
+    rows = logged_rows()
+    last = [r["val/acc"] for r in rows if "val/acc" in r][-1]
+    runner = {"status": "finished", "step": 40, "segments": [{"from_step": 0}]}  # the runner's summary
+    clean = write_run(tmp_path / "clean", rows)
+    (clean / "summary.json").write_text(json.dumps({**runner, "val/acc": last}))
+    assert load_local_run(clean).final("val/acc") == last == 0.5
+    bent = write_run(tmp_path / "bent", rows)
+    (bent / "summary.json").write_text(json.dumps({**runner, "val/acc": 0.61}))
+    with pytest.raises(ConfigError) as err:
+        load_local_run(bent)
+    assert "\n" not in str(err.value) and str(bent) in str(err.value)
+    assert f"summary.json's val/acc 0.61 is not the last value the run logged ({last!r})" in str(err.value)
+    assert metrics_problem(rows, {**runner, "status": "running", "val/acc": 0.61}) is None  # not finished yet
