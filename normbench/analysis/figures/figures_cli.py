@@ -43,7 +43,8 @@ from normbench.analysis.figures.forest import remove_forest, write_forest
 from normbench.analysis.figures.plot import FigureResult, figure_formats, write_outputs
 from normbench.analysis.judging.claims import Claim, claims_markdown, csv_row, judge_rows, load_rules, write_claims
 from normbench.analysis.judging.evidence import vouch_rows
-from normbench.analysis.judging.per_run import per_run_rows, read_per_run, write_per_run
+from normbench.analysis.judging.per_run import per_run_rows, read_per_run, vouch_table, vouch_whole, write_per_run
+from normbench.analysis.judging.rules_schema import Rules
 from normbench.analysis.judging.verdicts import check_fresh_seeds
 from normbench.analysis.loading.attempts import earlier_seeds
 from normbench.analysis.loading.provenance import check_provenance
@@ -64,9 +65,13 @@ def check_rules(preset: str, runs: Sequence[Run]) -> None:
     want, unrecorded = rules_hash(preset), 0
     for r in runs:
         record = r.summary.get("rules")
+        ran = next((o.split("=", 1)[1] for o in r.overrides if o.startswith("experiment=")), None)
+        if isinstance(record, dict) and record.get("preset") and ran is not None and ran != record["preset"]:
+            raise ConfigError(f"{r.source} was launched as experiment={ran} (.hydra/overrides.yaml) but recorded the "
+                              f"rules of {record['preset']!r} (summary.json): its records are not one run's; move "
+                              "it out of the folder, or rerun it")  # fmt: skip
         if not isinstance(record, dict) or not record.get("preset"):
             unrecorded += 1
-            ran = next((o.split("=", 1)[1] for o in r.overrides if o.startswith("experiment=")), None)
             if ran is not None and base_preset(ran) != base_preset(preset):  # a run from before rules were recorded
                 raise ConfigError(f"{r.source} is a run of experiment={ran}, not of {preset!r}")
             _same_variant(r.source, ran, preset)
@@ -254,6 +259,8 @@ def check_table_scale(preset: str, rows: Sequence[dict], path: str, pilot: bool 
     evidence is."""
     other = sibling_preset(preset)
     rules = load_rules(preset)
+    if rules is not None and pilot:
+        check_pilot_seeds(rules, rows, path)
     if rules is not None and not pilot:
         mine = rules.seeds.get(variant(preset))
         for name, block in rules.seeds.items():
@@ -266,6 +273,33 @@ def check_table_scale(preset: str, rows: Sequence[dict], path: str, pilot: bool 
         own = f"{want[0]} {want[1]}" if want else "a length its config does not set"
         raise ConfigError(f"{path}: every finished run reached {theirs[0]} {theirs[1]}, where {other}'s runs end "
                           f"({preset}'s: {own}): these are {other}'s runs; judge the table as {other}")  # fmt: skip
+    check_run_length(preset, rows, path)
+
+
+def check_pilot_seeds(rules: Rules, rows: Sequence[dict], path: str) -> None:
+    """A table judged as a pilot (``--pilot``) holds no seed of the rules' confirmatory blocks:
+    confirmatory runs read as a pilot would size a plan from the evidence and judge nothing."""
+    for name, block in rules.seeds.items():
+        if strays := sorted({r["seed"] for r in rows if r["seed"] in block}):
+            pilots = ", ".join(map(str, getattr(rules, "pilot_seeds", ()))) or "none named"
+            raise ConfigError(f"{path}: seeds {strays} are in the rules' {name} confirmatory seed block, so these are "
+                              f"confirmatory runs, not a pilot's (the pilot's seeds: {pilots}); judge them without "
+                              "--pilot")  # fmt: skip
+
+
+def check_run_length(preset: str, rows: Sequence[dict], path: str) -> None:
+    """A one-line `ConfigError` for a run the table says finished short of ``preset``'s length
+    (`run_length`): a finished run trained every step (a run stopped early is not finished)."""
+    want = run_length(preset)
+    if want is None:
+        return
+    column, length = want
+    for i, row in enumerate(rows):
+        reached = row.get(column)
+        if row["status"] == "finished" and isinstance(reached, (int, float)) and reached != length:
+            raise ConfigError(f"{path}: row {i + 1} ({row['source']}) has status 'finished' but {column} {reached}, "
+                              f"where {preset}'s runs end at {length}: a run that stopped early did not finish; "
+                              "write the table again (normbench-figures --runs)")  # fmt: skip
 
 
 def check_fresh(preset: str, rows: Sequence[dict], out: Path) -> None:
@@ -286,6 +320,8 @@ def from_per_run(preset: str, path: str, out: Path, pilot: bool = False) -> list
     rows = read_per_run(path, preset)
     check_table_scale(preset, rows, path, pilot)
     if not pilot:
+        if (rules := load_rules(preset)) is not None:
+            vouch_whole(rows, rules, preset, path)
         check_fresh(preset, rows, out)
     claims = judge_rows(preset, rows, pilot)
     out.mkdir(parents=True, exist_ok=True)
@@ -312,7 +348,14 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
     usable = usable_runs(args.preset, runs)
     rows = per_run_rows(args.preset, usable)
     if rows:  # what --per-run would refuse is refused here, before anything is written
-        vouch_rows(rows, f"the per-run values of {args.runs[0] if args.runs else args.wandb}")
+        where = f"the per-run values of {args.runs[0] if args.runs else args.wandb}"
+        vouch_rows(rows, where)
+        if (rules := load_rules(args.preset)) is not None:
+            vouch_table(rows, list(rows[0]), rules, args.preset, where)
+            if not args.pilot:  # a run left out (killed, no metrics): its arm short of a seed
+                vouch_whole(rows, rules, args.preset, where)
+    if args.pilot and (rules := load_rules(args.preset)) is not None:
+        check_pilot_seeds(rules, rows, args.runs[0] if args.runs else str(args.wandb))
     if not args.pilot:  # a confirmatory attempt's seeds: none an earlier attempt used
         check_fresh(args.preset, rows, out)
     claims = judge_rows(args.preset, rows, args.pilot)
