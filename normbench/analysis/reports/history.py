@@ -30,11 +30,13 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from normbench.analysis.findings.verify import verify_folder
 from normbench.analysis.reports.attempt_record import runs_summary, tally
 from normbench.analysis.reports.index import (
     HISTORY,
     HISTORY_COMMAND,
     HISTORY_HEADING,
+    commit_problems,
     judged_hash,
     planned_hashes,
     read_claims,
@@ -93,6 +95,9 @@ def append_entry(folder: Path, changed: str) -> str:
     rules = judged_hash(rows)
     if rules is None:
         raise ValueError(f"{folder}: claims.csv has no rules hash (judged before the rules); valid: a rerun's folder")
+    if problems := files_problems(folder, run):
+        raise ValueError(f"{folder}: {problems[0]}; valid: the files of one run, as scripts/reproduce_cpu.sh and "
+                         "normbench-figures wrote them (RUN.txt, per_run.csv, claims.csv)")  # fmt: skip
     done = attempts(folder)
     if any((h, c, s) == (rules, run.get("commit") or "?", run.get("start") or "?") for _, h, c, s in done):
         raise ValueError(f"{folder}: rules {rules}, run at {run.get('commit')} is on record already in {HISTORY}")
@@ -107,6 +112,22 @@ def append_entry(folder: Path, changed: str) -> str:
     with open(path, "a") as f:  # append only: the earlier entries are never rewritten
         f.write((header(folder) if new else "") + "\n" + text)
     return text
+
+
+def files_problems(folder: Path, run: dict[str, str]) -> list[str]:
+    """Why the folder's files are not one run's record, which an entry would put on record: no
+    ``RUN.txt`` (or no commit in it), ``per_run.csv`` of another commit or rules hash than
+    ``RUN.txt``'s or a commit git does not know (`commit_problems`), a ``claims.csv`` that is not
+    what ``per_run.csv`` judges (`verify_folder`); [] when they are."""
+    if not (folder / "RUN.txt").is_file():
+        return ["no RUN.txt (the run's commit, start and commands)"]
+    if (folder / "per_run.csv").is_file():
+        with open(folder / "per_run.csv", newline="") as f:
+            if problems := commit_problems(folder, run, list(csv.DictReader(f))):
+                return problems
+    elif not run.get("commit"):
+        return ["RUN.txt names no commit"]
+    return verify_folder(folder) if (folder / "per_run.csv").is_file() else []
 
 
 def next_number(folder: Path) -> int:

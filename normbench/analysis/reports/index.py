@@ -86,7 +86,8 @@ def planned_hashes(folder: Path) -> dict[str, int]:
 
 
 def history_problems(results: Path = RESULTS) -> list[str]:
-    """One line per folder whose current ``claims.csv`` rules hash has no entry in its HISTORY.md."""
+    """One line per folder whose current ``claims.csv`` rules hash has no entry in its HISTORY.md,
+    and per folder whose attempts are not numbered 1, 2, … in order (`numbering_problem`)."""
     problems = []
     for folder in sorted(p for p in results.iterdir() if (p / "claims.csv").exists()):
         judged = judged_hash(read_claims(folder))
@@ -96,11 +97,25 @@ def history_problems(results: Path = RESULTS) -> list[str]:
         if missing:
             problems.append(f"results/{folder.name}: rules {','.join(missing)} has no entry in {HISTORY}: run "
                             f"{HISTORY_COMMAND} results/{folder.name} --changed '<what and why>'")  # fmt: skip
+        if path.exists() and (found := numbering_problem(path.read_text())):
+            problems.append(f"results/{folder.name}: {HISTORY}: {found}")
     return problems
 
 
+def numbering_problem(history: str) -> str | None:
+    """What breaks an append-only HISTORY.md's numbering, in words: its attempts (run or planned) go
+    1, 2, … in order, each heading the number of the one before or the next (a plan amended, then
+    run, keeps its number); a gap is an attempt taken out, a number out of order one edited."""
+    numbers = [int(n) for n in re.findall(r"^## Attempt (\d+) ", history, re.M)]
+    for before, number in zip([0, *numbers], numbers):
+        if number not in (before, before + 1) and not (before == 0 and number == 1):
+            return (f"attempt {number} follows attempt {before or 'none'}: an attempt was taken out or renumbered; "
+                    "the history is append-only (restore it from git)")  # fmt: skip
+    return None
+
+
 def read_run_txt(folder: Path) -> dict[str, str]:
-    """``commit``, ``start``, ``wall`` and ``status`` from ``RUN.txt`` (missing: empty)."""
+    """``commit``, ``rules``, ``start``, ``wall`` and ``status`` from ``RUN.txt`` (missing: empty)."""
     path = folder / "RUN.txt"
     if not path.exists():
         return {}
@@ -108,6 +123,7 @@ def read_run_txt(folder: Path) -> dict[str, str]:
     out = {}
     for key, pattern in (
         ("commit", r"^commit: (\S+)"),
+        ("rules", r"^rules hash: (\S+)"),
         ("start", r"^start \(UTC\): ([^;]+);"),
         ("wall", r"wall clock: ([^(\n]+)"),
         ("status", r"^exit status: (.+)$"),
@@ -367,16 +383,57 @@ def folder_earlier_seeds(folder: Path) -> set[int]:
 
 
 def commit_problems(folder: Path, run: dict[str, str], rows: list[dict[str, str]]) -> list[str]:
-    """``RUN.txt``'s commit and ``per_run.csv``'s commit and rules hash: none blank, one commit."""
+    """``RUN.txt``'s commit and ``per_run.csv``'s commit and rules hash: none blank, one commit, the
+    rules hash ``RUN.txt`` names (the rules the run was made under) the table's."""
     lines = [] if run.get("commit") else ["RUN.txt names no commit"]
     commits = sorted({r.get("commit") or "" for r in rows})
     if "" in commits:
         lines.append("per_run.csv has a row with a blank commit")
     if any(not (r.get("rules_hash") or "").strip() for r in rows):
         lines.append("per_run.csv has a row with a blank rules_hash")
+    hashes = sorted({(r.get("rules_hash") or "").strip() for r in rows} - {""})
+    if run.get("rules") and (other_rules := [h for h in hashes if h != run["rules"]]):
+        lines.append(f"per_run.csv was measured under rules {other_rules[0]}, RUN.txt names rules hash "
+                     f"{run['rules']}: one of them is not this run's; regenerate the folder")  # fmt: skip
     if run.get("commit") and (other := [c for c in commits if c and not same_commit(c, run["commit"])]):
         lines.append(f"per_run.csv was measured at commit {other[0]}, RUN.txt names {run['commit']}: the table "
                      "is not this run's; regenerate the folder")  # fmt: skip
+    if run.get("commit") and commit_known(run["commit"], folder) is False:
+        lines.append(f"RUN.txt names commit {run['commit']}, which is no commit of this repository: the runs' "
+                     "provenance cannot be traced; name the commit the runs were made at")  # fmt: skip
+    return lines
+
+
+def commit_known(commit: str, where: Path) -> bool | None:
+    """Whether ``commit`` is a commit of the git repository ``where`` lies in; None when git cannot
+    tell (no git, not a repository, a shallow clone that lacks older commits)."""
+    import subprocess
+
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    shallow = git("rev-parse", "--is-shallow-repository")
+    if shallow is None or shallow.returncode != 0 or shallow.stdout.strip() != "false":
+        return None
+    found = git("cat-file", "-e", f"{commit}^{{commit}}")
+    return None if found is None else found.returncode == 0
+
+
+def run_txt_problems(run: dict[str, str], entry: dict[str, str], runs: list[dict[str, str]] | None,
+                     run_count: int | None) -> list[str]:  # fmt: skip
+    """``RUN.txt`` against the last attempt's entry, when that is its run: the start (the heading's)
+    and the wall clock (the ``- run:`` line's), and the runs it counts against ``runs.csv``'s rows."""
+    lines, where = [], f"attempt {entry['number']} (run at {entry['commit']})"
+    if run.get("start") and entry.get("start") and run["start"] != entry["start"]:
+        lines.append(f"{where} started {entry['start']}, RUN.txt says {run['start']}")
+    wall = re.search(r"^- run: .*wall clock ([^\n]+)$", entry.get("text", ""), re.M)
+    if run.get("wall") and wall and wall.group(1).strip() != run["wall"]:
+        lines.append(f"{where}: wall clock {wall.group(1).strip()}, RUN.txt says {run['wall']}")
+    if run_count is not None and runs is not None and run_count != len(runs):
+        lines.append(f"RUN.txt counts {run_count} runs, runs.csv holds {len(runs)}")
     return lines
 
 
@@ -399,6 +456,9 @@ def record_problems(results: Path = RESULTS) -> list[str]:
                          f"{entry['number']} (run at {entry['commit']}): run {HISTORY_COMMAND} "
                          f"results/{folder.name} --changed '<what and why>'")  # fmt: skip
         elif entry is not None:
+            runs = _table(folder / "runs.csv")
+            count = re.search(r"\((\d+) runs, ", (folder / "RUN.txt").read_text()) if run else None
+            found += [f"{HISTORY}: {p}" for p in run_txt_problems(run, entry, runs, int(count[1]) if count else None)]
             claims = read_claims(folder)
             current = judged_hash(claims) == rules_hash(folder.name)  # superseded: judged again since, by later code
             found += [f"{HISTORY}: {p}" for p in entry_problems(entry, run.get("commit") or "", claims, rows,
