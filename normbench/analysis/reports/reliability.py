@@ -201,6 +201,15 @@ def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysi
     parser.add_argument("--run", action="store_true", help="run every case and report the ones that do not pass")
     parser.add_argument("--check", type=Path, help="a Markdown file whose table must equal this one")
     args = parser.parse_args(argv)
+    doc = None
+    if args.check is not None:  # read first: an unreadable file is a usage error, before any collection
+        try:
+            doc = args.check.read_text()
+        except (OSError, UnicodeDecodeError) as e:  # missing, a folder, not text: one line
+            print(f"{prog}: error: --check {str(args.check)!r} cannot be read ({type(e).__name__}: "
+                  f"{getattr(e, 'strerror', None) or e}); pass the Markdown file that holds the table",
+                  file=sys.stderr)  # fmt: skip
+            return 2
     cases = collect()
     text = table(cases)
     if args.run:
@@ -214,8 +223,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysi
             print(f"  not run: {nodeid}", file=sys.stderr)
         if bad or missing:
             return 1
-    if args.check is not None:
-        doc = args.check.read_text()
+    if doc is not None:
         if START not in doc or END not in doc:
             print(f"{args.check} has no {START} ... {END} block", file=sys.stderr)
             return 1

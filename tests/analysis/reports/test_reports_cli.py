@@ -3,6 +3,8 @@ each subcommand its module's ``main`` with that module's options."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import tomllib
 
@@ -43,3 +45,18 @@ def test_a_usage_error_of_a_command_exits_2(capsys: pytest.CaptureFixture) -> No
     with pytest.raises(SystemExit) as e:
         cli.main(["history", "results/x"])  # --changed is required
     assert e.value.code == 2 and "normbench-reports history: error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case", ["missing", "a folder", "not text"])
+def test_reliability_check_of_an_unreadable_file_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture, case: str
+) -> None:
+    """Red team 2: ``reliability --check`` of a file that cannot be read was a traceback."""
+    from normbench.analysis.reports import reliability
+
+    path = {"missing": tmp_path / "nope.md", "a folder": tmp_path, "not text": tmp_path / "bin.md"}[case]
+    if case == "not text":
+        path.write_bytes(b"\xff\xfe\x00garbage")
+    assert reliability.main(["--check", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--check {str(path)!r} cannot be read" in err[0]
