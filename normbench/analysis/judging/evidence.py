@@ -38,7 +38,7 @@ from normbench.analysis.judging import rules_schema
 from normbench.analysis.judging.rules_schema import Rules
 from normbench.analysis.loading.runs import RESULT_STATUSES, config_matches
 from normbench.base.errors import ConfigError
-from normbench.rules import RULES_DIR, base_preset, load_rules_data
+from normbench.rules import RULES_DIR, base_preset, file_hash, load_rules_data, rules_hash, superseded_rules
 
 BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")
 CLAIM, CHECK, FINAL = "claim:", "check:", "final:"
@@ -208,7 +208,12 @@ def finite_diverged(rows: Sequence[Row]) -> tuple[Row, str] | None:
 def rules_under(preset: str, digest: str) -> Rules | None:
     """``preset``'s rules as they were under ``digest``: the current ones, or the copy kept in
     ``normbench/rules/superseded/<preset>-<digest>.yaml`` (`rules_schema.load_rules` with the
-    hash where it takes one); None when neither holds them."""
+    hash where it takes one); None when neither holds them. A kept copy whose content does not hash
+    to its name (edited after it was kept) is a one-line `ConfigError`."""
+    kept = superseded_rules(preset).get(digest)
+    if kept is not None and digest != rules_hash(preset) and (held := file_hash(kept)) != digest:
+        raise ConfigError(f"{kept.name} (normbench/rules/superseded/) holds rules that hash to {held}, not {digest} "
+                          "as its name says: the kept copy was edited; restore it from git")  # fmt: skip
     load = rules_schema.load_rules
     for name in ("digest", "rules_hash"):
         if name in inspect.signature(load).parameters:

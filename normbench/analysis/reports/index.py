@@ -49,7 +49,7 @@ from normbench.analysis.reports.attempt_record import RUN_HEADING, entry_problem
 from normbench.analysis.wording.claim_meta import annotate, claim_meta
 from normbench.analysis.wording.claims_text import claims_markdown
 from normbench.analysis.wording.present import preset_words
-from normbench.rules import rules_hash
+from normbench.rules import SUPERSEDED_DIR, file_hash, rules_hash
 
 RESULTS = results_root()
 COMMAND = "normbench-reports index"
@@ -404,6 +404,45 @@ def commit_problems(folder: Path, run: dict[str, str], rows: list[dict[str, str]
     return lines
 
 
+def kept_rules_problems(kept: Path = SUPERSEDED_DIR) -> list[str]:
+    """One line per kept copy of superseded rules (``normbench/rules/superseded/<preset>-<hash>.yaml``)
+    whose content does not hash to the hash its name gives: a copy edited after it was kept, which
+    would judge the folders measured under that hash by rules that never were."""
+    problems = []
+    for path in sorted(kept.glob("*.yaml")):
+        named = path.stem.rsplit("-", 1)[-1]
+        try:
+            held = file_hash(path)
+        except (ValueError, OSError) as e:  # a YAML error is a ConfigError (a ValueError): one line
+            held = f"unreadable ({e})"
+        if held != named:
+            problems.append(f"normbench/rules/superseded/{path.name}: its rules hash to {held}, not {named} as its "
+                            "name says: the kept copy was edited after it was kept; restore it from git")  # fmt: skip
+    return problems
+
+
+def appended_only_problems(results: Path = RESULTS) -> list[str]:
+    """One line per folder whose HISTORY.md does not begin with the one the checkout's HEAD holds
+    (git, where it can tell): an entry rewritten or taken out before a commit. Append-only: a
+    history that only grew passes; a rewrite already committed is in git's log, not here."""
+    import subprocess
+
+    problems = []
+    for path in sorted(results.glob(f"*/{HISTORY}")):
+        try:
+            head = subprocess.run(["git", "show", f"HEAD:./{HISTORY}"], cwd=path.parent, capture_output=True,
+                                  text=True, timeout=30)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return []
+        if head.returncode == 0 and not path.read_text().startswith(head.stdout):
+            at = next((i for i, (a, b) in enumerate(zip(head.stdout, path.read_text())) if a != b), len(head.stdout))
+            line = head.stdout.count("\n", 0, at) + 1
+            problems.append(f"results/{path.parent.name}/{HISTORY}: line {line} differs from the committed one: the "
+                            "history is append-only (an earlier entry edited or taken out); restore it from git "
+                            "and append")  # fmt: skip
+    return problems
+
+
 def commit_known(commit: str, where: Path) -> bool | None:
     """Whether ``commit`` is a commit of the git repository ``where`` lies in; None when git cannot
     tell (no git, not a repository, a shallow clone that lacks older commits)."""
@@ -474,7 +513,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysi
     text, problems = build(RESULTS)
     if args.check:
         problems += history_problems(RESULTS) + record_problems(RESULTS) + stale_files(RESULTS)
-        problems += evidence_problems(RESULTS)
+        problems += evidence_problems(RESULTS) + kept_rules_problems() + appended_only_problems(RESULTS)
     target = RESULTS / "README.md"
     for p in problems:
         print(f"results_index: {p}", file=sys.stderr)

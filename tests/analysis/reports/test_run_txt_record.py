@@ -93,3 +93,40 @@ def test_history_appends_only_one_runs_files(results, case: str) -> None:  # noq
     with pytest.raises(ValueError, match=re.escape(named)):
         history.append_entry(folder, "a rerun")
     assert (folder / "HISTORY.md").read_text() == before
+
+
+def test_a_kept_copy_of_superseded_rules_edited_is_a_problem(tmp_path) -> None:
+    """The copy's content hashes to the hash in its name (`normbench.rules.file_hash`), for every
+    committed one; one relation flipped, it does not, and index --check names it."""
+    from normbench.rules import SUPERSEDED_DIR, file_hash
+
+    kept = sorted(SUPERSEDED_DIR.glob("*.yaml"))
+    assert kept and all(file_hash(p) == p.stem.rsplit("-", 1)[1] for p in kept)
+    assert index.kept_rules_problems() == []
+    source = next(p for p in kept if "relation: less" in p.read_text())
+    copy = tmp_path / source.name
+    copy.write_text(source.read_text().replace("relation: less", "relation: greater", 1))
+    named = source.stem.rsplit("-", 1)[1]
+    problems = index.kept_rules_problems(tmp_path)
+    assert len(problems) == 1 and f"its rules hash to {file_hash(copy)}, not {named}" in problems[0]
+
+
+def test_a_history_rewritten_before_its_commit_is_a_problem(tmp_path) -> None:
+    """A repository whose HEAD holds a folder's HISTORY.md: appending passes, an earlier entry edited
+    does not (git reads the committed text; a folder git does not hold passes)."""
+    folder = tmp_path / "results" / FOLDER.name
+    folder.mkdir(parents=True)
+    text = (FOLDER / "HISTORY.md").read_text()
+    (folder / "HISTORY.md").write_text(text)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "history"]):
+        subprocess.run([*git, *args], cwd=tmp_path, check=True, capture_output=True)
+    assert index.appended_only_problems(tmp_path / "results") == []
+    (folder / "HISTORY.md").write_text(text + "\n## Attempt 9 — rules x, planned before its runs\n")
+    assert index.appended_only_problems(tmp_path / "results") == []
+    bent = text.replace("- verdicts: claims: supported 1, opposite 1", "- verdicts: claims: supported 2", 1)
+    assert bent != text
+    (folder / "HISTORY.md").write_text(bent)
+    problems = index.appended_only_problems(tmp_path / "results")
+    line = text[: text.index("- verdicts: claims: supported 1, opposite 1")].count("\n") + 1
+    assert len(problems) == 1 and f"HISTORY.md: line {line} differs from the committed one" in problems[0]
