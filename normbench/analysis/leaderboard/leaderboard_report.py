@@ -276,6 +276,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def check_preset(preset: str) -> None:
+    """``--preset`` names a preset whose rules judge the rows; one that has none (a typo, a sweep of
+    no rules) would write the leaderboard without a verdict, silently: a one-line `ConfigError`."""
+    from normbench.analysis.judging.rules_schema import load_rules
+    from normbench.base.layout import conf_dir
+
+    if load_rules(preset) is None:
+        conf = conf_dir()
+        known = sorted(p.stem for p in (conf / "experiment").glob("*.yaml")) if conf is not None else []
+        valid = ", ".join(p for p in known if load_rules(p) is not None)
+        raise ConfigError(f"--preset {preset!r} has no rules to judge the rows by; valid choices: {valid}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -283,6 +296,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ConfigError("pass sweep folders or --wandb ENTITY/PROJECT --group GROUP (one of the two)")
         if not 0 < args.tail <= 1:
             raise ConfigError(f"--tail={args.tail} must be in (0, 1]")
+        if args.preset is not None:
+            check_preset(args.preset)
         from normbench.analysis.figures.plot import figure_formats
 
         figure_formats()  # a bad NORMBENCH_FIGURE_FORMATS: one line before anything is written
