@@ -32,13 +32,23 @@ import json
 import math
 import unicodedata
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from normbench.analysis.judging import rules_schema
 from normbench.analysis.judging.rules_schema import Rules
 from normbench.analysis.loading.runs import RESULT_STATUSES, config_matches
 from normbench.base.errors import ConfigError
-from normbench.rules import RULES_DIR, base_preset, file_hash, load_rules_data, rules_hash, superseded_rules
+from normbench.rules import (
+    RULES_DIR,
+    UNHASHED,
+    base_preset,
+    canonical_hash,
+    file_hash,
+    load_rules_data,
+    rules_hash,
+    superseded_rules,
+)
 
 BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")
 CLAIM, CHECK, FINAL = "claim:", "check:", "final:"
@@ -230,6 +240,43 @@ def rules_under(preset: str, digest: str) -> Rules | None:
     import yaml
 
     return rules_schema.parse_rules(yaml.safe_load(kept.read_text()), preset, digest)
+
+
+def rules_hash_at(preset: str, commit: str, where: str | Path = ".") -> str | None:
+    """The hash ``preset``'s rules file had at ``commit`` (git, run in ``where``); None when git
+    cannot tell (no git, not a repository, a commit it does not hold, no rules file then)."""
+    import subprocess
+
+    path = f"{RULES_DIR.name}/{base_preset(preset)}.yaml"
+    top = RULES_DIR.parent.parent  # the checkout the package lies in
+    try:
+        found = subprocess.run(["git", "show", f"{commit}:normbench/{path}"], cwd=top if top.is_dir() else where,
+                               capture_output=True, text=True, timeout=30)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if found.returncode != 0:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(found.stdout)
+    except yaml.YAMLError:
+        return None
+    return canonical_hash({k: v for k, v in data.items() if k not in UNHASHED}) if isinstance(data, dict) else None
+
+
+def vouch_rules_hash(rows: Sequence[Row], preset: str, where: str) -> None:
+    """A one-line `ConfigError` when the table's rules hash is not the hash ``preset``'s rules had
+    at the table's commit (where git can tell): a hash written in by hand (a superseded one, to be
+    judged by old rules) is not the rules the runs were made under."""
+    if not rows or not (commit := str(rows[0].get("commit") or "").strip()):
+        return
+    digest = str(rows[0].get("rules_hash") or "")
+    then = rules_hash_at(preset, commit)
+    if then is not None and digest and then != digest:
+        raise ConfigError(f"{where}: rules_hash {digest} is not the rules {base_preset(preset)} had at the table's "
+                          f"commit {commit[:7]} ({then}): the runs were made under {then}; write the table again "
+                          "(normbench-figures --runs)")  # fmt: skip
 
 
 def check_header(columns: Sequence[str], where: str) -> None:

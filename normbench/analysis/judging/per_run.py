@@ -47,6 +47,7 @@ from normbench.analysis.judging.evidence import (
     rules_under,
     selector_columns,
     vouch_rows,
+    vouch_rules_hash,
     vouch_selector_values,
 )
 from normbench.analysis.judging.evidence import honour_status as honour_status
@@ -289,6 +290,8 @@ def read_per_run(path: str | Path, preset: str | None = None, *, unfinished: boo
     except ValueError as e:
         raise ConfigError(f"--per-run {str(path)!r} holds a cell that is not a number where one belongs: {e}") from None
     vouch_rows(rows, str(path), columns, unfinished)
+    if preset:  # the hash the rules had at the table's commit (git, where it can tell)
+        vouch_rules_hash(rows, preset, str(path))
     rules = _rules_of_table(rows, preset, str(path))
     vouch_selector_values(rows, str(path), selector_columns(columns), rules)
     if rules is None:

@@ -156,3 +156,24 @@ def test_a_blank_source_and_a_byte_order_mark_are_named(tmp_path: Path) -> None:
         read_per_run(bom, SAT)
     shutil.copy(RESULTS / SAT / "per_run.csv", tmp_path / "clean.csv")
     assert len(read_per_run(tmp_path / "clean.csv", SAT)) == len(table(SAT)) - 1
+
+
+def test_a_rules_hash_written_in_by_hand_is_refused(tmp_path: Path) -> None:
+    """The table's rules_hash set to bn_saturation's superseded hash (kept, so the table would be
+    judged by the old rules): git holds the rules file at the table's commit, whose hash is the one
+    the runs recorded; refused naming both. Skipped where git cannot tell (a shallow clone)."""
+    from normbench.analysis.judging.evidence import rules_hash_at
+    from normbench.rules import superseded_rules
+
+    rows = table(SAT)
+    commit, digest = cell(rows, 1, "commit"), cell(rows, 1, "rules_hash")
+    if rules_hash_at(SAT, commit) is None:
+        pytest.skip("git cannot show the rules at the table's commit here")
+    assert rules_hash_at(SAT, commit) == digest
+    old = next(h for h in superseded_rules(SAT) if h != digest)
+    for row in rows[1:]:
+        row[rows[0].index("rules_hash")] = old
+    message = refusal(rows, tmp_path / "p.csv", SAT)
+    assert f"rules_hash {old} is not the rules bn_saturation had at the table's commit {commit[:7]} ({digest})" in (
+        message
+    )
