@@ -14,8 +14,9 @@ from pathlib import Path
 
 from normbench.analysis.figures.figures_cli import check_rules, write_preset_forest
 from normbench.analysis.judging.claims import Claim, csv_row, judge_rows, write_claims
+from normbench.analysis.judging.evidence import vouch_rows
 from normbench.analysis.judging.per_run import Row as PerRunRow
-from normbench.analysis.judging.per_run import judged_here, per_run_rows, write_per_run
+from normbench.analysis.judging.per_run import judged_here, per_run_rows, vouch_table, write_per_run
 from normbench.analysis.judging.rules_schema import load_rules
 from normbench.analysis.judging.stats import NOT_JUDGED
 from normbench.analysis.leaderboard.leaderboard import NA, NO_RULES, NOT_RUN, Row, cell_of
@@ -50,6 +51,10 @@ def apply_rules(
         return [], []
     check_rules(preset, runs)
     table = per_run_rows(preset, runs)
+    if table:  # what normbench-figures refuses of the same runs (a run copied under a new seed, ...)
+        where = f"the per-run values of the {preset} runs"
+        vouch_rows(table, where)
+        vouch_table(table, list(table[0]), rules, preset, where)
     claims = judge_rows(preset, table, pilot)
     by_id = {c.id: c for c in claims}
     named: dict[tuple[tuple[str, str], str], dict[tuple[str, bool], tuple[Claim, bool]]] = {}

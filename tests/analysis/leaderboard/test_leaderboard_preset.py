@@ -21,3 +21,33 @@ def test_a_preset_without_rules_is_one_line_and_exit_2(tmp_path: Path, capsys: p
     assert len(err) == 1 and "--preset 'nope_cpu' has no rules to judge the rows by" in err[0]
     assert "leaderboard_cpu" in err[0].split("valid choices: ")[1].split(", ")
     assert not out.exists()
+
+
+def test_a_run_copied_under_a_new_seed_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """normbench-leaderboard vouches for its per-run values as normbench-figures does: a gn run's
+    folder copied as a new seed (config and summary seed edited, its record, wall time included,
+    the original's) is refused naming both rows; the sweep with a wall time per run is judged."""
+    import json
+    import shutil
+
+    import yaml
+
+    from tests.analysis.leaderboard.test_leaderboard_rules import leaderboard_sweep
+
+    sweep = leaderboard_sweep(tmp_path / "sweep")
+    for i, job in enumerate(sorted(p for p in sweep.iterdir() if p.is_dir())):
+        summary = json.loads((job / "summary.json").read_text())
+        (job / "summary.json").write_text(json.dumps({**summary, "wall_time_s": 60.0 + i / 7}))
+    assert main([str(sweep), "--out", str(tmp_path / "a")]) == 0
+    capsys.readouterr()
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    gn = next(p for p in jobs if yaml.safe_load((p / "config.yaml").read_text())["norm"]["name"] == "gn")
+    copy = shutil.copytree(gn, sweep / "copy")
+    config = yaml.safe_load((copy / "config.yaml").read_text())
+    summary = json.loads((copy / "summary.json").read_text())
+    new = max(json.loads((p / "summary.json").read_text()).get("seed", 0) for p in sweep.iterdir() if p.is_dir()) + 7
+    (copy / "config.yaml").write_text(yaml.safe_dump({**config, "seed": new}))
+    (copy / "summary.json").write_text(json.dumps({**summary, "seed": new}))
+    assert main([str(sweep), "--out", str(tmp_path / "b")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(err) == 1 and f"({copy}) holds the same record as row" in err[0] and f"({gn})" in err[0]
