@@ -10,12 +10,14 @@ median over seeds, min, max, n), so the CSV holds what the figure shows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.transforms import ScaledTranslation
 
 from normbench.analysis.figures.plot import (
     NORM_COLORS,
@@ -215,16 +217,39 @@ def _sweep_rows(res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: 
         seed_curve(None, res.rows, panel.panel, arm.label, series)
 
 
+DODGE_PT = 5.0
+"""How far apart (points) the arms' points sit at one category of a categorical sweep."""
+
+
+def _diverged_label(arm: ArmRuns, panel: PanelSpec, rows: Sequence[Mapping[str, Any]]) -> str:
+    """The arm's legend entry with its diverged runs counted where there are any (a diverged run is
+    drawn at the measure's worst value: the legend says whose and how many):
+    ``Standard (diverged: 2 of 8 at lr 1; 6 of 8 at lr 3)``."""
+    counts = []
+    for row in rows if panel.mark_diverged else ():
+        at_x = [r for r in arm.runs if float(r.get(panel.x)) == row["x"]]
+        if diverged := sum(1 for r in at_x if r.status == "diverged"):
+            counts.append(f"{diverged} of {len(at_x)} at {panel.x.split('.')[-1]} {row['x']:g}")
+    return f"{arm.label} (diverged: {'; '.join(counts)})" if counts else arm.label
+
+
 def _sweep(ax: Axes, res: FigureResult, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]) -> None:
-    """Per arm, the measure against the config key ``panel.x``: the median over seeds, min–max shaded."""
-    for arm in arms:
+    """Per arm, the measure against the config key ``panel.x``: the median over seeds, min–max shaded;
+    a sweep over categories (``xticks``: a few values, a tick at each) draws each arm's min–max as an
+    error bar beside the others' instead (bands between two batch sizes only overlapped)."""
+    for i, arm in enumerate(arms):
         rows = rows_of(res.rows, panel.panel, arm.label)
-        draw_rows(ax, rows, arm.label, arm.color, marker=panel.marker or "o")
-        for row in rows if panel.mark_diverged else ():
-            diverged = sum(1 for r in arm.runs if float(r.get(panel.x)) == row["x"] and r.status == "diverged")
-            if diverged:  # at the top of the panel, over its x: clear of the bands
-                ax.annotate(f"{diverged}×div", (row["x"], 0.98), xycoords=("data", "axes fraction"), fontsize=7,
-                            color=arm.color, ha="center", va="top")  # fmt: skip
+        label = _diverged_label(arm, panel, rows)
+        if panel.xticks and rows:
+            drawn = ax.errorbar([r["x"] for r in rows], [r["median"] for r in rows], fmt=(panel.marker or "o") + "-",
+                                yerr=[[r["median"] - r["lo"] for r in rows], [r["hi"] - r["median"] for r in rows]],
+                                color=arm.color, label=label, markersize=5, capsize=3, linewidth=1.0)  # fmt: skip
+            shift = ScaledTranslation((i - (len(arms) - 1) / 2) * DODGE_PT / 72.0, 0.0, ax.figure.dpi_scale_trans)
+            for artist in drawn.get_children():  # moved once drawn: the axes' limits already hold the points
+                artist.set_transform(ax.transData + shift)
+            ax.margins(x=0.12)  # the shifted outer points stay inside
+        else:
+            draw_rows(ax, rows, label, arm.color, marker=panel.marker or "o")
 
 
 ROWS = {"curve": _curve_rows, "bar": _bar_rows, "sweep": _sweep_rows}
@@ -233,18 +258,61 @@ DRAW = {"curve": _curve, "bar": _bar, "sweep": _sweep}
 
 def _difference_title(panel: PanelSpec, res: FigureResult, arms: list[ArmRuns]) -> str:
     """A bar panel of two arms: its title with their medians' difference (what a verdict on them
-    rests on), signed, in the measure's natural unit (`normbench.analysis.wording.units`: an
-    accuracy's difference in percentage points): ``BN − standard: −0.85 pts``."""
+    rests on), the higher arm first, in the measure's natural unit (`normbench.analysis.wording.units`:
+    an accuracy's difference in percentage points) with a true minus sign:
+    ``medians, standard − BN: +1.05 pts``. A claim's page signs each difference toward its claim
+    (a claim that BN's gap is lower reads standard − BN), so the two never read with opposite signs."""
     drawn = [(a.label, r[0]["median"]) for a in arms if (r := rows_of(res.rows, panel.panel, a.label)) and r[0]["n"]]
     if panel.kind != "bar" or len(drawn) != 2:  # two arms: their difference; more: no one pair to name
         return panel.title
-    (a, va), (b, vb) = drawn[0], drawn[1]
+    (a, va), (b, vb) = sorted(drawn, key=lambda d: -d[1])
     name, params = panel.value if isinstance(panel.value, tuple) else (panel.value, {})
     try:
         unit = unit_of({"name": name, **params})
     except KeyError:  # a measure with no natural unit recorded: its own
         unit = Unit("", 1.0)
-    return f"{panel.title}; {b} − {a}: {number((vb - va) * unit.scale, signed=True)}{unit.diff}"
+    named = f"medians, {a} − {b}: {number((va - vb) * unit.scale, signed=True)}{unit.diff}"
+    return f"{panel.title}; {named}" if panel.title else named
+
+
+def _integer_x(ax: Axes, panel: PanelSpec) -> None:
+    """Ticks at whole numbers only when every x drawn is one (a layer index, an epoch): no tick at
+    layer 0.5."""
+    xs = np.concatenate([np.asarray(line.get_xdata(), dtype=float) for line in ax.get_lines()] or [np.zeros(0)])
+    whole = len(xs) and np.all(xs == np.round(xs)) and np.ptp(xs) <= 20  # a few whole numbers: indices
+    if panel.kind != "bar" and panel.xscale == "linear" and not panel.xticks and whole:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
+
+
+LOG_LABELS = ((0.5, (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8)), (1.2, (1, 2, 3, 5)), (2.0, (1, 2, 5)))
+"""A log axis's labelled ticks by its span in decades: up to half a decade (matplotlib's ticks every
+0.1 × 10ᵏ there) 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 and 8 × 10ᵏ, up to 1.2 decades 1, 2, 3 and 5 × 10ᵏ,
+up to two 1, 2 and 5 × 10ᵏ; wider: matplotlib's powers of ten."""
+
+
+def _plain_tick(value: float, mantissas: Sequence[float]) -> str:
+    """``value`` as a tick label with 2-3 significant digits, never e-notation (0.0002, 0.3, 2), or
+    ``""`` where its mantissa is not labelled."""
+    if value <= 0:
+        return ""
+    mantissa = value / 10 ** np.floor(np.log10(value) + 1e-9)
+    if not any(abs(mantissa - m) < 1e-6 * m for m in mantissas):
+        return ""
+    text = number(value)
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _plain_log_y(ax: Axes, panel: PanelSpec) -> None:
+    """A log y axis within two decades labelled in plain numbers (0.2, 0.5, 1, 2), not 2 × 10⁻¹."""
+    low, high = ax.get_ylim()
+    if panel.yscale != "log" or low <= 0:
+        return
+    decades = float(np.log10(high / low))
+    mantissas = next((m for span, m in LOG_LABELS if decades <= span), None)
+    if mantissas is not None:
+        plain = FuncFormatter(lambda v, _: _plain_tick(v, mantissas))
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
 
 
 def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run], res: FigureResult) -> None:
@@ -256,6 +324,8 @@ def _finish(ax: Axes, panel: PanelSpec, arms: list[ArmRuns], runs: Sequence[Run]
         ax.set_xticks([float(v) for v in values], [f"{float(v):g}" for v in values])
     if panel.invert_x:
         ax.invert_xaxis()
+    _integer_x(ax, panel)
+    _plain_log_y(ax, panel)
     finish_axes(ax, panel.xlabel, panel.ylabel, _difference_title(panel, res, arms),
                 legend=panel.legend == "auto" and panel.kind != "bar")  # fmt: skip
     if panel.legend == "arms":  # one entry per arm: its first line (the colour and style say the arm)

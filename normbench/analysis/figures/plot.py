@@ -70,7 +70,7 @@ NORM_COLORS = {
     "rms": "tab:cyan",
     "prms": "tab:olive",
     "pn": "goldenrod",
-    "bn_l1": "deeppink",
+    "bn_l1": "royalblue",  # deeppink read as bn's red beside it (bn_lp_landscape)
     "bn_l2": "salmon",
     "bn_linf": "teal",  # darkred / maroon were indistinguishable beside bn's red
 }
@@ -342,9 +342,3 @@ def place_legends(fig: Figure) -> None:
         width, height = fig.get_size_inches()
         fig.set_size_inches(width + wider, height + taller)  # room for the legends: the panels keep their size
         fig.tight_layout()
-
-
-def legend_panel(ax: Axes, handles: Sequence[Any], labels: Sequence[str], title: str = "") -> None:
-    """A panel that holds only the figure's legend (its axes turned off): for series shared by every panel."""
-    ax.legend(handles, labels, loc="center left", fontsize=8, title=title or None, title_fontsize=8, frameon=False)
-    ax.set_axis_off()

@@ -25,7 +25,6 @@ from normbench.analysis.figures.plot import (
     FigureResult,
     category_labels,
     finish_axes,
-    legend_panel,
     new_figure,
     point_panel,
     seed_curve,
@@ -122,15 +121,17 @@ HATCHES = ("", "////", "\\\\\\\\", "xx", "..", "++")
 (two translucent fills of red and grey blend to brown)."""
 
 
-def hatched_band(ax, x, lo, hi, color: str | None, index: int, label: str | None = None) -> None:
-    """A band between ``lo`` and ``hi``: the first norm's a light fill, the others' hatched in their
-    colour over a fainter fill, each outlined (its lower edge labelled ``label`` for a legend)."""
+def hatched_band(ax, x, lo, hi, color: str | None, index: int, label: str | None = None, width: float = 0.5) -> None:
+    """A band between ``lo`` and ``hi``: index 0 a light fill, the others hatched in their colour
+    over a fainter fill, each outlined with edges ``width`` points wide (its lower edge labelled
+    ``label`` for a legend)."""
     hatch = HATCHES[index % len(HATCHES)]
-    ax.fill_between(x, lo, hi, facecolor=color, alpha=0.18 if not hatch else 0.06, linewidth=0)
+    ax.fill_between(x, lo, hi, facecolor=color, alpha=(0.18 if width <= 0.5 else 0.1) if not hatch else 0.06,
+                    linewidth=0)  # fmt: skip
     if hatch:
         ax.fill_between(x, lo, hi, facecolor="none", edgecolor=color, hatch=hatch, linewidth=0, alpha=0.6)
-    ax.plot(x, lo, color=color, linewidth=0.5, label=label)
-    ax.plot(x, hi, color=color, linewidth=0.5)
+    ax.plot(x, lo, color=color, linewidth=width, label=label)
+    ax.plot(x, hi, color=color, linewidth=width)
 
 
 def activation_panel(ax, rows: list[dict], runs: Sequence[Run], norms: Sequence[str], lr: float, layer: str) -> None:
@@ -210,8 +211,8 @@ def accuracy_figure(
     """Training loss and accuracy per logged step, test accuracy (per evaluation, or at the end per
     arm), activations of one layer; the legend in a panel of its own (every panel has its series)."""
     layer = activation_layer(runs)
-    n = 5 if layer is not None else 4  # no activations logged: no empty panel for them
-    fig, axes = new_figure(1, n, titled(title, runs), size=(3.8 * n, 3.9), width_ratios=(1,) * (n - 1) + (0.75,))
+    n = 4 if layer is not None else 3  # no activations logged: no empty panel for them
+    fig, axes = new_figure(1, n, titled(title, runs), size=(4.1 * n, 3.9))
     rows: list[dict] = []
     arms: dict[str, list[Run]] = {}
     colors: dict[str, str] = {}
@@ -240,7 +241,7 @@ def accuracy_figure(
     test_panel(axes[0, 2], rows, arms, colors, shorts, markers)
     if layer is not None:
         activation_panel(axes[0, 3], rows, runs, norms, lrs[0], layer)
-    legend_panel(axes[0, n - 1], *axes[0, 0].get_legend_handles_labels())
+    axes[0, n - 1].legend(*axes[0, 0].get_legend_handles_labels(), fontsize=7)  # moved under it if it covers a line
     return FigureResult(name, fig, rows)
 
 

@@ -20,8 +20,10 @@ import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.patches import Patch
 
-from normbench.analysis.figures.plot import NORM_COLORS, FigureResult, finish_axes, legend_panel, new_figure, seed_curve
+from normbench.analysis.figures.plot import NORM_COLORS, FigureResult, finish_axes, new_figure, seed_curve
 from normbench.analysis.figures.santurkar import (
     LOW_LR,
     LR_STYLES,
@@ -35,6 +37,7 @@ from normbench.analysis.figures.santurkar import (
 from normbench.analysis.judging.claims import measure
 from normbench.analysis.judging.stats import median_over_steps, stack
 from normbench.analysis.loading.runs import Run, select
+from normbench.analysis.wording.figure_names import titled
 from normbench.rules import load_rules_data
 
 LANDSCAPE_MIN = "landscape/loss_min"
@@ -125,35 +128,43 @@ UNJUDGED = "#fbf3dc"
 def figure4(
     runs: Sequence[Run], norms: Sequence[str] = ("none", "bn"), name: str = "santurkar_fig4", title: str | None = None
 ) -> FigureResult:
-    """Fig. 4's three panels for ``norms`` at the main learning rate (``bn_lp`` draws the ℓp norms too)."""
+    """Fig. 4's three panels for ``norms`` at the main learning rate (``bn_lp`` draws the ℓp norms too),
+    the runs' scope under the title, one legend in panel (c) (moved under it when it covers a line)."""
     lr = MAIN_LR if MAIN_LR in learning_rates(runs) else learning_rates(runs)[0]
-    title = title or "Santurkar et al. 2018, Fig. 4: optimization landscape"
-    fig, axes = new_figure(1, 4, f"{title} (VGG, lr {lr:g})", size=(16.0, 3.6), width_ratios=(1, 1, 1, 0.6))
+    title = titled(f"{title or 'Santurkar et al. 2018, Fig. 4: optimization landscape'} (lr {lr:g})", runs)
+    fig, axes = new_figure(1, 3, title, size=(13.0, 3.8))
     res = FigureResult(name, fig)
-    panels = (
-        (axes[0, 0], "landscape", LANDSCAPE_MIN, LANDSCAPE_MAX, "loss along the gradient", "(a) loss landscape"),
-        (axes[0, 1], "predictiveness", PRED_MIN, PRED_MAX, "‖∇L(θ) − ∇L(θ_η)‖₂", "(b) gradient predictiveness"),
-    )
-    groups = {norm: select(runs, norm__name=norm, lr=lr) for norm in norms}
-    for ax, panel, key_lo, key_hi, ylabel, title in panels:
-        for norm, group in groups.items():
-            if not group:
-                continue
-            color = NORM_COLORS.get(norm)
+    groups = {norm: g for norm in norms if (g := select(runs, norm__name=norm, lr=lr))}
+    _band_panels(axes[0, :2], res, groups)
+    for norm, group in groups.items():
+        seed_curve(axes[0, 2], res.rows, "beta_smoothness", label(norm), series_of(group, BETA),
+                   color=NORM_COLORS.get(norm))  # fmt: skip
+    finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness", legend=False)
+    start = claim_window()[0] * max((r.record.max_steps or r.final_step) for r in runs)
+    for ax in axes[0]:
+        ax.axvspan(0.0, start, color=UNJUDGED, zorder=0)  # left out of the claims (not grey: grey is Standard's band)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    axes[0, 2].legend([*handles, Patch(color=UNJUDGED)], [*labels, "steps left out of the claims"], fontsize=7)
+    return res
+
+
+BAND_PANELS = (
+    ("landscape", LANDSCAPE_MIN, LANDSCAPE_MAX, "loss along the gradient", "(a) loss landscape"),
+    ("predictiveness", PRED_MIN, PRED_MAX, "‖∇L(θ) − ∇L(θ_η)‖₂", "(b) gradient predictiveness"),
+)
+"""Fig. 4 (a) and (b): a band per norm from the min to the max over the step sizes along the gradient."""
+
+
+def _band_panels(axes: Sequence[Axes], res: FigureResult, groups: dict[str, list[Run]]) -> None:
+    """Panels (a) and (b): per norm, the seed medians of the min and of the max over step sizes, the
+    band between them. Two norms (the paper's figure): the second hatched over the first's fill;
+    more: each a light fill outlined in its colour (hatches over each other read as noise)."""
+    for ax, (panel, key_lo, key_hi, ylabel, title) in zip(axes, BAND_PANELS):
+        for i, (norm, group) in enumerate(groups.items()):
             x, lo, _, _ = seed_curve(None, res.rows, f"{panel}/min", label(norm), series_of(group, key_lo))
             x2, hi, _, _ = seed_curve(None, res.rows, f"{panel}/max", label(norm), series_of(group, key_hi))
             if len(x) and len(x2):
                 xs, both = stack([(x, lo), (x2, hi)])
-                hatched_band(ax, xs, both[0], both[1], color, list(groups).index(norm), label=label(norm))
+                hatched_band(ax, xs, both[0], both[1], NORM_COLORS.get(norm), i if len(groups) <= 2 else 0,
+                             label=label(norm), width=0.5 if len(groups) <= 2 else 1.0)  # fmt: skip
         finish_axes(ax, "steps", ylabel, title, legend=False)
-    for norm, group in groups.items():
-        if group:
-            seed_curve(axes[0, 2], res.rows, "beta_smoothness", label(norm), series_of(group, BETA),
-                       color=NORM_COLORS.get(norm))  # fmt: skip
-    finish_axes(axes[0, 2], "steps", "max ‖Δ∇L‖ / ‖Δθ‖", "(c) effective β-smoothness", legend=False)
-    start = claim_window()[0] * max((r.record.max_steps or r.final_step) for r in runs)
-    for ax in axes[0, :3]:
-        ax.axvspan(0.0, start, color=UNJUDGED, zorder=0)  # left out of the claims (not grey: grey is Standard's band)
-    legend_panel(axes[0, 3], *axes[0, 0].get_legend_handles_labels(), title="cream steps: left out of the claims")
-
-    return res

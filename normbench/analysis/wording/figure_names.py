@@ -97,8 +97,9 @@ def scope(runs: Sequence[Any]) -> str:
     datasets = sorted({str(d) for d in (setting(r, "dataset.name") for r in runs) if d})
     if datasets:
         parts.append(" / ".join(DATASET_NAMES.get(d, d) for d in datasets))
-    steps = max((r.final_step for r in runs if r.final_step), default=0)  # a diverged run stops early
-    if steps:
+    ran = [r.final_step for r in runs if r.final_step and getattr(r, "status", "finished") != "diverged"]
+    steps = _one(ran or [max((r.final_step for r in runs), default=0) or None])  # a diverged run stops early
+    if steps:  # arms of other lengths (one epoch budget at batch 2 and 32): the range
         parts.append(f"{steps} steps")
     return ", ".join(p for p in parts if p)
 

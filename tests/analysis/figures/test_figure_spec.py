@@ -14,7 +14,8 @@ import pytest
 
 from normbench.analysis.dashboards.dashboard import build_dashboard
 from normbench.analysis.figures import figure_keys, figures_cli
-from normbench.analysis.figures.figure_spec import CODE_FIGURES, render
+from normbench.analysis.figures.figure_spec import CODE_FIGURES, DODGE_PT, render
+from normbench.analysis.figures.plot_rows import number
 from normbench.analysis.judging.figure_schema import SERIES, CodeFigure, FigureSpec, parse_figures
 from normbench.analysis.judging.per_run import MEASURES
 from normbench.analysis.judging.rules_schema import load_rules, parse_rules
@@ -162,3 +163,92 @@ def test_the_leaderboard_is_drawn_by_its_own_command() -> None:
     assert "leaderboard" not in FIGURES
     with pytest.raises(ConfigError, match="drawn by normbench-leaderboard"):
         figure_fn("leaderboard_cpu")
+
+
+# ---------------------------------------------------------------- what a reader sees (issue 57)
+def _sweep_spec(**panel) -> FigureSpec:
+    spec = parse_figures({"fetch": ".", "draw": [{"name": "s", "title": "s",
+                          "arms": {"by": "norm.name", "order": ["none"], "labels": {"none": "Standard"}},
+                          "panels": [{"panel": "acc", "kind": "sweep", "value": "final_acc", "xlabel": "x",
+                                      "ylabel": "y", **panel}]}]}, "t").draw[0]  # fmt: skip
+    assert isinstance(spec, FigureSpec)
+    return spec
+
+
+def test_a_categorical_sweep_draws_each_arms_range_as_a_bar_beside_the_others(tmp_path: Path) -> None:
+    job = 0
+    for norm in ("bn", "gn"):
+        for bs in (2, 32):
+            for seed in range(3):
+                rows = [{"step": 5, "val/acc": 0.5 + 0.02 * seed + 0.1 * (norm == "gn")}]
+                write_run(tmp_path, job, {"norm": {"name": norm}, "batch_size": bs, "seed": seed}, rows, {})
+                job += 1
+    spec = _sweep_spec(x="batch_size", xticks=True, xscale="log2", invert_x=True)
+    res = render(spec, load_local_runs([tmp_path]))
+    ax = res.fig.axes[0]
+    res.fig.canvas.draw()
+    data_lines = [c.lines[0] for c in ax.containers]  # each arm's errorbar: its points' line
+    assert sorted(c.get_label() for c in ax.containers) == sorted({r["series"] for r in res.rows})
+    at_2 = [line.get_transform().transform(line.get_xydata()[0])[0] for line in data_lines]
+    assert abs(at_2[0] - at_2[1]) == pytest.approx(DODGE_PT / 72.0 * res.fig.dpi)  # beside each other, not over
+    bars = [c for c in ax.collections if c.get_segments()]
+    want = sorted((r["lo"], r["hi"]) for r in res.rows)
+    got = sorted((float(s[:, 1].min()), float(s[:, 1].max())) for c in bars for s in map(np.asarray, c.get_segments()))
+    np.testing.assert_allclose(got, want)  # each arm's min–max over seeds at each batch size, as its error bar
+    assert not [p for p in ax.collections if type(p).__name__ == "FillBetweenPolyCollection"]  # no bands
+    plt.close(res.fig)
+
+
+def test_diverged_runs_are_counted_in_their_arms_legend_entry(tmp_path: Path) -> None:
+    for job, (norm, lr, seed) in enumerate((n, lr, s) for n in ("bn", "none") for lr in (0.1, 1.0) for s in range(3)):
+        diverged = norm == "none" and lr == 1.0 and seed < 2
+        summary = {"status": "diverged", "step": 3} if diverged else {"step": 5}
+        rows = [{"step": 3 if diverged else 5, "val/acc": 0.4 + 0.01 * seed}]
+        write_run(tmp_path, job, {"norm": {"name": norm}, "lr": lr, "seed": seed}, rows, summary)
+    res = render(_sweep_spec(x="lr", xscale="log", mark_diverged=True), load_local_runs([tmp_path]))
+    labels = res.fig.axes[0].get_legend_handles_labels()[1]
+    plt.close(res.fig)
+    assert sorted(labels) == ["BN", "Standard (diverged: 2 of 3 at lr 1)"]
+
+
+def test_a_bar_panel_names_its_two_arms_difference_higher_first_in_points(tmp_path: Path) -> None:
+    acc = {"bn": [0.52, 0.50, 0.55], "none": [0.61, 0.60, 0.66]}
+    for job, (norm, seed) in enumerate((n, s) for n in acc for s in range(3)):
+        write_run(tmp_path, job, {"norm": {"name": norm}, "seed": seed}, [{"step": 5, "val/acc": acc[norm][seed]}], {})
+    spec = parse_figures(SPEC, "rules of toy").draw[0]
+    res = render(spec, load_local_runs([tmp_path]))
+    title = res.fig.axes[1].get_title().replace("\n", " ")
+    plt.close(res.fig)
+    points = number(100 * (np.median(acc["none"]) - np.median(acc["bn"])), signed=True)
+    assert title == f"medians, rest − BN: {points} pts", title  # a true minus, the higher arm first
+    assert points.startswith("+9")
+
+
+def test_layer_indices_get_whole_ticks_and_a_narrow_log_axis_plain_numbers(tmp_path: Path) -> None:
+    arms = [{"label": "all", "rest": True}]
+    panel = {"panel": "g", "kind": "curve", "x": "step", "y": {"key": "grad"}, "yscale": "log", "xlabel": "layer",
+             "ylabel": "norm"}  # fmt: skip
+    spec = parse_figures({"fetch": ".", "draw": [{"name": "l", "title": "l", "arms": arms, "panels": [panel]}]},
+                         "t").draw[0]  # fmt: skip
+    for seed in range(2):
+        rows = [{"step": layer, "grad": 0.25 * (layer + 1) + 0.01 * seed} for layer in range(4)]
+        write_run(tmp_path, seed, {"norm": {"name": "bn"}, "seed": seed}, rows, {})
+    res = render(spec, load_local_runs([tmp_path]))
+    ax = res.fig.axes[0]
+    res.fig.canvas.draw()
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    ylabels = [t.get_text() for t in ax.get_yticklabels(which="both") if t.get_text()]
+    plt.close(res.fig)
+    assert ticks and all(t == round(t) for t in ticks), ticks  # no tick at layer 0.5
+    assert ylabels and all(float(t) > 0 for t in ylabels), ylabels  # 0.5, 1: no 10^x text
+
+
+def test_the_title_gives_the_range_of_steps_when_arms_ran_for_different_lengths(tmp_path: Path) -> None:
+    from normbench.analysis.wording.figure_names import scope
+
+    for job, (bs, steps, status) in enumerate([(32, 1250, "finished"), (2, 20000, "finished"), (2, 40, "diverged")]):
+        summary = {"status": status, "step": steps} if status == "diverged" else {"step": steps}
+        write_run(tmp_path, job, {"norm": {"name": "bn"}, "batch_size": bs, "seed": job},
+                  [{"step": steps, "val/acc": 0.5}], summary)  # fmt: skip
+    assert scope(load_local_runs([tmp_path])).endswith(", 1250-20000 steps")  # the diverged run's 40: not a length
