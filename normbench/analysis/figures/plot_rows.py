@@ -59,7 +59,8 @@ def draw_rows(ax: Axes, rows: Sequence[Mapping[str, Any]], label: str, color: st
                         linestyle=":")  # fmt: skip
 
 
-LABEL_SPOTS = ((-9, 0, "right"), (9, 0, "left"), (-9, 9, "right"), (-9, -9, "right"), (9, 9, "left"), (9, -9, "left"))
+LABEL_SPOTS = ((-9, 0, "right"), (9, 0, "left"), (-9, 9, "right"), (-9, -9, "right"), (9, 9, "left"), (9, -9, "left"),
+               (-9, 18, "right"), (-9, -18, "right"), (9, 18, "left"), (9, -18, "left"))  # fmt: skip
 """Where `place_label` tries a point's label (points from the point, alignment), left first."""
 
 
@@ -88,13 +89,13 @@ def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[
     min–max as an error bar and the median written left of it; the axis is scaled to the points."""
     colors, markers = colors or {}, markers or {}
     labels = list(rows)
-    for i, label in enumerate(labels):
-        row = rows[label]
-        if not int(row["n"]):
-            continue
-        m, lo, hi = float(row["median"]), float(row["lo"]), float(row["hi"])
-        ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], fmt=markers.get(label, "o"), color=colors.get(label, "dimgray"),
-                    capsize=4, markersize=6)  # fmt: skip
-        place_label(ax, number(m), (i, m))
+    drawn = [(i, float(rows[label]["median"])) for i, label in enumerate(labels) if int(rows[label]["n"])]
+    for i, m in drawn:
+        row = rows[labels[i]]
+        lo, hi = float(row["lo"]), float(row["hi"])
+        ax.errorbar(i, m, yerr=[[m - lo], [hi - m]], fmt=markers.get(labels[i], "o"),
+                    color=colors.get(labels[i], "dimgray"), capsize=4, markersize=6)  # fmt: skip
     ax.set_xticks(range(len(labels)), category_labels(labels), fontsize=8)
     ax.set_xlim(-0.45, len(labels) - 0.55)  # the points spread over the panel; their medians written left
+    for i, m in drawn:  # placed once every point is drawn and the limits are final: the free spots are real
+        place_label(ax, number(m), (i, m))

@@ -100,3 +100,24 @@ def test_bad_figure_formats_are_one_line_before_anything_is_written(
         "(png is always written)"
     ]
     assert not out.exists()
+
+
+def test_a_points_label_covers_nothing_once_every_point_is_drawn() -> None:
+    """bn_eval_stats's bar panel: the first arm's median (0.0005) on the zero line, two more arms to
+    its right. Its label was placed while the axes held that one point (other limits), and covered
+    the zero line in the final figure (rc 1 from the figure checks)."""
+    import matplotlib.pyplot as plt
+
+    from normbench.analysis.figures.figure_lint import covers
+    from normbench.analysis.figures.plot_rows import point_rows
+
+    rows = {"a": (0.0005, -0.0055, 0.0035), "b": (0.0095, -0.009, 0.049), "c": (0.001, -0.0125, 0.0075)}
+    fig, ax = plt.subplots(figsize=(4.2, 3.3))
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    point_rows(ax, {k: {"median": m, "lo": lo, "hi": hi, "n": 23} for k, (m, lo, hi) in rows.items()})
+    fig.tight_layout()
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    hits = {t.get_text(): covers(ax, t.get_window_extent(renderer)) for t in ax.texts}
+    plt.close(fig)
+    assert sorted(hits) == ["0.000500", "0.00100", "0.00950"] and not any(hits.values()), hits
