@@ -52,8 +52,10 @@ from normbench.rules import (
 
 BASE_COLUMNS = ("source", "seed", "status", "commit", "rules_hash")
 CLAIM, CHECK, FINAL = "claim:", "check:", "final:"
-PREFIXES = (CLAIM, CHECK, FINAL, "scope:")
-"""The prefixed columns (measures, summaries, `normbench.analysis.judging.per_run.SCOPE`): they
+SCOPE = "scope:"
+"""A per_run.csv column a run's setting takes for titles only (`normbench.analysis.judging.per_run.SCOPE_KEYS`)."""
+PREFIXES = (CLAIM, CHECK, FINAL, SCOPE)
+"""The prefixed columns (measures, summaries, `SCOPE`): they
 follow the base and the config-selector columns, and only prefixed columns follow them."""
 
 Row = dict[str, Any]

@@ -40,6 +40,7 @@ from normbench.analysis.judging.evidence import (
     CHECK,
     CLAIM,
     FINAL,
+    SCOPE,
     check_header,
     finite_diverged,
     looks_alike,
@@ -123,7 +124,6 @@ def selector_keys(rules: Rules) -> list[str]:
     return sorted({k for s in selects for k in s})
 
 
-SCOPE = "scope:"
 SCOPE_KEYS = ("model.name", "model.depth", "model.width", "model.d_model", "model.encoder_layers",
               "model.decoder_layers", "dataset.name")  # fmt: skip
 """The settings a figure's title names (`normbench.analysis.wording.figure_names.scope`: model, depth,

@@ -24,12 +24,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from normbench.analysis.judging.evidence import CHECK, CLAIM, FINAL
+from normbench.analysis.judging.evidence import CHECK, CLAIM, FINAL, SCOPE
 from normbench.analysis.loading.runs import Run, config_matches
 from normbench.base.errors import ConfigError
 
 Row = dict[str, Any]
-SCOPE = "scope:"
 REL_TOL, ABS_TOL = 1e-9, 1e-12
 """A recomputed measure equals the cell when it agrees to 9 digits (the table writes ``repr``)."""
 
