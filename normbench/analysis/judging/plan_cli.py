@@ -46,6 +46,7 @@ from normbench.analysis.judging.plan import (
     plan_table,
 )
 from normbench.analysis.judging.plan_inputs import Table, check_same_recipe, check_seeds, pooled_values, read_tables
+from normbench.analysis.judging.plan_learning import reach_lines
 from normbench.analysis.judging.power import SD_LEVEL
 from normbench.analysis.judging.rules_schema import Rules, load_rules
 from normbench.base.errors import ConfigError
@@ -206,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
           "of each claim's family")  # fmt: skip
     print(plan_table(plan))
     print(rules_lines(plan))
+    for line in reach_lines(rules.learning, [r for t in tables for r in t.rows]):  # can the runs pass it at all?
+        print(line)
     for row in (p for p in plan if not p.planned):
         print(f"{row.id}: {row.note}")
     for claim_id, (needs, judged) in full_scale.items():
