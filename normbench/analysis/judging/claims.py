@@ -369,11 +369,7 @@ def _judge_check(check: CheckRule, rows: Sequence[Row], rules: Rules, preset: st
         return _judge_tracks(check, rows, rules, scale)
     where = f"rules of {preset}, {check.id}"
     values = [(row_label(r, rules, preset, key), _measured(r, column, where)) for r in select_rows(rows, check.select)]
-    if check.below is not None:
-        ok, bound = all(v < check.below for _, v in values), f"below {check.below:g}"
-    else:
-        assert check.above is not None
-        ok, bound = all(v > check.above for _, v in values), f"above {check.above:g}"
+    ok, bound = all(check.passes(v) for _, v in values), check.bound
     note = ", ".join(f"{k} {v:.3g}" for k, v in values) or "no runs selected"
     return Claim(check.id, check.claim, what, check.figure, PASSED if values and ok else FAILED, scale,
                  note=f"{note} (passes when every run's is {bound})", rules_hash=rules.hash,

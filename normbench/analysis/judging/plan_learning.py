@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from normbench.analysis.judging.per_run import Row, registered_measure
+from normbench.analysis.judging.per_run import Row, registered_measure, select_rows
 from normbench.analysis.judging.rules_schema import CheckRule
 from normbench.analysis.judging.table_checks import ColumnMeasure, recomputed
-from normbench.analysis.loading.runs import config_matches
 
 PASSING = 0.9
 """The share of earlier runs that must pass a bound for the plan to call it reachable: a bound that
@@ -35,7 +34,7 @@ class BoundReach:
         return self.measured > 0 and self.passing >= PASSING * self.measured
 
     def line(self) -> str:
-        side = f"above {self.rule.above:g}" if self.rule.above is not None else f"below {self.rule.below:g}"
+        side = self.rule.bound
         if not self.measured:
             return f"{self.rule.id}: {side}: no earlier run measures it (its measure needs more than the table holds)"
         said = (f"{self.rule.id}: {side}: {self.passing} of {self.measured} earlier runs pass "
@@ -46,17 +45,12 @@ class BoundReach:
                 "leave its claims not judged: lengthen the runs or declare a bound this scale reaches, before the run")
 
 
-def passes(rule: CheckRule, value: float) -> bool:
-    """Whether ``value`` passes ``rule``'s bound (strictly above / below, as the judge reads it)."""
-    return value > rule.above if rule.above is not None else value < rule.below  # type: ignore[operator]
-
-
 def bound_reach(rule: CheckRule, rows: Sequence[Row]) -> BoundReach:
     """``rule`` against the finished ``rows`` it selects: its measure computed from each row alone."""
     spec = ColumnMeasure("", rule.select, rule.measure, registered_measure(rule.measure, rule.id), rule.params, None)
-    values = [v for r in rows if r.get("status") == "finished" and config_matches(r.get, rule.select)
-              if (v := recomputed(spec, r)) is not None]  # fmt: skip
-    good = sum(passes(rule, v) for v in values)
+    finished = select_rows([r for r in rows if r.get("status") == "finished"], rule.select)
+    values = [v for r in finished if (v := recomputed(spec, r)) is not None]
+    good = sum(rule.passes(v) for v in values)
     return BoundReach(rule, good, len(values), min(values, default=0.0), max(values, default=0.0))
 
 

@@ -155,6 +155,15 @@ class CheckRule:
     tracks: Tracks | None = None
     gates: tuple[str, ...] = ()
 
+    def passes(self, value: float) -> bool:
+        """Whether one run's ``value`` passes the bound: strictly below ``below``, else above ``above``."""
+        return value < self.below if self.below is not None else value > float(self.above)  # type: ignore[arg-type]
+
+    @property
+    def bound(self) -> str:
+        """The bound in words: ``below 0.6`` / ``above 10``."""
+        return f"below {self.below:g}" if self.below is not None else f"above {self.above:g}"
+
 
 @dataclass(frozen=True)
 class Rules:

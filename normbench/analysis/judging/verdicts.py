@@ -116,10 +116,8 @@ def arm_learning(rows: Sequence[Row], bounds: Iterable[CheckRule], preset: str, 
                                   "per-run table was not measured for these rules")  # fmt: skip
             if math.isnan(float(value)):
                 return f"{label} did not learn ({bound.id}: seed {row['seed']} did not log {key})"
-            ok = float(value) < bound.below if bound.below is not None else float(value) > float(bound.above or 0)
-            if not ok:
-                side = f"below {bound.below:g}" if bound.below is not None else f"above {bound.above:g}"
-                return f"{label} did not learn ({key} {float(value):.3g} at seed {row['seed']}, needs {side})"
+            if not bound.passes(float(value)):
+                return f"{label} did not learn ({key} {float(value):.3g} at seed {row['seed']}, needs {bound.bound})"
     return ""
 
 
