@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
           "of each claim's family")  # fmt: skip
     print(plan_table(plan))
     print(rules_lines(plan))
-    for line in reach_lines(rules.learning, [r for t in tables for r in t.rows]):  # can the runs pass it at all?
+    arms = [arm for c in rules.claims if judged_here(c.variants, args.preset) for arm in (c.a, c.b)]
+    for line in reach_lines(rules.learning, [r for t in tables for r in t.rows], arms):  # can the runs pass it at all?
         print(line)
     for row in (p for p in plan if not p.planned):
         print(f"{row.id}: {row.note}")

@@ -3,7 +3,10 @@ the earlier runs before a run is planned: n is sized from the earlier table, and
 runs can pass the bound at all. bn_padding's confirmatory rerun (issue 56) set "test BLEU above 10"
 from the task while its earlier runs topped out at 8.3 BLEU; every claim ended not judged. Here
 `normbench-plan` says so before the run: per bound, how many earlier runs pass it, and a warning
-when too few do."""
+when too few do. Every run of a compared arm must pass (`normbench.analysis.judging.verdicts.arm_learning`),
+so the share is read per arm too: bn_padding's 400-step pilot passed 14 of 15 runs, above the pooled
+90 %, and its one miss (9.56) fell in the arm five of its six claims compare (BN counting padding with
+lengths mixed: 2 of 3)."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from normbench.analysis.judging.per_run import Row, registered_measure, select_rows
-from normbench.analysis.judging.rules_schema import CheckRule
+from normbench.analysis.judging.rules_schema import Arm, CheckRule
 from normbench.analysis.judging.table_checks import ColumnMeasure, recomputed
 
 PASSING = 0.9
@@ -54,7 +57,31 @@ def bound_reach(rule: CheckRule, rows: Sequence[Row]) -> BoundReach:
     return BoundReach(rule, good, len(values), min(values, default=0.0), max(values, default=0.0))
 
 
-def reach_lines(rules_learning: Sequence[CheckRule], rows: Sequence[Row]) -> list[str]:
+def arm_name(arm: Arm) -> str:
+    """An arm as a reader tells it from the others: its label and what selects its runs (two claims'
+    arms may share a label, e.g. "BN counting padding" with lengths mixed and bucketed)."""
+    return f"{arm.label} ({', '.join(f'{k}={v}' for k, v in sorted(arm.select.items()))})"
+
+
+def weak_arms(rule: CheckRule, arms: Sequence[Arm], rows: Sequence[Row]) -> list[tuple[str, BoundReach]]:
+    """The distinct ``arms`` (by their selectors) whose earlier runs pass ``rule`` in fewer than
+    `PASSING` of cases: each such arm would likely hold a failing run among its confirmatory seeds."""
+    seen: dict[str, Arm] = {}
+    for arm in arms:
+        seen.setdefault(repr(sorted(arm.select.items())), arm)
+    reaches = [(arm_name(a), bound_reach(rule, select_rows(rows, a.select))) for a in seen.values()]
+    return [(name, r) for name, r in reaches if r.measured and not r.reachable]
+
+
+def reach_lines(rules_learning: Sequence[CheckRule], rows: Sequence[Row], arms: Sequence[Arm] = ()) -> list[str]:
     """``[plan] <bound>: k of n earlier runs pass (lo to hi)`` per learning bound, with a warning
-    where fewer than `PASSING` of them do."""
-    return [f"[plan] {bound_reach(rule, rows).line()}" for rule in rules_learning]
+    where fewer than `PASSING` of them do; then one warning line per compared arm (``arms``: the
+    judged claims' a and b) whose own runs pass it in fewer than `PASSING` of cases."""
+    lines = []
+    for rule in rules_learning:
+        lines.append(f"[plan] {bound_reach(rule, rows).line()}")
+        for name, reach in weak_arms(rule, arms, rows):
+            lines.append(f"[plan] {rule.id}: warning: arm {name}: {reach.passing} of {reach.measured} earlier runs "
+                         f"pass ({reach.low:.3g} to {reach.high:.3g}); every run of a compared arm must pass, so at "
+                         "this share its claims would likely go not judged: lengthen the runs first")  # fmt: skip
+    return lines

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from normbench.analysis.judging.plan_learning import PASSING, bound_reach, reach_lines
-from normbench.analysis.judging.rules_schema import CheckRule
+from normbench.analysis.judging.rules_schema import Arm, CheckRule
 
 
 def _rule(above: float | None = None, below: float | None = None, select: dict | None = None) -> CheckRule:
@@ -39,3 +39,14 @@ def test_only_finished_runs_of_the_selected_arm_count_and_below_bounds_read_as_b
     rows = _rows([3.0, 300.0]) + _rows([900.0], status="diverged") + _rows([1000.0], norm="ln")
     reach = bound_reach(CheckRule("ppl", "", "", "final", {"key": "test/bleu"}, {"norm.name": "bn"}, 200.0), rows)
     assert (reach.passing, reach.measured) == (1, 2)  # 3 < 200 passes; the diverged run and the LN run left out
+
+
+def test_a_compared_arm_whose_own_runs_miss_the_bound_is_warned_by_name() -> None:
+    # pooled 14 of 15 pass (above the 90 % share), but the misses sit in one arm: bn_padding's 400-step pilot
+    rows = _rows([12.0, 13.0, 14.0] * 4) + _rows([9.5, 11.0, 12.0], norm="pbn")
+    padded, masked = Arm("BN", {"norm.name": "pbn"}), Arm("BN", {"norm.name": "bn"})
+    lines = reach_lines([_rule(above=10.0)], rows, [padded, masked, Arm("again", {"norm.name": "pbn"})])
+    assert "warning" not in lines[0] and "14 of 15" in lines[0]
+    assert len(lines) == 2  # one line for the weak arm, counted once though two claims name it
+    assert "arm BN (norm.name=pbn): 2 of 3 earlier runs pass (9.5 to 12)" in lines[1]
+    assert reach_lines([_rule(above=10.0)], rows, [masked]) == lines[:1]  # the arm whose runs all pass: no warning
