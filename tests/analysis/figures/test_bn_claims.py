@@ -238,4 +238,4 @@ def test_bn_padding_arms_compose(arm: str) -> None:
     assert cfg.model.encoder_norm.name == norm and cfg.dataset.bucket_by_length == bucketed
     if counted is not None:
         assert cfg.model.encoder_norm.count_padding == counted and cfg.model.encoder_norm.momentum == 0.05
-    assert cfg.model.decoder_norm.name == "ln" and cfg.max_steps == 200
+    assert cfg.model.decoder_norm.name == "ln" and cfg.max_steps == 500

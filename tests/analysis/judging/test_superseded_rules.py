@@ -42,11 +42,24 @@ def test_an_unknown_hash_is_one_line_listing_the_known_ones() -> None:
     assert "\n" not in str(e.value) and all(h in str(e.value) for h in superseded_rules("gn_groups"))
 
 
+def measured_under_superseded_rules_without_bounds() -> list[str]:
+    """The presets whose committed table was measured under superseded rules that predate the learning
+    bounds (issue 56): the confirmatory rerun replaces them one by one (gn_groups was the example here
+    until its rerun at 7df5e7f)."""
+    found = []
+    for preset in (p for p in list_rule_presets() if committed(p).exists()):
+        digest = read_per_run(committed(preset))[0]["rules_hash"]
+        if is_superseded(preset, digest) and not load_rules(f"{preset}_cpu", rules_hash=digest).learning:
+            found.append(preset)
+    return found
+
+
 def committed(preset: str) -> Path:
     return RESULTS / f"{preset}_cpu" / "per_run.csv"
 
 
-@pytest.mark.parametrize("preset", ["gn_groups", "santurkar_vgg"])
+@pytest.mark.parametrize("preset", measured_under_superseded_rules_without_bounds()[:2] or [
+    pytest.param("", marks=pytest.mark.skip(reason="every committed table is measured under rules with bounds"))])
 def test_a_committed_per_run_csv_is_judged_again_under_its_own_superseded_rules(preset: str) -> None:
     rows = read_per_run(committed(preset))
     claims = judge_rows(f"{preset}_cpu", rows)
@@ -88,7 +101,8 @@ def test_the_seed_blocks_of_the_presets_are_disjoint() -> None:
 
 def test_rows_of_two_rules_hashes_are_refused_in_one_line() -> None:
     rows = read_per_run(committed("gn_groups"))
-    rows[0] = {**rows[0], "rules_hash": rules_hash("gn_groups")}
+    other = next(h for h in (rules_hash("gn_groups"), *superseded_rules("gn_groups")) if h != rows[0]["rules_hash"])
+    rows[0] = {**rows[0], "rules_hash": other}  # every other row: the table's own hash, current or superseded
     with pytest.raises(ConfigError, match="measured under 2 rules") as e:
         judge_rows("gn_groups_cpu", rows)
     assert "\n" not in str(e.value)
