@@ -36,12 +36,14 @@ class BoundReach:
     def reachable(self) -> bool:
         return self.measured > 0 and self.passing >= PASSING * self.measured
 
+    def counted(self) -> str:
+        return f"{self.passing} of {self.measured} earlier runs pass ({self.low:.3g} to {self.high:.3g})"
+
     def line(self) -> str:
         side = self.rule.bound
         if not self.measured:
             return f"{self.rule.id}: {side}: no earlier run measures it (its measure needs more than the table holds)"
-        said = (f"{self.rule.id}: {side}: {self.passing} of {self.measured} earlier runs pass "
-                f"({self.low:.3g} to {self.high:.3g})")  # fmt: skip
+        said = f"{self.rule.id}: {side}: {self.counted()}"
         if self.reachable:
             return said
         return (f"{said}: warning: too few pass (fewer than {PASSING:.0%}); a confirmatory arm would fail it and "
@@ -81,7 +83,6 @@ def reach_lines(rules_learning: Sequence[CheckRule], rows: Sequence[Row], arms: 
     for rule in rules_learning:
         lines.append(f"[plan] {bound_reach(rule, rows).line()}")
         for name, reach in weak_arms(rule, arms, rows):
-            lines.append(f"[plan] {rule.id}: warning: arm {name}: {reach.passing} of {reach.measured} earlier runs "
-                         f"pass ({reach.low:.3g} to {reach.high:.3g}); every run of a compared arm must pass, so at "
-                         "this share its claims would likely go not judged: lengthen the runs first")  # fmt: skip
+            lines.append(f"[plan] {rule.id}: warning: arm {name}: {reach.counted()}; every run of a compared arm "
+                         "must pass, so at this share its claims would likely go not judged: lengthen the runs first")
     return lines
