@@ -22,6 +22,10 @@ claim runs, against the budget. ``--seconds-per-run`` and ``--budget-min`` must 
 
 The pilot's values are read as measured (``per_run.csv``): the rules may have changed since only
 by the plan's own keys (``n``, ``full_scale_only``); the hash recorded with the pilot is printed.
+
+``--size-full-scale`` sizes the claims the rules mark ``full_scale_only`` too, as if unmarked, so a
+new pilot re-sizes their ``needs_n`` (printed as that key, beside the n the sweep affords and what it
+detects) without editing the rules file; the budget line then counts them as well.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import argparse
 import math
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, NoReturn
 
 from normbench.analysis.judging.claims import judged_at_this_scale
@@ -114,12 +118,18 @@ def summary_line(preset: str, rows: Sequence[Row], plan: Sequence[PlanRow], seco
             f"≈ {minutes:.0f} min, {fits} the {budget:.0f} min budget")  # fmt: skip
 
 
-def rules_lines(plan: Sequence[PlanRow]) -> str:
+def rules_lines(plan: Sequence[PlanRow], marked: Collection[str] = ()) -> str:
     """The plan's keys for the rules, per planned claim: the seeds it runs and what they detect at
-    the Holm level (``n`` and ``detectable`` of this variant)."""
-    keys = [f"  {p.id}: n: {{{p.variant}: {p.n_run}}}" + ("" if p.equivalence else
-            f", detectable: {{{p.variant}: {float(f'{p.detectable_run:.3g}')}}}")
-            for p in plan if p.planned and p.n_run is not None]  # fmt: skip
+    the Holm level (``n`` and ``detectable`` of this variant); a claim in ``marked`` (sized with
+    ``--size-full-scale``): its ``full_scale_only`` ``needs_n``, then what the n run detects."""
+    keys = []
+    for p in (p for p in plan if p.planned and p.n_run is not None):
+        run = f"n: {{{p.variant}: {p.n_run}}}" + ("" if p.equivalence else
+              f", detectable: {{{p.variant}: {float(f'{p.detectable_run:.3g}')}}}")  # fmt: skip
+        if p.id in marked:
+            needs = "beyond the search range" if p.n is None else str(p.n)
+            run = f"full_scale_only: {{needs_n: {needs}}}  (the sweep's {run})"
+        keys.append(f"  {p.id}: {run}")
     head = "[plan] for the rules (each planned claim's n and detectable at its Holm level):"
     return "\n".join([head, *keys]) if keys else "[plan] for the rules: no claim is planned"
 
@@ -161,6 +171,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="cost of one run, > 0 (default: the pilot's median)")  # fmt: skip
     parser.add_argument("--budget-min", type=positive("minutes"), default=BUDGET_MIN,
                         help="wall-clock budget on 2 cores, > 0")  # fmt: skip
+    parser.add_argument("--size-full-scale", action="store_true",
+                        help="size the claims the rules mark full_scale_only too (as if unmarked): their needs_n "
+                             "from this pilot, the rules file untouched")  # fmt: skip
     args = parser.parse_args(argv)
     if not args.pilot and not args.earlier:
         parser.error("one of the arguments --pilot --earlier is required")
@@ -173,7 +186,7 @@ def _plan(args: argparse.Namespace) -> tuple[Rules, list[Table], list[PlanRow], 
         raise ConfigError(f"preset {args.preset!r} has no rules (normbench/rules/): nothing to plan")
     tables = read_tables(args.preset, args.pilot, args.earlier)
     check_seeds(rules, args.preset, tables)
-    full_scale = full_scale_only_here(rules, args.preset)
+    full_scale = {} if args.size_full_scale else full_scale_only_here(rules, args.preset)
     ids = [c.id for c in rules.claims if c.id not in full_scale and judged_here(c.variants, args.preset)]
     check_same_recipe(args.preset, rules, tables, ids)
     pooled = pooled_values(args.preset, tables)
@@ -205,8 +218,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[plan] n is sized from the upper {SD_LEVEL:.0%} one-sided confidence limit of each arm's sd "
           f"(χ², the sd pooled per arm over {len(tables)} table(s)), not the point sd; α is the Holm level α/m "
           "of each claim's family")  # fmt: skip
+    marked = full_scale_only_here(rules, args.preset) if args.size_full_scale else {}
+    if marked:
+        print(f"[plan] --size-full-scale: {', '.join(marked)} sized as if judged at this scale (the rules mark them "
+              "full_scale_only); the budget line below counts them")  # fmt: skip
     print(plan_table(plan))
-    print(rules_lines(plan))
+    print(rules_lines(plan, marked))
     arms = [arm for c in rules.claims if judged_here(c.variants, args.preset) for arm in (c.a, c.b)]
     for line in reach_lines(rules.learning, [r for t in tables for r in t.rows], arms):  # can the runs pass it at all?
         print(line)

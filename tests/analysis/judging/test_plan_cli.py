@@ -269,3 +269,27 @@ def test_seeds_in_the_confirmatory_block_are_refused(toy_rules: dict, tmp_path: 
     seeds, block = ("[0, 1, 2, 3, 4, 5]", "[0, 10)") if where == "earlier" else ("[100, 101, 102]", "[100, 110)")
     what = "earlier attempt's" if where == "earlier" else "pilot"
     assert f"{what} seeds {seeds} lie in toy_cpu's confirmatory seed block {block}" in one_line_error(capsys)
+
+
+def test_size_full_scale_sizes_a_marked_claim_from_the_pilot_as_if_unmarked(
+    toy_rules: dict, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--size-full-scale``: the claim the rules mark full-scale only is sized from the pilot (its
+    row and n as an unmarked twin's, in a family of two: α/2), and the rules key printed is its
+    ``needs_n``, the rules file untouched; without the flag it is not sized."""
+    second = {**RULES["claims"][0], "id": "bn_higher_early", "full_scale_only": {"needs_n": 211, "why": "too noisy"}}
+    toy_rules["claims"] = [RULES["claims"][0], second]
+    rows = [{**r, "claim:bn_higher_early": r["claim:bn_higher"]} for r in read_per_run(pilot_csv(tmp_path / "p.csv"))]
+    pilot = str(write_per_run(rows, tmp_path / "two.csv"))
+    assert main(["toy_cpu", "--pilot", pilot, "--size-full-scale"]) == 0
+    out = capsys.readouterr().out
+    n = n_for_power(1.0, UPPER_2DF, UPPER_2DF, 0.025)
+    for claim_id in ("bn_higher", "bn_higher_early"):
+        row = next(line for line in out.splitlines() if line.startswith(f"| {claim_id} |"))
+        assert str(n) in [c.strip() for c in row.strip("|").split("|")]
+    assert f"  bn_higher_early: full_scale_only: {{needs_n: {n}}}  (the sweep's n: {{cpu: " in out
+    assert "bn_higher_early sized as if judged at this scale" in out
+    assert "not sized at this scale" not in out
+    assert second["full_scale_only"] == {"needs_n": 211, "why": "too noisy"}
+    assert main(["toy_cpu", "--pilot", pilot]) == 0
+    assert "bn_higher_early: full-scale only (needs n ≈ 211): not sized at this scale" in capsys.readouterr().out
