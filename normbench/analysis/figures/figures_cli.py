@@ -49,6 +49,7 @@ from normbench.analysis.judging.verdicts import check_fresh_seeds
 from normbench.analysis.loading.attempts import earlier_seeds
 from normbench.analysis.loading.provenance import check_provenance
 from normbench.analysis.loading.runs import Run, load_local_runs, load_wandb_runs
+from normbench.analysis.loading.table_digest import stamp_digest
 from normbench.analysis.wording.claim_meta import annotate, claim_meta
 from normbench.analysis.wording.claims_text import write_claims_markdown
 from normbench.analysis.wording.present import preset_words
@@ -363,6 +364,7 @@ def from_runs(args: argparse.Namespace, out: Path) -> tuple[list[Claim], list[st
     out.mkdir(parents=True, exist_ok=True)
     forest = write_preset_forest(args.preset, [csv_row(c) for c in claims], out)  # first: what verdicts rest on
     outputs = [*forest, *write_outputs(results, out, claims), write_per_run(rows, out / "per_run.csv")]
+    outputs += [p for p in [stamp_digest(out)] if p is not None]  # the table as the runs gave it (index --check)
     if (out / "claims.csv").is_file():
         write_presented_claims(args.preset, out)
     for path in [*outputs, write_runs_table(runs, out / "runs.csv")]:

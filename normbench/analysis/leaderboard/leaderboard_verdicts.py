@@ -22,6 +22,7 @@ from normbench.analysis.judging.stats import NOT_JUDGED
 from normbench.analysis.leaderboard.leaderboard import NA, NO_RULES, NOT_RUN, Row, cell_of
 from normbench.analysis.leaderboard.leaderboard_labels import norm_of
 from normbench.analysis.loading.runs import Run, matching
+from normbench.analysis.loading.table_digest import stamp_digest
 from normbench.base.errors import ConfigError
 
 REFERENCE_VERDICT = "reference"
@@ -90,4 +91,5 @@ def write_judged(preset: str, claims: Sequence[Claim], table: Sequence[PerRunRow
     """The forest plot, ``claims.csv`` / ``claims.md`` and ``per_run.csv`` of the leaderboard's
     rules under ``out`` (as ``normbench-figures`` writes a paper preset's)."""
     forest = write_preset_forest(preset, [csv_row(c) for c in claims], out)
-    return [*forest, *write_claims(claims, out), write_per_run(table, out / "per_run.csv")]
+    paths = [*forest, *write_claims(claims, out), write_per_run(table, out / "per_run.csv")]
+    return paths + [p for p in [stamp_digest(out)] if p is not None]  # the table as the runs gave it

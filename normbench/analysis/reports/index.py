@@ -45,6 +45,7 @@ from normbench.analysis.findings.findings import (
 from normbench.analysis.findings.findings_board import board_section
 from normbench.analysis.loading.attempts import earlier_seeds
 from normbench.analysis.loading.provenance import results_root
+from normbench.analysis.loading.table_digest import digest_problem
 from normbench.analysis.reports.attempt_record import RUN_HEADING, entry_problems, last_run_entry, same_commit
 from normbench.analysis.wording.claim_meta import annotate, claim_meta
 from normbench.analysis.wording.claims_text import claims_markdown
@@ -404,6 +405,13 @@ def commit_problems(folder: Path, run: dict[str, str], rows: list[dict[str, str]
     return lines
 
 
+def digest_problems(results: Path = RESULTS) -> list[str]:
+    """Per folder with a ``RUN.txt`` (a preset's and its ``pilot/``): its ``per_run.csv`` against the
+    digest ``RUN.txt`` names (`normbench.analysis.loading.table_digest`)."""
+    folders = sorted({p.parent for pattern in ("*/RUN.txt", "*/pilot/RUN.txt") for p in results.glob(pattern)})
+    return [f"{f.relative_to(results.parent)}: {p}" for f in folders if (p := digest_problem(f)) is not None]
+
+
 def kept_rules_problems(kept: Path = SUPERSEDED_DIR) -> list[str]:
     """One line per kept copy of superseded rules (``normbench/rules/superseded/<preset>-<hash>.yaml``)
     whose content does not hash to the hash its name gives: a copy edited after it was kept, which
@@ -514,6 +522,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysi
     if args.check:
         problems += history_problems(RESULTS) + record_problems(RESULTS) + stale_files(RESULTS)
         problems += evidence_problems(RESULTS) + kept_rules_problems() + appended_only_problems(RESULTS)
+        problems += digest_problems(RESULTS)
     target = RESULTS / "README.md"
     for p in problems:
         print(f"results_index: {p}", file=sys.stderr)
