@@ -55,5 +55,5 @@ def digest_problem(folder: Path) -> str | None:
     if (now := table_digest(table)) != found[1]:
         return (f"per_run.csv has sha256 {now}, RUN.txt names {found[1]} (the table written from the runs): it was "
                 "edited after; regenerate it from the runs (normbench-figures <preset> --runs <run folder> --out "
-                f"{folder.as_posix()})")  # fmt: skip
+                "<this folder>)")  # fmt: skip
     return None
