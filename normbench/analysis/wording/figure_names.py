@@ -73,27 +73,39 @@ def _one(values: Sequence[Any]) -> str:
     return " / ".join(sorted(map(str, got)))
 
 
-def scope(runs: Sequence[Any]) -> str:
-    """What the runs are, for a title: ``Transformer 2+2 layers, width 128, IWSLT14 de-en, 300 steps``
-    (image models: their name and depth, e.g. ``ResNet8``); parts the configs do not give are left out.
-    The runs: `Run` records or ``per_run.csv`` rows (`normbench.analysis.judging.per_run.setting`)."""
-    if not runs:
-        return ""
+def _model_words(runs: Sequence[Any]) -> tuple[str, str]:
+    """One model's runs in words: its name with depth or layers (``ResNet20``, ``Transformer 2+2
+    layers``) and its width (``""`` when the configs give none)."""
 
     def one(key: str) -> str:
         return _one([setting(r, key) for r in runs])
 
     model = one("model.name")
-    parts = [" / ".join(MODEL_NAMES.get(m, m) for m in model.split(" / "))]
+    name = " / ".join(MODEL_NAMES.get(m, m) for m in model.split(" / "))
     enc, dec = one("model.encoder_layers"), one("model.decoder_layers")
     if enc or dec:
-        parts[0] += f" {enc or '?'}+{dec or '?'} layers"
+        name += f" {enc or '?'}+{dec or '?'} layers"
     depth = one("model.depth")
     if depth and model.startswith("resnet"):
-        parts[0] = f"ResNet{depth}"
-    width = _one([setting(r, "model.d_model") or setting(r, "model.width") for r in runs])
-    if width:
-        parts.append(f"width {width}")
+        name = f"ResNet{depth}"
+    return name, _one([setting(r, "model.d_model") or setting(r, "model.width") for r in runs])
+
+
+def scope(runs: Sequence[Any]) -> str:
+    """What the runs are, for a title: ``Transformer 2+2 layers, width 128, IWSLT14 de-en, 300 steps``
+    (image models: their name and depth, e.g. ``ResNet8``); runs of several models name each with its
+    own width (``ResNet20 / Transformer 2+2 layers (width 128)``); parts the configs do not give are
+    left out. The runs: `Run` records or ``per_run.csv`` rows (`normbench.analysis.judging.per_run.setting`)."""
+    if not runs:
+        return ""
+    by_model: dict[str, list[Any]] = {}
+    for r in runs:
+        by_model.setdefault(str(setting(r, "model.name") or ""), []).append(r)
+    models = [_model_words(group) for _, group in sorted(by_model.items())]
+    if len(models) == 1:
+        parts = [models[0][0], f"width {models[0][1]}" if models[0][1] else ""]
+    else:
+        parts = [" / ".join(f"{name} (width {width})" if width else name for name, width in models)]
     datasets = sorted({str(d) for d in (setting(r, "dataset.name") for r in runs) if d})
     if datasets:
         parts.append(" / ".join(DATASET_NAMES.get(d, d) for d in datasets))

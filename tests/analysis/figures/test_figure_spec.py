@@ -252,3 +252,17 @@ def test_the_title_gives_the_range_of_steps_when_arms_ran_for_different_lengths(
         write_run(tmp_path, job, {"norm": {"name": "bn"}, "batch_size": bs, "seed": job},
                   [{"step": steps, "val/acc": 0.5}], summary)  # fmt: skip
     assert scope(load_local_runs([tmp_path])).endswith(", 1250-20000 steps")  # the diverged run's 40: not a length
+
+
+def test_a_title_over_two_models_gives_each_its_own_width() -> None:
+    """powernorm_stats' CV and NLP arms: the ResNet's depth and the Transformer's layers and width
+    each with its own model (it read "ResNet20, width 128": the ResNet's name, the Transformer's width)."""
+    from normbench.analysis.figures.figure_record import TableRun
+    from normbench.analysis.wording.figure_names import scope
+
+    resnet = {"model.name": "resnet20", "model.depth": "20", "dataset.name": "cifar10", "final:step": "234"}
+    transformer = {"model.name": "transformer_tiny", "model.encoder_layers": "2", "model.decoder_layers": "2",
+                   "model.d_model": "128", "dataset.name": "iwslt14", "final:step": "285"}  # fmt: skip
+    runs = [TableRun(resnet), TableRun(transformer)]
+    assert scope(runs) == "ResNet20 / Transformer 2+2 layers (width 128), CIFAR-10 / IWSLT14 de-en, 234-285 steps"
+    assert scope(runs[1:]) == "Transformer 2+2 layers, width 128, IWSLT14 de-en, 285 steps"
