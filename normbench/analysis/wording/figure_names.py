@@ -81,7 +81,7 @@ def _model_words(runs: Sequence[Any]) -> tuple[str, str]:
         return _one([setting(r, key) for r in runs])
 
     model = one("model.name")
-    name = " / ".join(MODEL_NAMES.get(m, m) for m in model.split(" / "))
+    name = MODEL_NAMES.get(model, model)
     enc, dec = one("model.encoder_layers"), one("model.decoder_layers")
     if enc or dec:
         name += f" {enc or '?'}+{dec or '?'} layers"
