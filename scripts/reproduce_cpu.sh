@@ -122,8 +122,9 @@ for preset in "${presets[@]}"; do
     echo "exit status: runs $status, figures $fig_status"
     echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'); torch $(python -c 'import torch; print(torch.__version__)')"
     echo "load average (1, 5, 15 min): $load0 at the start, $load1 at the end (the runs' own $jobs processes count $jobs)"
-    # the table as these runs gave it (normbench-figures stamps the same line; index --check compares);
-    # none when the figures failed: the per_run.csv there is then an earlier attempt's
+    # the table as these runs gave it and the plan that sized them (normbench-figures stamps the same
+    # lines; index --check compares); none when the figures failed: the per_run.csv there is then an
+    # earlier attempt's
     [ "$fig_status" = 0 ] && python -c "from pathlib import Path; from normbench.analysis.loading.table_digest import digest_line
 line = digest_line(Path('$folder')); print(line) if line else None"
   } > "$folder/RUN.txt"

@@ -15,7 +15,9 @@ predates the rules (no hash) is listed as awaiting its rerun, its old verdicts l
                                        # its runs, a folder's rules hash has no entry in its
                                        # HISTORY.md, its last attempt's entry differs from its
                                        # files, per_run.csv is not RUN.txt's commit, or a folder
-                                       # fails its evidence check (seeds of earlier attempts too)
+                                       # fails its evidence check (seeds of earlier attempts too),
+                                       # per_run.csv or plan.txt differs from the digest RUN.txt
+                                       # names, or plan.txt's keys are not the rules' own
 
 (``python -m normbench.analysis.reports.index`` is the same.)
 """
@@ -43,6 +45,7 @@ from normbench.analysis.findings.findings import (
     tally,
 )
 from normbench.analysis.findings.findings_board import board_section
+from normbench.analysis.judging.plan_record import PLAN_FILE, plan_problems
 from normbench.analysis.loading.attempts import earlier_seeds
 from normbench.analysis.loading.provenance import results_root
 from normbench.analysis.loading.table_digest import digest_problem
@@ -412,6 +415,13 @@ def digest_problems(results: Path = RESULTS) -> list[str]:
     return [f"{f.relative_to(results.parent)}: {p}" for f in folders if (p := digest_problem(f)) is not None]
 
 
+def plan_record_problems(results: Path = RESULTS) -> list[str]:
+    """Per preset folder with a ``plan.txt``: its keys against the preset's rules
+    (`normbench.analysis.judging.plan_record`)."""
+    folders = sorted(p.parent for p in results.glob(f"*/{PLAN_FILE}"))
+    return [f"{f.relative_to(results.parent)}: {p}" for f in folders for p in plan_problems(f)]
+
+
 def kept_rules_problems(kept: Path = SUPERSEDED_DIR) -> list[str]:
     """One line per kept copy of superseded rules (``normbench/rules/superseded/<preset>-<hash>.yaml``)
     whose content does not hash to the hash its name gives: a copy edited after it was kept, which
@@ -522,7 +532,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m normbench.analysi
     if args.check:
         problems += history_problems(RESULTS) + record_problems(RESULTS) + stale_files(RESULTS)
         problems += evidence_problems(RESULTS) + kept_rules_problems() + appended_only_problems(RESULTS)
-        problems += digest_problems(RESULTS)
+        problems += digest_problems(RESULTS) + plan_record_problems(RESULTS)
     target = RESULTS / "README.md"
     for p in problems:
         print(f"results_index: {p}", file=sys.stderr)

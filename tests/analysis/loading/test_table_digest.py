@@ -1,14 +1,16 @@
-"""The digest of ``per_run.csv`` in ``RUN.txt`` (issue 59, items I41 and I32): a value edited within
-its range after the run, with the claims regenerated from the edited table, is a problem for
-``normbench-reports index --check``; the table written again from the runs is not."""
+"""The digests of ``per_run.csv`` and ``plan.txt`` in ``RUN.txt`` (issue 59, items I41, I32 and I36):
+a value edited within its range after the run, with the claims regenerated from the edited table, is
+a problem for ``normbench-reports index --check``; the table written again from the runs is not. An
+edited plan is named while the rules are those of the run."""
 
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 from pathlib import Path
 
-from normbench.analysis.loading.table_digest import DIGEST_KEY, digest_problem, stamp_digest
+from normbench.analysis.loading.table_digest import DIGEST_KEY, PLAN, digest_problem, stamp_digest
 from normbench.analysis.reports import index
 from tests.analysis.reports.test_attempt_record import FOLDER, edit_table, results  # noqa: F401
 
@@ -60,3 +62,23 @@ def test_index_check_finds_an_edited_saturated_fraction(results: Path) -> None: 
         edit_table(f / "per_run.csv", lambda row, c=column: row.update({c: f"{float(row[c]) * 1.01!r}"}))
     problems = index.digest_problems(results)
     assert [p.split(":")[0] for p in problems] == [f"results/{FOLDER.name}", f"results/{FOLDER.name}/pilot"]
+
+
+def test_an_edited_plan_is_named_until_a_new_attempt_is_planned(tmp_path: Path) -> None:
+    """A copy of results/gn_groups_cpu (its rules are those RUN.txt names): plan.txt stamped, then a
+    pilot spread in its table edited, a problem; once RUN.txt's rules are not the preset's any more
+    (a new attempt planned, its plan.txt the next run's to stamp), no check."""
+    folder = tmp_path / "gn_groups_cpu"
+    folder.mkdir()
+    for name in ("RUN.txt", "per_run.csv", "plan.txt"):
+        shutil.copy(FOLDER.parent / "gn_groups_cpu" / name, folder / name)
+    stamp_digest(folder)
+    want = hashlib.sha256((folder / "plan.txt").read_bytes()).hexdigest()[:16]
+    assert f"{PLAN.key}: {want} (" in (folder / "RUN.txt").read_text() and digest_problem(folder) is None
+    plan = (folder / "plan.txt").read_text()
+    (folder / "plan.txt").write_text(plan.replace("| 1.04; 0.85 →", "| 0.94; 0.85 →", 1))
+    problem = digest_problem(folder)
+    assert problem is not None and problem.startswith("plan.txt has sha256 ") and f"RUN.txt names {want}" in problem
+    run_txt = (folder / "RUN.txt").read_text()
+    (folder / "RUN.txt").write_text(re.sub(r"^rules hash: \S+", "rules hash: 0123456789abcdef", run_txt, flags=re.M))
+    assert digest_problem(folder) is None
