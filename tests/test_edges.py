@@ -358,7 +358,7 @@ def truncate_metrics(run_dir: Path) -> None:
     (run_dir / "metrics.jsonl").write_text("")  # `: > metrics.jsonl`: the same file, cut to nothing
 
 
-@fault("the run directory removed, replaced, or its metrics.jsonl replaced or truncated mid-run",
+@fault("the run directory removed, replaced, or its metrics.jsonl replaced or truncated mid-run (truncated: issue 59)",
        "stops at the next write: one line naming it, exit 1, status failed where the folder is the run's; "
        "never 'finished', nothing recreated", "one-line")  # fmt: skip
 @pytest.mark.parametrize("action", [remove_dir, replace_dir, replace_metrics, truncate_metrics],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import TINY_RUN
+from tests.faults import fault
 from tests.test_validate import run_cli_inprocess
 
 CASES = {
@@ -20,6 +21,10 @@ CASES = {
 }
 
 
+@fault("hydra/launcher=bogus, hydra/sweeper=bogus, +key on a key that is there, or a data set switch that "
+       "leaves the old data set's keys (issue 59)",
+       "one line naming the option and the valid ones (or Hydra's remedy), exit 2; nothing made",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_command_line_that_does_not_compose_is_one_line(tmp_path, monkeypatch, capsys, case: str) -> None:
     args, needle = CASES[case]
@@ -30,6 +35,9 @@ def test_a_command_line_that_does_not_compose_is_one_line(tmp_path, monkeypatch,
     assert "Config search path" not in lines[0] and not out.exists()
 
 
+@fault("--cfg job with a bad option (norm=bogus; issue 59)",
+       "one line naming the valid choices, exit 2",
+       "one-line")  # fmt: skip
 def test_cfg_with_a_bad_option_is_one_line(monkeypatch, capsys) -> None:
     code, stdout, stderr = run_cli_inprocess(monkeypatch, capsys, "--cfg", "job", "norm=bogus")
     lines = stderr.strip().splitlines()

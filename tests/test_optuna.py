@@ -11,6 +11,7 @@ import yaml
 
 from normbench.config import objective
 from tests.conftest import requires_extra, run_cli
+from tests.faults import fault
 
 needs_optuna_extra = requires_extra("optuna", "hydra_plugins.hydra_optuna_sweeper")
 
@@ -82,6 +83,10 @@ def one_error_line(stderr: str) -> str:
     return lines[0]
 
 
+@fault("an Optuna search with hydra.sweeper.n_trials=0 or an optimized_metric the task does not report "
+       "(issue 59)",
+       "one line before any trial trains, exit 2; no folder",
+       "one-line")  # fmt: skip
 @pytest.mark.e2e
 @needs_optuna_extra
 @pytest.mark.parametrize(
@@ -98,6 +103,9 @@ def test_a_search_that_cannot_work_is_refused_before_any_trial(tmp_path, args, n
     assert not (tmp_path / "s").exists()
 
 
+@fault("an Optuna search whose trials all diverge (issue 59)",
+       "one line, exit 1, after the trials recorded as diverged; the sweep summary written",
+       "one-line")  # fmt: skip
 @pytest.mark.e2e
 @needs_optuna_extra
 def test_a_search_whose_trials_all_diverge_ends_in_one_line(tmp_path) -> None:
@@ -109,6 +117,11 @@ def test_a_search_whose_trials_all_diverge_ends_in_one_line(tmp_path) -> None:
     assert statuses == ["diverged", "diverged"] and (tmp_path / "s" / "sweep_summary.csv").is_file()
 
 
+@fault("an Optuna search stored in SQLite (the storage optuna.yaml recommends), searched again, then "
+       "resume=true (issue 59)",
+       "the study is stored and continued (the best over both searches); resume=true says in one line that "
+       "it continues by itself",
+       "result")  # fmt: skip
 @pytest.mark.e2e
 @needs_optuna_extra
 def test_a_stored_study_continues_in_a_new_sweep_folder(tmp_path) -> None:

@@ -66,7 +66,7 @@ CASES = [
 ]
 
 
-@fault("an override beyond ASCII in a sweep, or with an invisible character (a zero-width space)",
+@fault("an override beyond ASCII in a sweep, or with an invisible character (a zero-width space; issue 59)",
        "one line: each value quoted alone in the hint, the invisible character named; exit 2, nothing made",
        "one-line")  # fmt: skip
 @pytest.mark.parametrize(("args", "expected"), CASES, ids=[ascii(" ".join(a)) for a, _ in CASES])

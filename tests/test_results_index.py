@@ -12,6 +12,7 @@ import pytest
 import normbench.rules as rules
 from normbench.analysis.judging.claims import CSV_FIELDS
 from normbench.analysis.reports import history, index
+from tests.faults import fault
 
 
 def test_the_committed_index_is_current_and_no_rule_changed_after_its_runs(capsys: pytest.CaptureFixture) -> None:
@@ -80,6 +81,9 @@ def test_a_folder_whose_rules_hash_has_no_history_entry_fails_the_check(
     assert index.main(["--check"]) == 0, capsys.readouterr().err
 
 
+@fault("claims.csv edited by hand: a verdict, an estimate, a claim row or a column (issue 59)",
+       "index --check rebuilds it from per_run.csv: one line per difference naming the file and the claim",
+       "one-line")  # fmt: skip
 def test_the_check_reports_each_folder_whose_claims_differ_from_its_evidence(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

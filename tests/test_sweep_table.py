@@ -21,7 +21,8 @@ def job(sweep: Path, name: str, overrides: list[str]) -> None:
     (sweep / name / "summary.json").write_text(json.dumps({"status": "finished", "val/acc": 0.5}))
 
 
-@fault("a continued sweep (resume=true)", "its table's swept column shows the settings, not resume=True", "result")
+@fault("a continued sweep (resume=true; issue 59)", "its table's swept column shows the settings, not resume=True",
+       "result")  # fmt: skip
 def test_a_continued_sweeps_table_shows_no_resume_as_swept(tmp_path: Path) -> None:
     job(tmp_path, "0", [*COMMON, "seed=0"])  # kept: ran before the sweep was continued
     job(tmp_path, "1", [*COMMON, "seed=1", "resume=True"])  # run again by the continued sweep

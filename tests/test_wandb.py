@@ -23,6 +23,7 @@ from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.wandb_layout import is_epoch_row, layout, metric_definition
 from normbench.sinks.wandb_run import SUMMARY_VALUE_MAX_BYTES, WandbSink, run_identity, small_summary, sweep_run_name
 from tests.conftest import TINY_RUN, run_cli
+from tests.faults import fault
 
 SECTIONS = {"train", "val", "test", "perf", "lr", "epoch", "global_step", "ics", "landscape", "predictiveness"}
 SECTIONS |= {"beta_smoothness", "bn_stats", "activations", "activations_hist"}
@@ -287,6 +288,9 @@ def test_the_wandb_summary_takes_no_large_value() -> None:
     assert size > SUMMARY_VALUE_MAX_BYTES and out["git"] == f"({size} bytes: see summary.json)"
 
 
+@fault("logger.project, logger.entity or $WANDB_PROJECT holding a character W&B refuses (issue 59)",
+       "one line naming the key and the character, exit 2, before the run; no folder",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize(
     ("override", "env", "needle"),
     [("logger.project=a/b/c", {}, "logger.project='a/b/c' is not a W&B name: it holds '/'"),

@@ -43,7 +43,7 @@ def _no_network(monkeypatch) -> None:
 
 
 @pytest.mark.e2e  # W&B's service process
-@fault("W&B online without a network", "one warning line and the run logs offline within seconds", "result")
+@fault("W&B online without a network (issue 59)", "one warning line and the run logs offline within seconds", "result")
 def test_online_without_a_network_falls_back_at_once_in_one_line(tmp_path: Path, monkeypatch, capfd) -> None:
     _no_network(monkeypatch)
     monkeypatch.setenv("WANDB_API_KEY", "a" * 40)
@@ -64,7 +64,8 @@ def test_online_without_a_network_falls_back_at_once_in_one_line(tmp_path: Path,
     assert list(tmp_path.glob("wandb/offline-run-*"))
 
 
-@fault("W&B cannot start a run at all (its service, its folder)", "one line naming W&B's error, exit 2, nothing "
+@fault("W&B cannot start a run at all (its service, its folder; issue 59)",
+       "one line naming W&B's error, exit 2, nothing "
        "of the run left", "one-line")  # fmt: skip
 @pytest.mark.parametrize("mode", ["offline", "online"])
 def test_a_run_wandb_cannot_start_stops_in_one_line(tmp_path: Path, monkeypatch, capsys, mode: str) -> None:

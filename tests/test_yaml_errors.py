@@ -10,6 +10,7 @@ import pytest
 
 from normbench.base.errors import ConfigError
 from tests.conftest import REPO
+from tests.faults import fault
 
 BROKEN = {
     "typo": ("lr: [0.1\n", "line 4, column 1: "),
@@ -17,6 +18,9 @@ BROKEN = {
 }
 
 
+@fault("a YAML typo or a Python tag in a preset (issue 59)",
+       "one line naming the file, line and column, exit 2; nothing made",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_preset_is_one_line(tmp_path, monkeypatch, capsys, case: str) -> None:
     text, needle = BROKEN[case]
@@ -35,6 +39,9 @@ def test_a_broken_preset_is_one_line(tmp_path, monkeypatch, capsys, case: str) -
     assert not (tmp_path / "run").exists()
 
 
+@fault("a YAML typo or a Python tag in a rules file (issue 59)",
+       "one error line naming the file, line and column; nothing runs",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_a_broken_rules_file_is_one_line(tmp_path, monkeypatch, case: str) -> None:
     import normbench.rules as rules

@@ -293,7 +293,8 @@ CIFAR_FAULTS = {
 @pytest.mark.parametrize("case", list(CIFAR_FAULTS))
 @fault(
     "CIFAR-10 files swapped or copied with dataset.verify_checksums=false (test = a training batch, two batches "
-    "the same, a file changed since SHA256SUMS)",
+    "the same, a file changed since SHA256SUMS; issue 59: a training batch of another's images with other labels, "
+    "a batch with no images)",
     "one error naming the files; never a test split of training images",
     "one-line",
 )

@@ -16,7 +16,8 @@ def _one_error_line(capsys) -> str:
     return err[0]
 
 
-@fault("normbench-data with an unknown name or flag", "one line naming the valid ones (not argparse's usage block), "
+@fault("normbench-data with an unknown name or flag (issue 59)",
+       "one line naming the valid ones (not argparse's usage block), "
        "exit 2, nothing written", "one-line")  # fmt: skip
 @pytest.mark.parametrize(
     ("argv", "needles"),
@@ -43,7 +44,8 @@ def test_a_root_that_is_a_file_is_one_line_exit_2(tmp_path, capsys) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
-@fault("normbench-data --from a folder without the data set's files", "one line naming the folder and the files, "
+@fault("normbench-data --from a folder without the data set's files (issue 59)",
+       "one line naming the folder and the files, "
        "exit 2 (it was 1, as a failed download), nothing written", "one-line")  # fmt: skip
 @pytest.mark.parametrize(
     ("name", "needle"),

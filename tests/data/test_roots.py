@@ -46,7 +46,8 @@ def test_a_blank_variable_names_itself_for_the_root_it_made(monkeypatch, value) 
 BLANK_CASES = [(False, ""), (False, " "), pytest.param(True, "", marks=pytest.mark.slow)]  # a sweep: ~6 s
 
 
-@fault("NORMBENCH_DATA set but empty (an unset variable expanded)", "one line naming the variable and the root it "
+@fault("NORMBENCH_DATA set but empty (an unset variable expanded; issue 59)",
+       "one line naming the variable and the root it "
        "made, exit 2, nothing made", "one-line")  # fmt: skip
 @pytest.mark.parametrize(("multirun", "value"), BLANK_CASES)
 def test_a_run_or_sweep_on_a_blank_variable_is_one_line_naming_it(tmp_path, monkeypatch, capsys, multirun, value):
@@ -62,7 +63,8 @@ def test_a_run_or_sweep_on_a_blank_variable_is_one_line_naming_it(tmp_path, monk
     assert list(tmp_path.iterdir()) == []
 
 
-@fault("normbench-data with NORMBENCH_DATA set but empty", "one line naming the variable, exit 2, nothing written "
+@fault("normbench-data with NORMBENCH_DATA set but empty (issue 59)",
+       "one line naming the variable, exit 2, nothing written "
        "(it wrote beside the checkout, where runs would not look)", "one-line")  # fmt: skip
 @pytest.mark.parametrize("value", BLANKS)
 def test_normbench_data_refuses_a_blank_variable(tmp_path, monkeypatch, capsys, value) -> None:
@@ -77,7 +79,8 @@ def test_normbench_data_refuses_a_blank_variable(tmp_path, monkeypatch, capsys, 
 
 
 @pytest.mark.slow  # one training step in process: ~6 s
-@fault("a relative dataset.root with hydra.job.chdir=true", "read where normbench was started; the run trains",
+@fault("a relative dataset.root with hydra.job.chdir=true (issue 59)",
+       "read where normbench was started; the run trains",
        "result")  # fmt: skip
 def test_a_relative_root_is_read_where_normbench_started_with_chdir(tmp_path, monkeypatch, capsys) -> None:
     """``hydra.job.chdir=true`` runs the job in its run directory: the relative root named an

@@ -14,6 +14,7 @@ import yaml
 
 from normbench.base.errors import ConfigError
 from normbench.cli.recorded import override_key, recorded_overrides, with_recorded_overrides
+from tests.faults import fault
 from tests.test_edges import LOCAL, handlers_kept, send_after_checkpoint  # noqa: F401
 from tests.test_validate import run_cli_inprocess
 
@@ -88,6 +89,10 @@ def test_resume_alone_continues_a_run_started_with_overrides(tmp_path, monkeypat
     assert config["norm"]["name"] == "gn"
 
 
+@fault("resume=true of a run that ended, finished or diverged (issue 59)",
+       "one line saying its results stand, exit 0; nothing added to its folder (no segment, no second W&B "
+       "run)",
+       "kept")  # fmt: skip
 @pytest.mark.parametrize("status", ["finished", "diverged"])
 def test_resuming_a_run_that_ended_does_nothing(tmp_path, monkeypatch, capsys, status: str) -> None:
     """Issue 59: resume=true of a finished run added a segment and a second W&B run and doubled wall_time_s."""

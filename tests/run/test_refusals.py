@@ -50,7 +50,8 @@ def test_a_later_summary_of_the_job_supersedes_the_refusal(tmp_path: Path) -> No
 
 
 @pytest.mark.slow  # a sweep of two one-step jobs in process: ~6 s
-@fault("a sweep's job whose folder another run holds", "listed 'refused' with the reason in the sweep summary (not "
+@fault("a sweep's job whose folder another run holds (issue 59)",
+       "listed 'refused' with the reason in the sweep summary (not "
        "'killed or crashed'), nothing written into the other run's folder; the sweep goes on", "result")  # fmt: skip
 def test_a_sweep_job_whose_folder_another_run_holds_is_refused(tmp_path, monkeypatch, capsys) -> None:
     sweep = tmp_path / "sweep"

@@ -17,6 +17,7 @@ from normbench.analysis.judging.claims import judge_rows, write_claims
 from normbench.analysis.judging.per_run import read_per_run
 from normbench.analysis.loading.provenance import results_root
 from normbench.analysis.wording.claims_text import write_claims_markdown
+from tests.faults import fault
 
 PRESET = "bn_saturation_cpu"
 """A small committed folder (10 runs, 2 claims, a check)."""
@@ -61,6 +62,9 @@ def test_a_copy_of_a_committed_folder_passes(folder: Path) -> None:
     assert verify_folder(folder) == []
 
 
+@fault("claims.csv edited by hand: a verdict, an estimate, a claim row or a column (issue 59)",
+       "index --check rebuilds it from per_run.csv: one line per difference naming the file and the claim",
+       "one-line")  # fmt: skip
 def test_a_verdict_edited_by_hand_fails(folder: Path) -> None:
     """The red team's case: a verdict set to "opposite" by hand (here the judged verdict is
     already "opposite", so the edit sets "supported": the same lie the other way round)."""
@@ -72,6 +76,9 @@ def test_a_verdict_edited_by_hand_fails(folder: Path) -> None:
     assert all("\n" not in line for line in lines)
 
 
+@fault("claims.csv edited by hand: a verdict, an estimate, a claim row or a column (issue 59)",
+       "index --check rebuilds it from per_run.csv: one line per difference naming the file and the claim",
+       "one-line")  # fmt: skip
 def test_a_changed_estimate_fails_and_a_rounding_within_1e_9_does_not(folder: Path) -> None:
     claim = judged_claim(folder / "claims.csv")
     old, new = edit(folder / "claims.csv", claim, "estimate", lambda v: repr(float(v) * (1 + 1e-12)))
@@ -88,6 +95,9 @@ def test_a_per_run_table_with_a_run_twice_cannot_be_re_judged(folder: Path) -> N
     assert "per_run.csv: cannot be re-judged:" in line and "counted twice" in line
 
 
+@fault("claims.csv edited by hand: a verdict, an estimate, a claim row or a column (issue 59)",
+       "index --check rebuilds it from per_run.csv: one line per difference naming the file and the claim",
+       "one-line")  # fmt: skip
 def test_a_dropped_claim_row_and_a_missing_column_are_differences(folder: Path) -> None:
     with open(folder / "claims.csv", newline="") as f:
         rows = list(csv.DictReader(f))

@@ -16,6 +16,7 @@ from normbench.analysis.judging.evidence import selector_columns, vouch_rows
 from normbench.analysis.judging.per_run import read_per_run, write_per_run
 from normbench.base.errors import ConfigError
 from tests.analysis.judging.test_plan_cli import RULES, use_rules
+from tests.faults import fault
 
 SEEDS = (0, 1, 2, 3, 4)
 
@@ -53,6 +54,9 @@ def test_a_clean_table_reads_and_its_selectors_are_the_config_columns(tmp_path: 
     assert selector_columns(header) == ["norm.name"]
 
 
+@fault("per_run.csv concatenated with itself (issue 59)",
+       "one line naming the file and the source in two rows; never judged at twice the n",
+       "one-line")  # fmt: skip
 def test_a_table_concatenated_with_itself_is_refused(tmp_path: Path) -> None:
     path = write_per_run(toy_rows(), tmp_path / "per_run.csv")
     text = lines(path)
@@ -60,6 +64,9 @@ def test_a_table_concatenated_with_itself_is_refused(tmp_path: Path) -> None:
     assert "source 'runs/bn0' is in rows 1 and 11" in refusal(path)
 
 
+@fault("one per_run.csv row duplicated (issue 59)",
+       "one line naming the file and the run that would be counted twice",
+       "one-line")  # fmt: skip
 def test_one_row_duplicated_is_refused(tmp_path: Path) -> None:
     path = write_per_run(toy_rows(), tmp_path / "per_run.csv")
     text = lines(path)
@@ -67,6 +74,9 @@ def test_one_row_duplicated_is_refused(tmp_path: Path) -> None:
     assert "would be counted twice" in refusal(path) and "runs/none1" in refusal(path)
 
 
+@fault("the same seed of one arm under a second source in per_run.csv (issue 59)",
+       "one line naming the seed, the setting and both rows",
+       "one-line")  # fmt: skip
 def test_the_same_seed_of_one_arm_under_a_second_source_is_refused(tmp_path: Path) -> None:
     rows = toy_rows()
     rows.append({**rows[2], "source": "elsewhere/bn2", "claim:bn_higher": 3.0})
@@ -74,12 +84,18 @@ def test_the_same_seed_of_one_arm_under_a_second_source_is_refused(tmp_path: Pat
     assert "seed 2 of norm.name=bn is in rows 3 (runs/bn2) and 11 (elsewhere/bn2)" in message
 
 
+@fault("a header-only per_run.csv (issue 59)",
+       "one line: the table holds no runs; no claim reads 'not judged' from it",
+       "one-line")  # fmt: skip
 def test_a_header_only_table_is_refused(tmp_path: Path) -> None:
     path = write_per_run(toy_rows(), tmp_path / "per_run.csv")
     path.write_text(lines(path)[0])
     assert "holds no runs (its header only)" in refusal(path)
 
 
+@fault("a nan measure of a finished run in per_run.csv (issue 59)",
+       "one line naming the column, the run and its status; the run is not dropped silently",
+       "one-line")  # fmt: skip
 def test_a_nan_measure_of_a_finished_run_is_refused(tmp_path: Path) -> None:
     rows = toy_rows()
     rows[3]["claim:bn_higher"] = math.nan
@@ -87,12 +103,18 @@ def test_a_nan_measure_of_a_finished_run_is_refused(tmp_path: Path) -> None:
     assert "claim:bn_higher of runs/bn3 (status finished) is nan" in message
 
 
+@fault("a per_run.csv row of another commit or rules hash (issue 59)",
+       "one line naming both values and a row",
+       "one-line")  # fmt: skip
 def test_a_run_of_another_commit_is_refused(tmp_path: Path) -> None:
     rows = toy_rows()
     rows[4]["commit"] = "badc0de"
     assert "mixes commit 'c0ffee' and 'badc0de' (e.g. runs/bn4)" in refusal(write_per_run(rows, tmp_path / "p.csv"))
 
 
+@fault("a per_run.csv row of another commit or rules hash (issue 59)",
+       "one line naming both values and a row",
+       "one-line")  # fmt: skip
 def test_a_run_under_other_rules_is_refused(tmp_path: Path) -> None:
     rows = toy_rows()
     rows[-1]["rules_hash"] = "older"
@@ -100,6 +122,9 @@ def test_a_run_under_other_rules_is_refused(tmp_path: Path) -> None:
     assert "mixes rules_hash 'toyhash' and 'older' (e.g. runs/none4)" in message
 
 
+@fault("a per_run.csv row of a run that ended neither finished nor diverged (issue 59)",
+       "one line naming the run and its status (read only when unfinished runs are asked for)",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("status", ["interrupted", "crashed", "killed", "failed"])
 def test_runs_that_are_not_results_are_refused_unless_asked_for(tmp_path: Path, status: str) -> None:
     rows = toy_rows()
@@ -109,6 +134,9 @@ def test_runs_that_are_not_results_are_refused_unless_asked_for(tmp_path: Path, 
     assert len(read_per_run(path, unfinished=True)) == 10
 
 
+@fault("a per_run.csv row with status diverged, holding a value or nan (issue 59)",
+       "counted as diverged at its measure's worst value under its preset's rules; without them, one line",
+       "result")  # fmt: skip
 def test_a_diverged_status_is_honoured_whatever_value_the_row_holds(toy_rules: dict, tmp_path: Path) -> None:
     """BN's seed 1 diverged but holds a finite value: read with its preset it counts at the worst
     value (−inf: higher is better), so the arm has one diverged run of five and the claim is judged
@@ -126,6 +154,9 @@ def test_a_diverged_status_is_honoured_whatever_value_the_row_holds(toy_rules: d
     assert clean.a is not None and clean.a.diverged == 0 and clean.comparison.test == "welch"
 
 
+@fault("a per_run.csv row with status diverged, holding a value or nan (issue 59)",
+       "counted as diverged at its measure's worst value under its preset's rules; without them, one line",
+       "result")  # fmt: skip
 def test_a_nan_in_a_diverged_run_counts_as_its_worst_value(toy_rules: dict, tmp_path: Path) -> None:
     rows = toy_rows()
     rows[6].update(status="diverged", **{"claim:bn_higher": math.nan})
@@ -163,6 +194,10 @@ def test_a_table_without_selector_columns_counts_sources_only(tmp_path: Path) ->
     assert "source 'runs/bn0' is in rows 1 and 11" in refusal(path)
 
 
+@fault("normbench-figures --per-run of a committed table concatenated, cut to its header or of another "
+       "commit (issue 59)",
+       "one line naming the file, exit 2; nothing written",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("damage", ["concatenated", "header only", "another commit"])
 def test_normbench_figures_per_run_refuses_a_damaged_committed_table_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture, damage: str

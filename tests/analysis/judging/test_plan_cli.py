@@ -16,6 +16,7 @@ from normbench.analysis.judging.per_run import read_per_run, write_per_run
 from normbench.analysis.judging.plan_cli import main, sweep_minutes
 from normbench.analysis.judging.power import n_for_power
 from normbench.base.errors import ConfigError
+from tests.faults import fault
 
 RULES: dict[str, Any] = {
     "preset": "toy", "paper_title": "Toy 2026", "alpha": 0.05, "family": "holm", "min_seeds": 5,
@@ -126,6 +127,9 @@ def one_line_error(capsys: pytest.CaptureFixture) -> str:
     return err
 
 
+@fault("duplicated pilot rows given to normbench-plan (issue 59)",
+       "one line naming the source in two rows, exit 2; no plan",
+       "one-line")  # fmt: skip
 def test_duplicated_pilot_rows_are_refused(toy_rules: dict, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     path = pilot_csv(tmp_path / "per_run.csv")
     text = path.read_text().splitlines(keepends=True)
@@ -134,6 +138,9 @@ def test_duplicated_pilot_rows_are_refused(toy_rules: dict, tmp_path: Path, caps
     assert "source 'runs/bn100' is in rows 1 and 7" in one_line_error(capsys)
 
 
+@fault("a one-seed pilot given to normbench-plan (issue 59)",
+       "one line: too few pilot seeds, naming the claim, exit 2",
+       "one-line")  # fmt: skip
 def test_a_one_seed_pilot_is_too_few_pilot_seeds(toy_rules: dict, tmp_path: Path, capsys) -> None:
     rows = [r for r in read_per_run(pilot_csv(tmp_path / "three.csv")) if r["seed"] == 100]
     assert main(["toy_cpu", "--pilot", str(write_per_run(rows, tmp_path / "one.csv"))]) == 2
@@ -149,6 +156,9 @@ BAD_TIMES = [
 ]
 
 
+@fault("normbench-plan --seconds-per-run or --budget-min of 0, below 0 or nan (issue 59)",
+       "one line naming the flag and the value, exit 2",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("flag, value, unit", BAD_TIMES)
 def test_non_positive_times_and_budgets_are_refused(toy_rules: dict, tmp_path: Path, capsys, flag: str, value: str,
                                                      unit: str) -> None:  # fmt: skip
@@ -158,6 +168,9 @@ def test_non_positive_times_and_budgets_are_refused(toy_rules: dict, tmp_path: P
     assert f"argument {flag}: '{value}' is not a number of {unit} > 0" in one_line_error(capsys)
 
 
+@fault("confirmatory seeds given to normbench-plan as a pilot or an earlier attempt (issue 59)",
+       "one line naming the seeds and the rules' pilot seeds or confirmatory block, exit 2",
+       "one-line")  # fmt: skip
 def test_confirmatory_seeds_are_not_a_pilot(toy_rules: dict, tmp_path: Path, capsys) -> None:
     rows = [
         {**r, "seed": r["seed"] - 100, "source": f"{r['source']}c"} for r in read_per_run(pilot_csv(tmp_path / "p.csv"))
@@ -258,6 +271,9 @@ def test_a_claim_that_does_not_fit_runs_the_seeds_the_whole_sweep_affords(
     assert "the whole sweep at n = 30 seeds per setting: 90 runs × 60 s / 2 cores ≈ 45 min, fits" in out
 
 
+@fault("confirmatory seeds given to normbench-plan as a pilot or an earlier attempt (issue 59)",
+       "one line naming the seeds and the rules' pilot seeds or confirmatory block, exit 2",
+       "one-line")  # fmt: skip
 @pytest.mark.parametrize("where", ["earlier", "pilot"])
 def test_seeds_in_the_confirmatory_block_are_refused(toy_rules: dict, tmp_path: Path, capsys, where: str) -> None:
     """The rules' confirmatory block [0, 10) on the CPU variant: an earlier attempt that ran seeds

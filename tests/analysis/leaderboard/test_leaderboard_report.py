@@ -12,7 +12,8 @@ from tests.analysis.leaderboard.test_leaderboard import write_job
 from tests.faults import fault
 
 
-@fault("normbench-leaderboard on runs of which none finished", "one line counting how they ended, exit 2, nothing "
+@fault("normbench-leaderboard on runs of which none finished (issue 59)",
+       "one line counting how they ended, exit 2, nothing "
        "written", "one-line")  # fmt: skip
 @pytest.mark.parametrize("diverged", [False, True])
 def test_no_finished_run_is_one_line_and_writes_nothing(tmp_path: Path, capsys, diverged: bool) -> None:

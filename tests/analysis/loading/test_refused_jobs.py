@@ -11,6 +11,7 @@ import yaml
 from normbench.analysis.loading.runs import load_local_runs
 from normbench.base.layout import RunDir
 from normbench.records.refusals import note_refused
+from tests.faults import fault
 
 
 def _job(sweep: Path, name: str, seed: int) -> Path:
@@ -22,6 +23,9 @@ def _job(sweep: Path, name: str, seed: int) -> Path:
     return job
 
 
+@fault("a sweep's job whose folder another run holds, read by the analysis (issue 59)",
+       "read as 'refused' with its reason, not as killed or crashed",
+       "result")  # fmt: skip
 def test_a_refused_job_reads_as_refused_with_its_reason(tmp_path: Path) -> None:
     refused, crashed = _job(tmp_path, "0", 0), _job(tmp_path, "1", 1)
     note_refused(refused, "another run holds this folder")

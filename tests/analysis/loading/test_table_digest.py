@@ -13,6 +13,7 @@ from pathlib import Path
 from normbench.analysis.loading.table_digest import DIGEST_KEY, PLAN, digest_problem, stamp_digest
 from normbench.analysis.reports import index
 from tests.analysis.reports.test_attempt_record import FOLDER, edit_table, results  # noqa: F401
+from tests.faults import fault
 
 
 def folder_with(tmp_path: Path, run_txt: str = "commit: abc\n") -> Path:
@@ -32,6 +33,9 @@ def test_the_stamp_is_the_tables_sha256_and_replaces_its_own_line(tmp_path: Path
     assert lines[1].startswith(f"{DIGEST_KEY}: {want} ") and digest_problem(folder) is None
 
 
+@fault("per_run.csv edited after its run within every range, its claims regenerated from it (issue 59)",
+       "index --check names the folder: the table's SHA-256 is not the one RUN.txt keeps",
+       "one-line")  # fmt: skip
 def test_a_value_edited_within_its_range_is_named(tmp_path: Path) -> None:
     folder = folder_with(tmp_path)
     stamp_digest(folder)
@@ -49,6 +53,9 @@ def test_no_line_no_check_and_no_run_txt_nothing_written(tmp_path: Path) -> None
     assert stamp_digest(folder) is None and not (folder / "RUN.txt").exists()
 
 
+@fault("per_run.csv edited after its run within every range, its claims regenerated from it (issue 59)",
+       "index --check names the folder: the table's SHA-256 is not the one RUN.txt keeps",
+       "one-line")  # fmt: skip
 def test_index_check_finds_an_edited_saturated_fraction(results: Path) -> None:  # noqa: F811
     """I41 on a copy of results/bn_saturation_cpu (pilot/ too, I32): stamped, clean; a value the claims
     read edited by 1 % (within every bound), a problem naming the folder."""
@@ -64,6 +71,9 @@ def test_index_check_finds_an_edited_saturated_fraction(results: Path) -> None: 
     assert [p.split(":")[0] for p in problems] == [f"results/{FOLDER.name}", f"results/{FOLDER.name}/pilot"]
 
 
+@fault("plan.txt edited after its run: a pilot spread, n or needs_n (issue 59)",
+       "index --check names the folder: the plan's SHA-256 is not RUN.txt's, or its keys not the rules'",
+       "one-line")  # fmt: skip
 def test_an_edited_plan_is_named_until_a_new_attempt_is_planned(tmp_path: Path) -> None:
     """A copy of results/gn_groups_cpu (its rules are those RUN.txt names): plan.txt stamped, then a
     pilot spread in its table edited, a problem; once RUN.txt's rules are not the preset's any more
