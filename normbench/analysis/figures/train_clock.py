@@ -119,12 +119,12 @@ def time_figure(
         finish_axes(row[0], "steps", "training loss (batch)", f"training loss by step{what}, mean of {smoothing} logs")
         finish_axes(row[1], "training clock (s)", "training loss (batch)", f"training loss by training time{what}")
         finish_axes(row[2], "training clock (s)", "validation loss", f"validation loss by training time{what}")
-    for j in range(3):  # one scale per column: eager and compiled compared at a glance
+    for j in range(3):  # one loss scale per column, eager and compiled compared at a glance; one step scale
         cols = [axes[i, j] for i in range(len(modes))]
         lo = min(ax.get_xlim()[0] for ax in cols), min(ax.get_ylim()[0] for ax in cols)
         hi = max(ax.get_xlim()[1] for ax in cols), max(ax.get_ylim()[1] for ax in cols)
-        for ax in cols:
-            ax.set_xlim(lo[0], hi[0])
+        for ax in cols:  # the clock's scale is each row's own: compiled runs end sooner (their panel half empty)
+            ax.set_xlim(*((lo[0], hi[0]) if j == 0 else ax.get_xlim()))
             ax.set_ylim(lo[1], hi[1])
     return res
 

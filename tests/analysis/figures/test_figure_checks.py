@@ -128,10 +128,7 @@ CHECKED_HERE_ONLY = {"rmsnorm_time"}
 other presets' in their figure tests (`tests.test_figures.build`), and here in the slow suite."""
 
 
-KNOWN_UNREADABLE = {
-    "rmsnorm_time": "train_clock.time_figure gives the compiled row the eager row's limits, which leaves its "
-    "validation panel 42 % empty (issue 57; train_clock.py is not the figure checker's file)",
-}
+KNOWN_UNREADABLE: dict[str, str] = {}
 """Presets whose figures the extended checker (issue 57) still faults, with why: strict xfails, so a
 fix shows."""
 
