@@ -42,8 +42,10 @@ class NormFigure:
 
 
 def color_of(arm: str) -> str:
-    """The arm's norm's colour: ``RMSNorm (eager)`` takes RMSNorm's, ``BN masked (mixed)`` BN's."""
-    return NAMED_COLORS.get(arm.split(" (")[0], NAMED_COLORS.get(arm.split(" ")[0], "dimgray"))
+    """The arm's norm's colour: the longest norm name the label starts with: ``RMSNorm (eager)`` takes
+    RMSNorm's, ``BN masked (mixed)`` BN's, ``LN (per sample)`` its own, not LN's."""
+    names = [n for n in NAMED_COLORS if arm == n or arm.startswith(n + " ")]
+    return NAMED_COLORS[max(names, key=len)] if names else "dimgray"
 
 
 def style_of(arm: str) -> tuple[str, str]:

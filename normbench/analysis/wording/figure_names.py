@@ -11,14 +11,14 @@ from typing import Any
 from normbench.analysis.judging.per_run import setting
 
 ARM_NAMES = {
-    "none": "Standard",
+    "none": "no norm",
     "bn": "BN",
     "bn_noisy": "noisy BN",
     "noise_only": "noise only",
     "brn": "BRN",
     "gn": "GN",
     "ln": "LN",
-    "ln_sample": "LN per sentence",
+    "ln_sample": "LN (per sample)",
     "in": "IN",
     "rms": "RMSNorm",
     "prms": "pRMSNorm",
@@ -28,7 +28,8 @@ ARM_NAMES = {
     "bn_l2": "ℓ2 BN",
     "bn_linf": "ℓ∞ BN",
 }
-"""A norm's config name → its name in the papers (Shen et al. 2020's PN-V, Zhang & Sennrich's pRMSNorm)."""
+"""A norm's config name → its name in the papers (Shen et al. 2020's PN-V, Zhang & Sennrich's pRMSNorm): the
+one table of arm names, for the figures and the words alike (`normbench.analysis.wording.present`)."""
 WORDS = ("in", "none")
 """Norm names that are English words too: replaced only as a whole label or before a bracket."""
 _ARM = re.compile(r"(?<![\w-])(" + "|".join(sorted((re.escape(k) for k in ARM_NAMES if k not in WORDS), key=len,

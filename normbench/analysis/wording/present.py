@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from normbench.analysis.wording.figure_names import ARM_NAMES
 from normbench.analysis.wording.units import Unit
 
 MINUS = "−"
@@ -140,12 +141,9 @@ def _orient(v: float, ratio: bool, flip: bool, scale: float) -> float:
     return -v * scale if flip else v * scale
 
 
-NORM_NAMES = {
-    "bn": "BN", "ln": "LN", "in": "IN", "gn": "GN", "pn": "PN", "pn_v": "PN-V", "brn": "BRN", "rms": "RMS",
-    "prms": "pRMS", "ln_sample": "LN (per sample)", "bn_l1": "ℓ1 BN", "bn_l2": "ℓ2 BN", "bn_linf": "ℓ∞ BN",
-    "bn_noisy": "noisy BN", "noise_only": "noise only", "none": "none",
-}  # fmt: skip
-"""A norm's registry name as the papers write it (arm labels of the leaderboard's rules are registry names)."""
+NORM_NAMES = ARM_NAMES
+"""A norm's registry name as the papers write it (arm labels of the leaderboard's rules are registry names):
+the figures' table, so an arm has one name on every page."""
 SNAKE = re.compile(r"(?<![\w./-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+(?![\w/])")
 
 

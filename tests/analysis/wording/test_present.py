@@ -141,3 +141,15 @@ def test_fractions_are_read_in_points_and_no_axis_title_is_a_metric_key() -> Non
     assert UNITS[("error", None)].scale == 1.0  # already in percent
     for unit in UNITS.values():
         assert not re.search(r"\w/\w|_", unit.title + unit.panel), unit  # words, not val/acc or best_over_lr
+
+
+def test_an_arm_has_one_name_on_every_page_and_no_two_norms_share_one() -> None:
+    """The claims pages and the figures read one table (`figure_names.ARM_NAMES`), and every registered
+    norm is in it under a name of its own."""
+    from normbench.analysis.wording import figure_names, present
+    from normbench.norms import list_norms
+
+    assert present.NORM_NAMES is figure_names.ARM_NAMES
+    assert set(list_norms()) <= set(figure_names.ARM_NAMES)
+    assert len(set(figure_names.ARM_NAMES.values())) == len(figure_names.ARM_NAMES)
+    assert present.arm_name("ln_sample") == figure_names.arm_name("ln_sample") == "LN (per sample)"
