@@ -2,7 +2,9 @@
 
 Each results folder's ``HISTORY.md`` lists, oldest first, every run whose verdicts were committed
 there: the rules hash it was judged under, the run's commit and start (from ``RUN.txt``), the
-verdict tally (from ``claims.csv``), and what changed since the attempt before and why. A setup
+verdict tally and each claim as judged (from ``claims.csv``), each learning bound's range and passes
+per setting (from ``per_run.csv``; `normbench.analysis.reports.attempt_numbers`), and what changed
+since the attempt before and why: the one line a person writes, which needs no number. A setup
 changed after its verdicts were seen shows up as attempt 2, 3, … The file is append-only: this
 command adds one entry at its end and never rewrites an earlier one, and
 ``normbench-reports index --check`` fails for a folder whose current rules hash has no entry.
@@ -31,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from normbench.analysis.findings.verify import verify_folder
+from normbench.analysis.reports.attempt_numbers import BOUNDS_LINE, CLAIMS_LINE, claim_lines, learning_lines
 from normbench.analysis.reports.attempt_record import runs_summary, tally
 from normbench.analysis.reports.index import (
     HISTORY,
@@ -56,7 +59,8 @@ def attempts(folder: Path) -> list[tuple[int, str, str, str]]:
 def header(folder: Path) -> str:
     return (f"# History of results/{folder.name}\n\nEvery run whose verdicts were committed in this folder, oldest "
             "first, with the rules hash it was judged under (`normbench/rules/`), the run's commit and start "
-            "(`RUN.txt`), the verdict tally (`claims.csv`) and what changed since the attempt before, and why. "
+            "(`RUN.txt`), the verdict tally and each claim's numbers (`claims.csv`), each learning bound's range "
+            "(`per_run.csv`) and what changed since the attempt before, and why. "
             f"Append-only: `{HISTORY_COMMAND}` adds an entry at the end and never rewrites "
             "one.\n")  # fmt: skip
 
@@ -107,11 +111,19 @@ def append_entry(folder: Path, changed: str) -> str:
         with open(folder / "runs.csv", newline="") as f:
             runs = runs_summary(list(csv.DictReader(f)))
     number = planned_hashes(folder).get(rules) or next_number(folder)
-    text = entry(number, rules, run, tally(rows), changed.strip(), runs)
+    text = entry(number, rules, run, tally(rows), changed.strip(), runs, extra=numbers(folder, rows, rules))
     new = not path.exists() or path.stat().st_size == 0
     with open(path, "a") as f:  # append only: the earlier entries are never rewritten
         f.write((header(folder) if new else "") + "\n" + text)
     return text
+
+
+def numbers(folder: Path, rows: list[dict[str, str]], rules: str) -> list[str]:
+    """The entry's numbers, from the folder's files (`normbench.analysis.reports.attempt_numbers`):
+    each claim as judged, each learning bound per setting; nothing typed by hand."""
+    claims = claim_lines(folder.name, rows)
+    bounds = learning_lines(folder.name, rules, folder / "per_run.csv")
+    return ([CLAIMS_LINE, *claims] if claims else []) + ([BOUNDS_LINE, *bounds] if bounds else [])
 
 
 def files_problems(folder: Path, run: dict[str, str]) -> list[str]:

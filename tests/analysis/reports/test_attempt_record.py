@@ -17,7 +17,7 @@ from normbench.analysis.reports import attempt_record, index
 from tests.conftest import REPO
 
 FOLDER = REPO / "results" / "bn_saturation_cpu"
-FILES = ("claims.csv", "claims.md", "per_run.csv", "runs.csv", "RUN.txt", "HISTORY.md")
+FILES = ("claims.csv", "claims.md", "per_run.csv", "runs.csv", "RUN.txt", "HISTORY.md", "plan.txt")
 
 
 @pytest.fixture
