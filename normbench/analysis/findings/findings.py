@@ -18,7 +18,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from normbench.analysis.wording.claims_text import REASONS, effect_value, not_judged_reason, short_verdict
+from normbench.analysis.wording.claims_text import (
+    REASONS,
+    achieved_detectable,
+    effect_value,
+    not_judged_reason,
+    short_verdict,
+)
 from normbench.analysis.wording.present import (
     arms_text,
     detectable_text,
@@ -98,7 +104,7 @@ def detectable_cell(row: Mapping[str, Any]) -> str:
     """``planned / achieved`` (achieved at the family's Holm α where recorded, else at α), in the
     difference's unit (a ratio: ×)."""
     planned = detectable_text(row.get("detectable_planned"), row, bare(row["unit"]))
-    achieved = detectable_text(row.get("detectable_adj") or row.get("detectable"), row, bare(row["unit"]))
+    achieved = detectable_text(achieved_detectable(row), row, bare(row["unit"]))
     return f"{planned} / {achieved}"
 
 

@@ -34,6 +34,9 @@ class Digested:
     name: str
     note: str
     remedy: str
+    while_rules_unchanged: bool = False
+    """Compared only while the preset's rules are those ``RUN.txt`` names (a plan: a new attempt's
+    plan is the next run's to stamp)."""
 
     @property
     def key(self) -> str:
@@ -49,7 +52,7 @@ TABLE = Digested("per_run.csv", "written by normbench-figures from the runs; nor
 PLAN = Digested("plan.txt", "the plan the sweep was sized by, as it stood when the verdicts were written; "
                 "normbench-reports index --check compares",
                 "restore it (git checkout <RUN.txt's commit> -- <this folder>/plan.txt); a new plan belongs to a new "
-                "attempt, with new rules")  # fmt: skip
+                "attempt, with new rules", while_rules_unchanged=True)  # fmt: skip
 DIGESTED = (TABLE, PLAN)
 DIGEST_KEY = TABLE.key
 RULES_HASH_RE = re.compile(r"^rules hash: (\S+)", re.M)
@@ -91,7 +94,7 @@ def digest_problem(folder: Path) -> str | None:
 
 def _file_problem(folder: Path, digested: Digested, run_txt: str) -> str | None:
     found = digested.pattern.search(run_txt)
-    if found is None or (digested is PLAN and not _rules_unchanged(folder, run_txt)):
+    if found is None or (digested.while_rules_unchanged and not _rules_unchanged(folder, run_txt)):
         return None
     path = folder / digested.name
     if not path.is_file():

@@ -21,7 +21,7 @@ from normbench.analysis.judging.evidence import selector_columns
 from normbench.analysis.judging.per_run import CHECK
 from normbench.analysis.judging.rules_schema import CheckRule
 from normbench.analysis.wording.claim_meta import annotate, rules_as_judged
-from normbench.analysis.wording.claims_text import difference_cell, effect_value, verdict_text
+from normbench.analysis.wording.claims_text import achieved_detectable, difference_cell, effect_value, verdict_text
 from normbench.analysis.wording.present import arm_name, detectable_text, effect_text, num, to_float
 
 CLAIMS_LINE = "- claims (claims.csv):"
@@ -35,7 +35,7 @@ def claim_lines(preset: str, rows: Sequence[Mapping[str, Any]]) -> list[str]:
     for row in (r for r in annotate(rows, preset) if not r["check"]):
         unit = row["unit"]
         effect = effect_text(effect_value(row), row, unit)
-        detect = detectable_text(row.get("detectable_adj") or row.get("detectable"), row, unit)
+        detect = detectable_text(achieved_detectable(row), row, unit)
         diff = difference_cell(row)
         numbers = "" if diff == "—" else f"; {diff} (E {effect}, detectable {detect})"
         lines.append(f"  - {row['short']}: {verdict_text(row)}{numbers}")

@@ -102,6 +102,12 @@ def effect_value(row: Mapping[str, Any]) -> float:
     return v if not math.isnan(v) else to_float(row.get("effect_rule"))
 
 
+def achieved_detectable(row: Mapping[str, Any]) -> Any:
+    """The difference the design could detect: at the family's Holm α where recorded
+    (``detectable_adj``), else at α (``detectable``); stored units."""
+    return row.get("detectable_adj") or row.get("detectable")
+
+
 def difference_cell(row: Mapping[str, Any]) -> str:
     s = signed(row, row["unit"])
     return s.text() if s else "—"
@@ -117,7 +123,7 @@ def _cell(text: str) -> str:
 def claim_line(row: Mapping[str, Any]) -> str:
     """One claim's table row in ``claims.md``."""
     unit: Unit = row["unit"]
-    detect = detectable_text(row.get("detectable_adj") or row.get("detectable"), row, unit)
+    detect = detectable_text(achieved_detectable(row), row, unit)
     cells = [row["short"], row.get("claim", ""), row.get("paper", ""), arms_text(row, unit), difference_cell(row),
              f"{TEST_NAMES.get(str(row.get('test')), row.get('test') or '—')}; p {p_text(row.get('p'))}; "
              f"Holm p {p_text(row.get('p_holm'))}",
