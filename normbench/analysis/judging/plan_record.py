@@ -52,12 +52,13 @@ def rules_keys(rules: Rules, preset: str) -> Keys:
 
 def plan_problems(folder: Path) -> list[str]:
     """One line per claim whose keys in ``folder/plan.txt`` (its last section) differ from the rules
-    of the preset the folder is named after; none without a ``plan.txt`` or rules."""
+    of the preset the folder is named after; none without a ``plan.txt`` or rules; one line when
+    the rules cannot be read (the plan is then not compared, and says so)."""
     plan, preset = folder / PLAN_FILE, folder.name
     try:
         rules = load_rules(preset) if plan.is_file() else None
-    except ConfigError:
-        rules = None
+    except ConfigError as e:
+        return [f"{PLAN_FILE} not compared with the rules of {preset}: {e}"]
     if rules is None:
         return []
     planned, held = plan_keys(plan.read_text()), rules_keys(rules, preset)

@@ -10,9 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from normbench.analysis.judging import plan_record
 from normbench.analysis.judging.plan_cli import rules_lines
 from normbench.analysis.judging.plan_record import plan_keys, plan_problems
 from normbench.analysis.reports import index
+from normbench.base.errors import ConfigError
 from tests.faults import fault
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
@@ -80,3 +82,16 @@ def test_no_plan_or_no_rules_no_check(tmp_path: Path) -> None:
     (tmp_path / "toy_cpu").mkdir()
     (tmp_path / "toy_cpu" / "plan.txt").write_text("  x: n: {cpu: 3}, detectable: {cpu: 1.0}\n")
     assert plan_problems(tmp_path / "toy_cpu") == [] and plan_problems(tmp_path) == []
+
+
+def test_rules_that_cannot_be_read_are_named_not_passed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan beside rules that fail to parse is not compared, and the one line says so (it used
+    to pass silently, leaving the rules' own error to other checks)."""
+    gn = copied(tmp_path, "gn_groups_cpu")
+
+    def broken(preset: str) -> None:
+        raise ConfigError(f"rules {preset}: claims[0].n: 'twelve' is not a whole number")
+
+    monkeypatch.setattr(plan_record, "load_rules", broken)
+    assert plan_problems(gn) == ["plan.txt not compared with the rules of gn_groups_cpu: rules gn_groups_cpu: "
+                                 "claims[0].n: 'twelve' is not a whole number"]  # fmt: skip
