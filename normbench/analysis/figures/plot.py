@@ -23,7 +23,6 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the Agg backend)
 import numpy as np  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.transforms import Bbox  # noqa: E402
 
 from normbench.analysis.figures.figure_checks import check_figure  # noqa: E402
 from normbench.analysis.figures.figure_lint import covers  # noqa: E402
@@ -145,52 +144,6 @@ def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str = "", legend: boo
     ax.grid(alpha=0.3)
     if legend and ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
-
-
-LABEL_OFFSETS: tuple[tuple[float, float], ...] = (
-    (5, 3),
-    (5, -10),
-    (-5, 3),
-    (-5, -10),
-    (5, 11),
-    (-5, 11),
-    (5, -18),
-    (-5, -18),
-    (12, -4),
-    (-12, -4),
-    (5, 19),
-    (-5, 19),
-    (5, -26),
-    (-5, -26),
-)
-"""Where `label_points` tries a label, in points from its point (right, left, above, below)."""
-MARKER_PX = 5.0
-"""Half the side of the box around a labelled point that no label may cover (pixels)."""
-
-
-def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], fontsize: float = 7) -> None:
-    """Label each ``(x, y, text, color)`` beside its point, at the first of `LABEL_OFFSETS` where the
-    label lies inside the axes and overlaps no label placed before it, no point and nothing drawn
-    (`figure_lint.covers`: error bars, lines, bands; the first
-    offset if every one does). Points are placed from the top down; the axes' limits are fixed
-    first (labels in points do not move them)."""
-    ax.autoscale_view()
-    renderer = ax.figure.canvas.get_renderer()
-    markers = [Bbox.from_extents(px - MARKER_PX, py - MARKER_PX, px + MARKER_PX, py + MARKER_PX)
-               for px, py in ax.transData.transform([(x, y) for x, y, _, _ in points] or np.zeros((0, 2)))]  # fmt: skip
-    placed: list[Any] = []
-    for x, y, text, color in sorted(points, key=lambda p: (-p[1], p[0])):
-        for i, (dx, dy) in enumerate((*LABEL_OFFSETS, LABEL_OFFSETS[0])):
-            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize,
-                                color=color, ha="left" if dx >= 0 else "right")  # fmt: skip
-            box = label.get_window_extent(renderer)
-            inside = ax.bbox.containsx(box.x0) and ax.bbox.containsx(box.x1) and ax.bbox.containsy(box.y0) \
-                and ax.bbox.containsy(box.y1)  # fmt: skip
-            free = inside and not any(box.overlaps(other) for other in placed + markers) and not covers(ax, box)
-            if i == len(LABEL_OFFSETS) or free:
-                placed.append(box)
-                break
-            label.remove()
 
 
 def write_outputs(

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.transforms import Bbox
 
-from normbench.analysis.figures.figure_lint import FEW_POINTS
+from normbench.analysis.figures.figure_lint import FEW_POINTS, covers
 
 BAND_ALPHA = 0.15
 """The seeds' min–max band's opacity: light enough that two overlapping bands stay their colours
@@ -59,28 +60,61 @@ def draw_rows(ax: Axes, rows: Sequence[Mapping[str, Any]], label: str, color: st
                         linestyle=":")  # fmt: skip
 
 
-LABEL_SPOTS = ((-9, 0, "right"), (9, 0, "left"), (-9, 9, "right"), (-9, -9, "right"), (9, 9, "left"), (9, -9, "left"),
-               (-9, 18, "right"), (-9, -18, "right"), (9, 18, "left"), (9, -18, "left"))  # fmt: skip
-"""Where `place_label` tries a point's label (points from the point, alignment), left first."""
+LABEL_OFFSETS: tuple[tuple[float, float], ...] = (
+    (5, 3),
+    (5, -10),
+    (-5, 3),
+    (-5, -10),
+    (5, 11),
+    (-5, 11),
+    (5, -18),
+    (-5, -18),
+    (12, -4),
+    (-12, -4),
+    (5, 19),
+    (-5, 19),
+    (5, -26),
+    (-5, -26),
+)
+"""Where `label_points` tries a label, in points from its point (right, left, above, below)."""
+MARKER_PX = 5.0
+"""Half the side of the box around a labelled point that no label may cover (pixels)."""
 
 
-PAD_PX = 4.0
-"""How far (pixels) a placed label keeps from anything drawn."""
-
-
-def place_label(ax: Axes, text: str, xy: tuple[float, float]) -> None:
-    """``text`` beside the point ``xy``, at the first of `LABEL_SPOTS` where it covers nothing drawn
-    (`figure_lint.covers`: a reference line, a whisker, a dot), else at the first."""
-    from normbench.analysis.figures.figure_lint import covers
-
+def label_points(ax: Axes, points: Sequence[tuple[float, float, str, str]], fontsize: float = 7,
+                 offsets: Sequence[tuple[float, float]] = LABEL_OFFSETS, pad: float = 0.0,
+                 within_axes: bool = True) -> None:  # fmt: skip
+    """Label each ``(x, y, text, color)`` beside its point, at the first of ``offsets`` (points from
+    the point; left-aligned right of it, right-aligned left of it) where the label, grown by ``pad``
+    pixels, lies inside the axes and overlaps no label placed before it, no point and nothing drawn
+    (`figure_lint.covers`: error bars, lines, bands; the first offset if every one does). Points are
+    placed from the top down; the axes' limits are fixed first (labels in points do not move them).
+    ``pad``: a margin for a layout that rescales the axes after the labels are placed; ``within_axes``
+    False: a label may reach past the axes' edge (the first category's median, left of its point)."""
     ax.autoscale_view()
     renderer = ax.figure.canvas.get_renderer()
-    for i, (dx, dy, ha) in enumerate((*LABEL_SPOTS, LABEL_SPOTS[0])):
-        label = ax.annotate(text, xy, textcoords="offset points", xytext=(dx, dy), ha=ha, va="center", fontsize=7)
-        box = label.get_window_extent(renderer).padded(PAD_PX)  # a margin: the final layout rescales the axes
-        if i == len(LABEL_SPOTS) or not covers(ax, box):
-            return
-        label.remove()
+    markers = [Bbox.from_extents(px - MARKER_PX, py - MARKER_PX, px + MARKER_PX, py + MARKER_PX)
+               for px, py in ax.transData.transform([(x, y) for x, y, _, _ in points] or np.zeros((0, 2)))]  # fmt: skip
+    placed: list[Any] = []
+    for x, y, text, color in sorted(points, key=lambda p: (-p[1], p[0])):
+        for i, (dx, dy) in enumerate((*offsets, offsets[0])):
+            label = ax.annotate(text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=fontsize,
+                                color=color, ha="left" if dx >= 0 else "right")  # fmt: skip
+            box = label.get_window_extent(renderer).padded(pad)
+            inside = not within_axes or (ax.bbox.containsx(box.x0) and ax.bbox.containsx(box.x1)
+                                         and ax.bbox.containsy(box.y0) and ax.bbox.containsy(box.y1))  # fmt: skip
+            free = inside and not any(box.overlaps(other) for other in placed + markers) and not covers(ax, box)
+            if i == len(offsets) or free:
+                placed.append(box)
+                break
+            label.remove()
+
+
+SIDE_OFFSETS = ((-9, -3), (9, -3), (-9, 6), (-9, -12), (9, 6), (9, -12), (-9, 15), (-9, -21), (9, 15), (9, -21))
+"""Where `point_rows` tries a median's label (points from the point to the text's baseline: level
+with it first, then above and below), left first."""
+PAD_PX = 4.0
+"""How far (pixels) a median's label keeps from anything drawn: the final layout rescales the axes."""
 
 
 def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[str, str] | None = None,
@@ -97,5 +131,6 @@ def point_rows(ax: Axes, rows: Mapping[str, Mapping[str, Any]], colors: Mapping[
                     color=colors.get(labels[i], "dimgray"), capsize=4, markersize=6)  # fmt: skip
     ax.set_xticks(range(len(labels)), category_labels(labels), fontsize=8)
     ax.set_xlim(-0.45, len(labels) - 0.55)  # the points spread over the panel; their medians written left
-    for i, m in drawn:  # placed once every point is drawn and the limits are final: the free spots are real
-        place_label(ax, number(m), (i, m))
+    # placed once every point is drawn and the limits are final: the free spots are real
+    label_points(ax, [(i, m, number(m), "black") for i, m in drawn], offsets=SIDE_OFFSETS, pad=PAD_PX,
+                 within_axes=False)  # fmt: skip

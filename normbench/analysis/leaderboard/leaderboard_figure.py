@@ -12,7 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from normbench.analysis.figures.plot import NORM_COLORS, finish_axes, label_points, new_figure
+from normbench.analysis.figures.plot import NORM_COLORS, finish_axes, new_figure
+from normbench.analysis.figures.plot_rows import label_points
 from normbench.analysis.leaderboard.leaderboard import IMAGES, NA, REFERENCE, THROUGHPUT, Row
 from normbench.analysis.leaderboard.leaderboard_labels import cell_title
 from normbench.analysis.loading.runs import Run

@@ -25,7 +25,8 @@ def test_every_registered_norm_has_its_own_colour(norm: str) -> None:
 def test_crowded_point_labels_are_all_drawn_and_never_overlap() -> None:
     """The CPU leaderboard's crowded cluster (ln 30.5, in 31.0, rms 29.9 … at nearly one throughput):
     every label is on the axes, beside its point, and no two labels' boxes overlap."""
-    from normbench.analysis.figures.plot import LABEL_OFFSETS, label_points, new_figure
+    from normbench.analysis.figures.plot import new_figure
+    from normbench.analysis.figures.plot_rows import LABEL_OFFSETS, label_points
 
     fig, axes = new_figure(1, 1, "crowded")
     ax = axes[0, 0]
