@@ -35,7 +35,7 @@ from normbench.base.errors import ConfigError, yaml_error_line
 RULES_DIR = Path(__file__).resolve().parent
 SUPERSEDED_DIR = RULES_DIR / "superseded"
 SCALE_SUFFIXES = ("_cpu",)
-UNHASHED = ("figures",)
+UNHASHED = ("figures", "about")
 """Top-level keys of a rules file that judge nothing and stay out of `rules_hash`."""
 
 

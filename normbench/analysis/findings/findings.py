@@ -277,8 +277,9 @@ def _names(rows: Sequence[Mapping[str, Any]]) -> str:
     return ", ".join(f"{c} ×{len(mine)}{_gap_range(mine)}" for c, mine in cells.items())
 
 
-def not_judged_section(folders: Sequence[Folder]) -> list[str]:
-    """The claims without a verdict, collapsed, in groups by why, each counted, per preset."""
+def not_judged_section(folders: Sequence[Folder], in_folder: bool = False) -> list[str]:
+    """The claims without a verdict, collapsed, in groups by why, each counted, per preset (``in_folder``:
+    for the preset's own README, its ``claims.md`` linked from there)."""
     rows = [r for _, rs in folders for r in rs if r.get("verdict") not in JUDGED]
     if not rows:
         return []
@@ -289,19 +290,20 @@ def not_judged_section(folders: Sequence[Folder]) -> list[str]:
             continue
         lines += [f"**{label[0].upper() + label[1:]}: {len(mine)}**", ""]
         for preset in dict.fromkeys(r["preset"] for r in mine):
-            lines.append(f"- [{preset}]({preset}/claims.md): {_names([r for r in mine if r['preset'] == preset])}")
+            link = "claims.md" if in_folder else f"{preset}/claims.md"
+            lines.append(f"- [{preset}]({link}): {_names([r for r in mine if r['preset'] == preset])}")
         lines.append("")
     return [*lines, "</details>"]
 
 
-def _values(path: Path, column: str) -> list[float]:
+def column_values(path: Path, column: str) -> list[float]:
     if not path.is_file():
         return []
     with open(path, newline="") as f:
         return [v for r in csv.DictReader(f) if math.isfinite(v := to_float(r.get(column)))]
 
 
-def _span(values: Sequence[float], unit: str = "", scale: float = 1.0) -> str:
+def span(values: Sequence[float], unit: str = "", scale: float = 1.0) -> str:
     lo, hi = min(values) * scale, max(values) * scale
     return f"{num(lo, 2)}{unit}" if num(lo, 2) == num(hi, 2) else f"{num(lo, 2)}–{num(hi, 2)}{unit}"
 
@@ -309,16 +311,16 @@ def _span(values: Sequence[float], unit: str = "", scale: float = 1.0) -> str:
 def scope(results: Path, folders: Sequence[Folder]) -> str:
     """The scope paragraph, every number from the folders' ``per_run.csv`` and ``claims.csv``."""
     runs = [results / f.name / "per_run.csv" for f, _ in folders]
-    n_runs = sum(len(_values(p, "seed")) for p in runs)
-    threads = sorted({int(v) for p in runs for v in _values(p, "final:num_threads")})
-    image = [p for p in runs if _values(p, "final:val/acc")]
-    text = [p for p in runs if _values(p, "final:test/bleu")]
-    params_i = [v for p in image for v in _values(p, "final:num_params")]
-    params_t = [v for p in text for v in _values(p, "final:num_params")]
-    steps_i = [v for p in image for v in _values(p, "final:step")]
-    steps_t = [v for p in text for v in _values(p, "final:step")]
-    bleu = [v for p in text for v in _values(p, "final:test/bleu")]
-    acc = [v for p in image for v in _values(p, "final:val/acc")]
+    n_runs = sum(len(column_values(p, "seed")) for p in runs)
+    threads = sorted({int(v) for p in runs for v in column_values(p, "final:num_threads")})
+    image = [p for p in runs if column_values(p, "final:val/acc")]
+    text = [p for p in runs if column_values(p, "final:test/bleu")]
+    params_i = [v for p in image for v in column_values(p, "final:num_params")]
+    params_t = [v for p in text for v in column_values(p, "final:num_params")]
+    steps_i = [v for p in image for v in column_values(p, "final:step")]
+    steps_t = [v for p in text for v in column_values(p, "final:step")]
+    bleu = [v for p in text for v in column_values(p, "final:test/bleu")]
+    acc = [v for p in image for v in column_values(p, "final:val/acc")]
     n = [int(v) for _, rs in folders for r in rs if r.get("verdict") in JUDGED
          for v in (to_float(r.get("a_n")), to_float(r.get("b_n"))) if math.isfinite(v)]  # fmt: skip
     where = f"{n_runs} runs of {len(folders)} presets on CPU"
@@ -327,11 +329,11 @@ def scope(results: Path, folders: Sequence[Folder]) -> str:
         where += f" ({count} thread{'s' if threads[-1] > 1 else ''} per run)"
     parts = [f"**Scope.** {where}"]
     if params_i:
-        parts.append(f"image models (ResNet, VGG) of {_span(params_i)} parameters on the CIFAR-10 subset, "
-                     f"{_span(steps_i)} steps, final validation accuracy {_span(acc, ' %', 100)}")  # fmt: skip
+        parts.append(f"image models (ResNet, VGG) of {span(params_i)} parameters on the CIFAR-10 subset, "
+                     f"{span(steps_i)} steps, final validation accuracy {span(acc, ' %', 100)}")  # fmt: skip
     if params_t:
-        parts.append(f"Transformers of {_span(params_t)} parameters on the Multi30k de-en subset (in place of "
-                     f"IWSLT14), {_span(steps_t)} steps, reaching only BLEU {_span(bleu)} on its test set")  # fmt: skip
+        parts.append(f"Transformers of {span(params_t)} parameters on the Multi30k de-en subset (in place of "
+                     f"IWSLT14), {span(steps_t)} steps, reaching only BLEU {span(bleu)} on its test set")  # fmt: skip
     if n:
         parts.append(f"{min(n)}–{max(n)} seeds per judged arm")
     lines = [f"{a}; {b}" for a, b in zip(parts[0::2], parts[1::2], strict=False)]

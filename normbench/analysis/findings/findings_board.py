@@ -67,13 +67,14 @@ def read_rows(path: Path) -> list[dict[str, str]]:
         return [r for r in csv.DictReader(f) if r.get("n") not in ("", "0", None)]
 
 
-def board_section(folder: Path, claims: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The leaderboard's table (per cell, norms by mean; no bold) and, per cell, whether a norm leads."""
+def board_section(folder: Path, claims: Sequence[Mapping[str, Any]], heading: str | None = None) -> list[str]:
+    """The leaderboard's table (per cell, norms by mean; no bold) and, per cell, whether a norm leads;
+    under ``heading`` (default: one that links to the folder, for the findings page)."""
     if not (folder / "leaderboard.csv").is_file():
         return []
     rows = read_rows(folder / "leaderboard.csv")
     lines = [
-        f"## Norm leaderboard ([{folder.name}]({folder.name}/README.md))",
+        heading or f"## Norm leaderboard ([{folder.name}]({folder.name}/README.md))",
         "",
         "| cell | norm | seeds | score [95 % CI] | against the cell's reference (above: the difference) |",
         "|---|---|---|---|---|",

@@ -47,7 +47,7 @@ SHORT_MAX = 40
 
 TOP_KEYS = (("preset", "min_seeds", "scale", "claims"),
             ("alpha", "family", "params", "checks", "paper_title", "pilot", "figures", "learns", "benchmark_family",
-             "seeds"))  # fmt: skip
+             "seeds", "about"))  # fmt: skip
 CLAIM_KEYS = (("id", "figure", "claim", "measure", "a", "b", "relation", "better", "test"),
               ("paper", "margin", "variants", "scale", "short", "effect", "n", "full_scale_only", "cell",
                "detectable"))  # fmt: skip
@@ -189,6 +189,9 @@ class Rules:
     """The confirmatory seed block per variant."""
     superseded: bool = False
     """Loaded from ``normbench/rules/superseded/`` by hash: its claims are never confirmatory."""
+    about: str = ""
+    """The preset's design in words (``about``: what runs, against what the paper ran, and why the reduction
+    keeps its question), shown in its results folder's README; judges nothing, so not in the rules hash."""
 
     @property
     def measured_checks(self) -> tuple[CheckRule, ...]:
@@ -364,6 +367,7 @@ def parse_rules(data: Any, preset: str, digest: str) -> Rules:
         claims=claims,
         checks=checks,
         paper_title=_text(data["paper_title"], where, "paper_title") if "paper_title" in data else None,
+        about=_text(data["about"], where, "about") if "about" in data else "",
         pilot_seeds=pilot_seeds,
         pilot_note=pilot_note,
         figures=parse_figures(data["figures"], where) if "figures" in data else None,

@@ -1,5 +1,6 @@
-"""Rebuild the findings page ``results/README.md``, the benchmark-wide forest ``results/forest.*``
-and every results folder's ``forest.*`` and ``claims.md`` from the committed files, and check that
+"""Rebuild the findings page ``results/README.md``, the benchmark-wide forest ``results/forest.*``,
+every results folder's ``forest.*`` and ``claims.md``, and every preset folder's ``README.md``
+(`normbench.analysis.reports.folder_readme`) from the committed files, and check that
 every verdict there was reached under its preset's current rules.
 
 Each ``results/<preset>/`` (and its ``pilot/``) holds ``claims.csv`` (written by
@@ -50,6 +51,7 @@ from normbench.analysis.loading.attempts import earlier_seeds
 from normbench.analysis.loading.provenance import results_root
 from normbench.analysis.loading.table_digest import digest_problem
 from normbench.analysis.reports.attempt_record import RUN_HEADING, entry_problems, last_run_entry, same_commit
+from normbench.analysis.reports.folder_readme import folder_readme
 from normbench.analysis.wording.claim_meta import annotate, claim_meta
 from normbench.analysis.wording.claims_text import claims_markdown
 from normbench.analysis.wording.present import preset_words
@@ -305,9 +307,21 @@ def all_forest_rows(results: Path = RESULTS) -> list[dict]:
     return [{**r, "short": r["name"]} for r in rows]
 
 
+def folder_readmes(results: Path = RESULTS) -> dict[Path, str]:
+    """Each preset folder judged under recorded rules: its ``README.md`` as its files draw it
+    (`normbench.analysis.reports.folder_readme`), its claims named and q'd as on the findings page."""
+    current, _ = judged_folders(results)
+    out = {}
+    for (folder, rows), (_, claims) in zip(current, annotated(current), strict=True):
+        title = claim_meta(folder.name, judged_hash(rows))[0]
+        checks = [r for r in annotate(rows, folder.name) if r["check"]]
+        out[folder / "README.md"] = folder_readme(folder, claims, checks, title, superseded(folder, rows))
+    return out
+
+
 def write_all(results: Path = RESULTS) -> list[Path]:
-    """``results/forest.*`` and, per folder, ``forest.*`` (judged claims only; none: removed) and
-    ``claims.md``, all from the committed ``claims.csv`` files; the paths written."""
+    """``results/forest.*`` and, per folder, ``forest.*`` (judged claims only; none: removed),
+    ``claims.md`` and ``README.md``, all from the committed files; the paths written."""
     written = write_forest(all_forest_rows(results), results, title="Every judged claim: the difference (or ratio)")
     for folder in claims_folders(results):
         rows = read_claims(folder)
@@ -319,6 +333,9 @@ def write_all(results: Path = RESULTS) -> list[Path]:
             remove_forest(folder)
         (folder / "claims.md").write_text(claims_markdown(preset, rows, pilot=folder.name == "pilot"))
         written.append(folder / "claims.md")
+    for path, text in folder_readmes(results).items():
+        path.write_text(text)
+        written.append(path)
     return written
 
 
@@ -337,6 +354,9 @@ def stale_files(results: Path = RESULTS) -> list[str]:
         path = folder / "forest.csv"
         if table != (_read_forest(path) if path.is_file() else []) or (not table and path.is_file()):
             problems.append(f"{where}/forest.csv does not match its claims.csv: run {COMMAND}")
+    for path, text in folder_readmes(results).items():
+        if not path.is_file() or path.read_text() != text:
+            problems.append(f"{path.relative_to(results.parent)} is out of date: run {COMMAND}")
     return problems
 
 
