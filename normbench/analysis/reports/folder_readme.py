@@ -90,14 +90,9 @@ def verdicts(folder: Path, rows: Sequence[Mapping[str, Any]], title: str, supers
 
 def checks(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """The setup checks (annotated rows): each one's verdict."""
-    mine = list(rows)
-    if not mine:
+    if not rows:
         return []
-    lines = ["## Setup checks", ""]
-    for r in mine:
-        verdict = r.get("verdict") or "not run"
-        lines.append(f"- {r['short']}: **{verdict}**")
-    return lines
+    return ["## Setup checks", "", *[f"- {r['short']}: **{r.get('verdict') or 'not run'}**" for r in rows]]
 
 
 def figures(folder: Path) -> list[str]:
