@@ -66,6 +66,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.e2e  # ~19 s (two runs, a kill): the default suite keeps under 4 minutes; CI runs it in its second pass
 @fault(
     "kill -9 mid-run, then a truncated newest checkpoint", "resume from the previous one with a warning", "bit-exact"
 )
