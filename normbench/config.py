@@ -116,6 +116,7 @@ def parse(cfg: DictConfig) -> RunConfig:
     from normbench.tasks import DATASETS
 
     try:
+        diagnostics = typed_diagnostics(cfg.get("diagnostics"), cfg.optimizer.name, cfg.optimizer.momentum)
         for section, registry in (("norm", NORMS), ("model", MODELS), ("dataset", DATASETS)):
             name = cfg[section].name
             if name not in registry:
@@ -131,8 +132,16 @@ def parse(cfg: DictConfig) -> RunConfig:
         raise unresolved(cfg, e) from None
     if not isinstance(composed, RunSchema):
         raise TypeError(f"parse takes the composed normbench config (RunSchema), not {type(composed).__name__}")
-    diagnostics = choose_probe_directions(diagnostics_config(composed.diagnostics), composed.optimizer)
     return RunConfig(**{**vars(composed), "diagnostics": diagnostics})
+
+
+def typed_diagnostics(settings: Any, optimizer_name: str, momentum: float) -> dict[str, CadenceConfig]:
+    """The diagnostics' settings (composed or recorded) typed, each probe's ``direction: auto``
+    chosen for the run's optimizer first (`choose_probe_directions`), so that each typed config is
+    made once, as the run uses it."""
+    if OmegaConf.is_config(settings):
+        settings = OmegaConf.to_container(settings, resolve=True)
+    return diagnostics_config(choose_probe_directions(settings, optimizer_name, momentum))
 
 
 def unresolved(cfg: DictConfig, e: InterpolationResolutionError | MissingMandatoryValue) -> ConfigError:
@@ -262,7 +271,7 @@ def _load_record(record: Mapping[str, Any]) -> RunConfig:
     assert isinstance(config, RunConfig)
     for key, value in typed.items():  # as their registries typed them
         setattr(config, key, value)
-    config.diagnostics = choose_probe_directions(diagnostics_config(record.get("diagnostics")), config.optimizer)
+    config.diagnostics = typed_diagnostics(record.get("diagnostics"), config.optimizer.name, config.optimizer.momentum)
     return config
 
 

@@ -5,12 +5,16 @@ A tiny run (`tests.conftest.TINY_RUN`, two steps, ``logger=local``) is traced in
 `sys.setprofile`. A call counts when a normbench function receives a piece of the configuration
 among its arguments: the composed ``DictConfig``, or an instance of one of normbench's typed
 config dataclasses (a class whose name ends in ``Config``, e.g. ``RunConfig``, ``HardwareConfig``,
-``BatchNormConfig``; ``ConfigError`` aside). The route is the sequence of those calls' modules from
-``normbench.run.loop.train.run`` on, consecutive repeats merged. Printed: the modules visited, the
+``BatchNormConfig``; ``ConfigError`` aside). A call's module is where its function is defined, except a
+method's: a method runs in its object's room, the module of the object's own class (an inherited
+``CadenceConfig.check`` on a ``LandscapeConfig`` is the landscape's; ``--by-definition`` counts it
+where it is defined, as the issue's first count did). The route is the sequence of those calls'
+modules from ``normbench.run.loop.train.run`` on, consecutive repeats merged. Printed: the modules visited, the
 moves (module changes), and the returns: moves into a module the route had left before.
 
     python scripts/config_route.py            # the counts, then the route
     python scripts/config_route.py --quiet    # the counts only
+    python scripts/config_route.py --by-definition   # each call at its function's own module
 """
 
 from __future__ import annotations
@@ -50,8 +54,20 @@ def route_of(calls: list[str]) -> dict[str, Any]:
     return {"route": route, "modules": len(set(route)), "moves": len(route) - 1, "returns": returns}
 
 
-def trace_tiny_run(run_dir: Path) -> list[str]:
-    """The modules of the config-receiving normbench calls of a two-step tiny run, from `run` on."""
+def room_of(frame: Any, by_definition: bool = False) -> str:
+    """The module a call runs in: its function's, or for a method (first argument ``self``, an
+    instance of a normbench class) its object's class's, unless ``by_definition``."""
+    module = frame.f_globals.get("__name__", "")
+    code = frame.f_code
+    if by_definition or not code.co_argcount or code.co_varnames[0] != "self":
+        return module
+    owner = type(frame.f_locals.get("self")).__module__
+    return owner if owner.startswith("normbench") else module
+
+
+def trace_tiny_run(run_dir: Path, by_definition: bool = False) -> list[str]:
+    """The modules of the config-receiving normbench calls of a two-step tiny run, from `run` on
+    (each call's room: `room_of`)."""
     from hydra import compose, initialize_config_dir
 
     from normbench.cli.main import config_dir
@@ -78,7 +94,7 @@ def trace_tiny_run(run_dir: Path) -> list[str]:
             return
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
         if any(is_config(frame.f_locals.get(n)) for n in names):
-            calls.append(module)
+            calls.append(room_of(frame, by_definition))
 
     sys.setprofile(profile)
     try:
@@ -91,9 +107,10 @@ def trace_tiny_run(run_dir: Path) -> list[str]:
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quiet", action="store_true", help="the counts only")
+    parser.add_argument("--by-definition", action="store_true", help="each call at its function's module")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        found = route_of(trace_tiny_run(Path(tmp) / "run"))
+        found = route_of(trace_tiny_run(Path(tmp) / "run", args.by_definition))
     print(f"[config_route] modules {found['modules']}, moves {found['moves']}, returns {len(found['returns'])}")
     if not args.quiet:
         print("route: " + " -> ".join(m.removeprefix("normbench.") for m in found["route"]))

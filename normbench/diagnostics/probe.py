@@ -46,10 +46,9 @@ import torch
 from torch import Tensor
 
 from normbench.base.errors import ConfigError
-from normbench.diagnostics.registry import CadenceConfig, DiagContext, DiagnosticHook
+from normbench.diagnostics.registry import DIAGNOSTICS, CadenceConfig, DiagContext, DiagnosticHook
 from normbench.diagnostics.state import optimizer_step_preview
 from normbench.diagnostics.vectors import grads_or_zeros, ranks_mean, sq_dist, sq_norm
-from normbench.optim import OptimizerConfig
 
 DIRECTIONS = ("gradient", "update", "auto")
 
@@ -129,19 +128,27 @@ def optimizer_direction(optimizer: torch.optim.Optimizer) -> str:
     return "gradient" if plain else "update"
 
 
-def choose_probe_directions(
-    diagnostics: Mapping[str, CadenceConfig], optimizer: OptimizerConfig
-) -> dict[str, CadenceConfig]:
-    """The typed diagnostics with ``direction: auto`` of every probe replaced by its choice:
-    ``gradient`` when ``optimizer`` (an `OptimizerConfig`) is plain SGD (``name=sgd``,
-    ``momentum=0``), ``update`` otherwise. A new dict; the entries given are left as they are."""
-    choice = auto_direction(optimizer.name, optimizer.momentum)
-    return {
-        name: dataclasses.replace(sub, direction=choice)
-        if isinstance(sub, StepProbeConfig) and sub.direction == "auto"
-        else sub
-        for name, sub in diagnostics.items()
-    }
+def choose_probe_directions(diagnostics: Mapping[str, Any] | None, optimizer_name: str, momentum: float) -> Any:
+    """The diagnostics' settings (name -> its settings, as composed or recorded, not yet typed) with
+    ``direction: auto`` of every probe (a diagnostic whose registered config is a `StepProbeConfig`)
+    replaced by `auto_direction` of the run's optimizer: ``gradient`` for plain SGD, ``update``
+    otherwise. A new mapping; what is not a mapping of settings is returned as given, for
+    `normbench.diagnostics.registry.diagnostics_config` to refuse."""
+    if not isinstance(diagnostics, Mapping):
+        return diagnostics
+    choice = auto_direction(optimizer_name, momentum)
+    chosen = dict(diagnostics)
+    for name, sub in diagnostics.items():
+        schema = DIAGNOSTICS.entry(name).config  # an unknown name: one line listing the registered ones
+        if not (isinstance(schema, type) and issubclass(schema, StepProbeConfig)):
+            continue
+        if dataclasses.is_dataclass(sub) and not isinstance(sub, type):
+            sub = dataclasses.asdict(sub)
+        if sub is None or isinstance(sub, Mapping):
+            sub = dict(sub or {})
+            if sub.get("direction", schema.direction) == "auto":
+                chosen[name] = {**sub, "direction": choice}
+    return chosen
 
 
 @dataclass

@@ -271,8 +271,11 @@ def diagnostics_config(cfg: Mapping[str, Any] | None) -> dict[str, CadenceConfig
 
 
 def build_diagnostics(cfg: Mapping[str, Any] | None) -> list[Hook]:
-    """Hooks for every diagnostic named in ``cfg`` (``cfg.diagnostics``) that is switched on, in run order."""
-    hooks = [DIAGNOSTICS.get(name)(sub) for name, sub in diagnostics_config(cfg).items() if sub.enabled]
+    """Hooks for every diagnostic named in ``cfg`` that is switched on, in run order. ``cfg``: the
+    typed diagnostics (`RunConfig.diagnostics`: each built from its config as it is), or their
+    settings, typed here (`diagnostics_config`)."""
+    typed = cfg if cfg and all(isinstance(sub, CadenceConfig) for sub in cfg.values()) else diagnostics_config(cfg)
+    hooks = [DIAGNOSTICS.get(name)(sub) for name, sub in typed.items() if sub.enabled]
     return sorted(hooks, key=lambda h: getattr(h, "order", 0))
 
 

@@ -38,10 +38,12 @@ class Placement:
 
     @classmethod
     def start(cls, hw: HardwareConfig) -> Placement:
-        """Join the process group where ``hw.distributed`` (`distributed.init`: the launch and the
-        config must agree), then choose the device (`hardware.resolve_device`)."""
-        dist = distributed.init(hw, hardware.device_type(hw))
-        return cls(hw, dist, hardware.resolve_device(hw, dist.local_rank if dist.active else None))
+        """Choose the device (`hardware.resolve_device`: in a launched ``hw.distributed`` run, this
+        node's GPU ``LOCAL_RANK``), then join the process group where ``hw.distributed``
+        (`distributed.init`: the launch and the config must agree)."""
+        launched = distributed.launch_env() if hw.distributed else None
+        device = hardware.resolve_device(hw, launched[2] if launched is not None else None)
+        return cls(hw, distributed.init(hw, device.type), device)
 
     @property
     def is_main(self) -> bool:

@@ -189,14 +189,17 @@ def test_a_decoder_norm_that_mixes_positions_warns() -> None:
 
 
 def test_config_validation_reaches_the_norms_of_the_transformer() -> None:
+    from functools import partial
+
     from normbench.models import MODELS
-    from normbench.norms import NORMS
+    from normbench.norms import NORMS, norm_factory
     from normbench.run.loop.validate import check_norm_in_model
 
     model, norm = MODELS.typed("transformer_tiny"), NORMS.typed({"name": "gn", "groups": 7})
-    check_norm_in_model(model, norm, 8)  # no data yet: the model cannot be built, nothing to say
+    # no data yet: the model cannot be built, nothing to say
+    assert check_norm_in_model(partial(build_model, model), norm_factory(norm), norm.name, 8) is False
     with pytest.raises(ConfigError, match="layer encoder_layers.0.attn_block.norm .128 channels.: norm.groups=7"):
-        check_norm_in_model(model, norm, 8, VOCAB)
+        check_norm_in_model(partial(build_model, model, **VOCAB), norm_factory(norm), norm.name, 8)
 
 
 def test_each_stack_takes_a_full_norm_config() -> None:

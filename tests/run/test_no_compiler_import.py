@@ -28,13 +28,14 @@ sys.meta_path.insert(0, Watch())
 """
 
 _VALIDATE = """
+from functools import partial
 import torch
-from normbench.models.registry import MODELS
-from normbench.norms.registry import NORMS
+from normbench.models.registry import build_model
+from normbench.norms.registry import norm_factory
 from normbench.run.loop.validate import check_norm_in_model
-image = check_norm_in_model(MODELS.typed({"name": "vgg11"}), NORMS.typed({"name": "gn"}), 8)
+image = check_norm_in_model(partial(build_model, {"name": "vgg11"}), norm_factory("gn"), "gn", 8)
 sizes = dict(vocab_size=50, pad_id=0, bos_id=1, eos_id=2)
-seq = check_norm_in_model(MODELS.typed({"name": "transformer_tiny"}), NORMS.typed({"name": "ln"}), 8, sizes)
+seq = check_norm_in_model(partial(build_model, {"name": "transformer_tiny"}, **sizes), norm_factory("ln"), "ln", 8)
 print(image, seq, torch.initial_seed(), torch.rand(1).item(), bool(first))
 """
 

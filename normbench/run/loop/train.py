@@ -61,7 +61,7 @@ from normbench.run.loop.state import (
     start_segment,
 )
 from normbench.run.loop.sums import RunningSums
-from normbench.run.loop.validate import RunNorm, check_before_data, check_norm_compiles, check_norm_in_model
+from normbench.run.loop.validate import RunNorm, check_before_data, check_norm_in_model
 from normbench.sinks.files import LocalSink, MetricLogger, run_provenance
 from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.progress import progress_display, show_epoch
@@ -79,8 +79,9 @@ def run(cfg: DictConfig, run_dir: str | Path | None = None) -> dict[str, Any]:
     t_start = time.time()
     config = parse(cfg)  # every value checked by the dataclass that owns it; the probe direction chosen
     record = as_recorded(cfg, config)
-    norm = check_before_data(config.model, config.norm, config.dataset, config.batch_size)  # the factory, built once
-    check_norm_compiles(config.model, config.norm, config.hardware.compile)
+    norm = check_before_data(  # the norm's factory, built once
+        config.model, config.norm, config.dataset, config.batch_size, config.hardware.compile
+    )
     with Interrupts() as interrupts:  # STOP_SIGNALS: at once during setup, at a step boundary after
         placement = Placement.start(config.hardware)  # the processes (DDP) joined, the device chosen
         try:
@@ -213,9 +214,10 @@ def load_task(config: RunConfig, run_dir: Path, placement: Placement) -> Any:
 def build_models(config: RunConfig, norm: RunNorm, task: Any, placement: Placement) -> tuple[nn.Module, nn.Module]:
     """The model with the run's norm (checked in it first where that needed the data's sizes), and
     the model the step calls (DDP-wrapped, maybe compiled)."""
+    build = partial(build_model, config.model, **task.model_kwargs())
     if not norm.checked:
-        check_norm_in_model(config.model, config.norm, config.batch_size, task.model_kwargs(), norm.layer)
-    model = build_model(config.model, norm.layer, **task.model_kwargs())
+        check_norm_in_model(build, norm.layer, config.norm.name, config.batch_size)
+    model = build(norm.layer)
     step_model = placement.setup_model(model, varying_shapes=task.kind == "sequence")  # model on the device
     return model, step_model
 

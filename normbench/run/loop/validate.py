@@ -26,7 +26,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -52,15 +53,22 @@ class RunNorm(NamedTuple):
     checked: bool
 
 
-def check_before_data(model: ModelConfig, norm: NormConfig, dataset: DatasetConfig, batch_size: int) -> RunNorm:
+def check_before_data(
+    model: ModelConfig, norm: NormConfig, dataset: DatasetConfig, batch_size: int, compile: bool = False
+) -> RunNorm:
     """Every check of the combination that needs no data: raise `ConfigError` on the first problem.
-    The run's norm factory, as checked."""
+    The run's norm factory, as checked. Each section is asked once for what the checks need (its
+    root, its positions, its factory, the model built with probe norms); the checks take the values."""
     check_model_takes_dataset(model.name, dataset.name)
     anchor_root(dataset)  # a relative root read where normbench started, not in the run dir (hydra.job.chdir)
-    check_dataset_root(dataset)
-    check_positions(model, dataset)
+    check_dataset_root(dataclasses.asdict(dataset))
+    longest = dataset.longest_sequence()
+    if compile:
+        check_norm_compiles(model, norm, compile)
     layer = norm_factory(norm)
-    return RunNorm(layer, check_norm_in_model(model, norm, batch_size, factory=layer))
+    checked = check_norm_in_model(partial(build_model, model), layer, norm.name, batch_size)
+    check_positions(model.positions(), longest)
+    return RunNorm(layer, checked)
 
 
 def check_norm_compiles(model: ModelConfig, norm: NormConfig, compile: bool) -> None:
@@ -88,10 +96,10 @@ def check_model_takes_dataset(model: str, dataset: str) -> None:
         )
 
 
-def check_dataset_root(dataset: DatasetConfig) -> None:
-    """``dataset.root`` must be a directory, unless the data set creates it (download, synthetic,
-    a Hub data set: `normbench.data.roots.missing_root`, which a sweep's check uses too)."""
-    keys = dataclasses.asdict(dataset)
+def check_dataset_root(keys: Mapping[str, Any]) -> None:
+    """``dataset.root`` (``keys``: the data set's settings) must be a directory, unless the data set
+    creates it (download, synthetic, a Hub data set: `normbench.data.roots.missing_root`, which a
+    sweep's check uses too)."""
     path = missing_root(keys)
     root = keys.get("root")  # a data set without files has no root
     if root is not None and Path(str(root)).expanduser().is_file():
@@ -112,10 +120,10 @@ def check_dataset_root(dataset: DatasetConfig) -> None:
         )
 
 
-def check_positions(model: ModelConfig, dataset: DatasetConfig) -> None:
-    """A sequence model with fewer positions than the data set's sentences take (source + EOS, BOS
-    + target: up to ``dataset.max_positions`` each) would fail at the first long batch."""
-    positions, longest = model.positions(), dataset.longest_sequence()
+def check_positions(positions: int | None, longest: int | None) -> None:
+    """A sequence model with fewer positions (``model.positions()``) than the data set's sentences
+    take (``dataset.longest_sequence()``: source + EOS, BOS + target, up to ``dataset.max_positions``
+    each) would fail at the first long batch."""
     if positions is not None and longest is not None and positions < longest:
         raise ConfigError(
             f"model.max_positions={positions} is not allowed; model.max_positions must be >= dataset.max_positions="
@@ -171,25 +179,21 @@ def _per_sample_norms() -> str:
 
 
 def check_norm_in_model(
-    model: ModelConfig,
-    norm: NormConfig,
-    batch_size: int,
-    task_kwargs: Mapping[str, Any] | None = None,
-    factory: NormLayer | None = None,
+    build: Callable[..., nn.Module], factory: NormLayer, norm_name: str, batch_size: int
 ) -> bool:
-    """Build the model with probe norms and no initialisation (`_SkipInit`), then build the real norm (``factory``, the
-    norm's factory: built from ``norm`` when not given) for each layer; True when done.
+    """Build the model (``build(norm_layer, **sizes)``: `build_model` with the model's config, and the
+    data's sizes where it needs them) with probe norms and no initialisation (`_SkipInit`), then build
+    the real norm (``factory``, the run's norm ``norm_name``) for each layer; True when done.
 
-    A model that needs the data set's sizes (``task_kwargs``) to be built is skipped (False) when
-    they are not given; the runner calls this again with them once the data set is loaded."""
+    A model that needs the data set's sizes to be built, and is not given them, is skipped (False);
+    the runner calls this again with them once the data set is loaded."""
     try:
         with torch.random.fork_rng(devices=[]), torch.device("cpu"), _SkipInit():
-            probed = build_model(model, _NormProbe, **dict(task_kwargs or {}))
+            probed = build(_NormProbe)
     except ConfigError:
         raise
     except Exception:  # needs sizes known only from the data: checked when the model is built
         return False
-    factory = factory or norm_factory(norm)
     seen: set[tuple[int, str]] = set()
     for name, module in probed.named_modules():
         if not isinstance(module, _NormProbe) or (module.num_features, module.layout) in seen:
@@ -203,7 +207,7 @@ def check_norm_in_model(
         num_features, layout = min(seen)
         if uses_batch_statistics(factory, num_features, layout):
             raise ConfigError(
-                f"norm={norm.name} normalizes with batch statistics but batch_size={batch_size} gives one "
+                f"norm={norm_name} normalizes with batch statistics but batch_size={batch_size} gives one "
                 f"sample per device; use batch_size >= 2 per device, or a per-sample norm ({_per_sample_norms()})"
             )
     return True
