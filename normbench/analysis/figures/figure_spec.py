@@ -10,6 +10,7 @@ median over seeds, min, max, n), so the CSV holds what the figure shows.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -349,9 +350,22 @@ def draw_spec(spec: FigureSpec, arms: list[ArmRuns], rows: list[dict[str, Any]],
     rows = [{**r, "series": arm_name(str(r["series"]))} for r in rows]  # committed CSVs wrote "bn"
     res = FigureResult(spec.name, fig, rows=rows)
     for ax, panel in zip(axes[0], spec.panels):
-        DRAW[panel.kind](ax, res, panel, arms, runs)
+        DRAW[panel.kind](ax, shown(res, panel), panel, arms, runs)
         _finish(ax, panel, arms, runs, res)
     return res
+
+
+def shown(res: FigureResult, panel: PanelSpec) -> FigureResult:
+    """``res`` as ``panel`` draws it: its rows' values × ``panel.scale`` (an accuracy in %); the rows
+    themselves (the CSV, the titles' differences in their natural unit) keep the stored values."""
+    if panel.scale == 1.0:
+        return res
+    drawn = {panel.panel, *(line.panel for line in panel.lines if line.panel)}  # a curve's lines may have their own
+    scaled = [
+        {**r, **{k: float(r[k]) * panel.scale for k in ("median", "lo", "hi")}} if r["panel"] in drawn else r
+        for r in res.rows
+    ]
+    return dataclasses.replace(res, rows=scaled)
 
 
 def render(spec: FigureSpec, runs: Sequence[Run]) -> FigureResult:

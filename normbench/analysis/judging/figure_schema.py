@@ -57,7 +57,7 @@ ARM_KEYS = ("label",), ("select", "color", "linestyle", "rest")
 BY_KEYS = ("by",), ("label", "labels", "order", "colors")
 PANEL_KEYS = (("panel", "kind", "xlabel", "ylabel"),
               ("title", "x", "y", "value", "xscale", "yscale", "legend", "hline", "xticks", "invert_x", "split",
-               "split_order", "split_styles", "split_label", "mark_diverged", "marker", "fill"))  # fmt: skip
+               "split_order", "split_styles", "split_label", "mark_diverged", "marker", "fill", "scale"))  # fmt: skip
 LINE_KEYS = (), ("key", "series", "params", "label", "panel", "linestyle", "marker", "fill")
 
 
@@ -132,6 +132,9 @@ class PanelSpec:
     """``sweep``: the number of diverged runs written beside each point."""
     marker: str | None = None
     fill: bool = True
+    scale: float = 1.0
+    """The drawn values are the stored ones × ``scale`` (100: an accuracy stored as a fraction drawn
+    in %, a difference of two in points); the figure's CSV keeps the stored values."""
 
 
 @dataclass(frozen=True)
@@ -227,8 +230,15 @@ def _panel(node: Any, where: str) -> PanelSpec:
         split_order=_choice(node.get("split_order", "ascending"), ORDERS, where, "split_order"),
         split_styles={k: _style(v) for k, v in (node.get("split_styles") or {}).items()},
         split_label=str(node.get("split_label", "{arm}")), mark_diverged=bool(node.get("mark_diverged", False)),
-        marker=node.get("marker"), fill=bool(node.get("fill", True)),
+        marker=node.get("marker"), fill=bool(node.get("fill", True)), scale=_scale(node.get("scale", 1.0), where),
     )  # fmt: skip
+
+
+def _scale(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"{where}: scale {value!r} is not allowed; scale must be a positive number "
+                          "(100: a fraction drawn in %)")
+    return float(value)
 
 
 def _arms(node: Any, where: str) -> tuple[ArmSpec, ...] | ArmsBy:

@@ -66,6 +66,7 @@ def test_every_preset_has_figures_and_names_only_registered_parts() -> None:
         ("arm", lambda f: f["draw"][0]["arms"][0].update(sel={}), "arm 0: unknown key 'sel'"),
         ("fetch", lambda f: f.update(fetch="^(val"), "fetch '^(val' is not a regular expression"),
         ("bar", lambda f: f["draw"][0]["panels"][1].pop("value"), "a bar panel needs 'value'"),
+        ("scale", lambda f: f["draw"][0]["panels"][1].update(scale=0), "panel 'final': scale 0 is not allowed"),
     ],
 )
 def test_a_bad_figures_block_is_one_line_naming_the_key(where: str, edit, message: str) -> None:
@@ -222,6 +223,27 @@ def test_a_bar_panel_names_its_two_arms_difference_higher_first_in_points(tmp_pa
     points = number(100 * (np.median(acc["none"]) - np.median(acc["bn"])), signed=True)
     assert title == f"medians, rest − BN: {points} pts", title  # a true minus, the higher arm first
     assert points.startswith("+9")
+
+
+def test_a_scaled_panel_draws_in_percent_and_its_rows_keep_the_stored_fractions(tmp_path: Path) -> None:
+    """``scale: 100``: the curve (and a line it draws from another panel's rows) and the bar's points are
+    drawn in %; the rows (the CSV) and the bar title's difference in points are as unscaled."""
+    acc = {"bn": [0.52, 0.50, 0.55], "none": [0.61, 0.60, 0.66]}
+    for job, (norm, seed) in enumerate((n, s) for n in acc for s in range(3)):
+        write_run(tmp_path, job, {"norm": {"name": norm}, "seed": seed}, [{"step": 5, "val/acc": acc[norm][seed]}], {})
+    scaled = copy.deepcopy(SPEC)
+    for panel in scaled["draw"][0]["panels"]:
+        panel["scale"] = 100
+    runs = load_local_runs([tmp_path])
+    plain, pct = (render(parse_figures(s, "rules of toy").draw[0], runs) for s in (SPEC, scaled))
+    assert pct.rows == plain.rows  # the CSV: stored values
+    bn_curve = [line for line in pct.fig.axes[0].get_lines() if line.get_label() == "BN"][0]
+    assert float(bn_curve.get_ydata()[0]) == pytest.approx(100 * np.median(acc["bn"]))
+    bar_text = {t.get_text() for t in pct.fig.axes[1].texts}
+    assert number(100 * np.median(acc["none"])) in bar_text, bar_text  # the point's label in %
+    assert pct.fig.axes[1].get_title() == plain.fig.axes[1].get_title()  # "+9.x pts" either way
+    plt.close(pct.fig)
+    plt.close(plain.fig)
 
 
 def test_layer_indices_get_whole_ticks_and_a_narrow_log_axis_plain_numbers(tmp_path: Path) -> None:
