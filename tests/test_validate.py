@@ -219,6 +219,32 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     assert composed == [["experiment=quickstart", "norm=gn"], ["norm=gn"]]  # the second's first job was composed
 
 
+def test_a_value_its_sections_dataclass_refuses_is_refused_before_hydra_composes_the_run(monkeypatch) -> None:
+    """``model.depth=7`` passes the schema's type (an int) but not ResNetConfig's own check: refused by
+    the command line's check, in the dataclass's words, with no second composition (issue 59.8: a
+    refusal within 1.5x ``import torch``). A swept value is left to its job (the others still run)."""
+    import hydra
+
+    from normbench.base.errors import ConfigError
+    from normbench.cli import overrides
+    from normbench.cli.overrides import check_overrides
+    from normbench.models.resnet import ResNetConfig
+
+    composed = []
+    compose = hydra.compose
+    monkeypatch.setattr(hydra, "compose", lambda *a, **kw: composed.append(kw.get("overrides")) or compose(*a, **kw))
+    monkeypatch.setattr(overrides, "_COMPOSED", {})
+    conf = cli.config_dir()
+    with pytest.raises(ConfigError) as own:
+        ResNetConfig(name="resnet20", depth=7)
+    with pytest.raises(ConfigError) as e:
+        check_overrides(["model=resnet20", "model.depth=7"], conf)
+    assert str(e.value) == str(own.value) and "model.depth=7 is not allowed" in str(e.value)
+    assert composed == [["model=resnet20"]]  # the one composition of the check
+    check_overrides(["model=resnet20", "model.depth=32"], conf)
+    check_overrides(["-m", "model=resnet20", "model.depth=7,20"], conf)  # a sweep: job 0 fails alone, job 1 runs
+
+
 def test_a_command_line_is_composed_once_until_a_config_file_changes(tmp_path, monkeypatch) -> None:
     """The check's compose is cached per command line and per state of the config folder: the
     same command line again (a test session, a notebook starting runs) is not composed again,

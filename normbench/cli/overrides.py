@@ -358,3 +358,18 @@ def _check_key(
         except Exception as e:
             reason = _one_line(str(e).splitlines()[0])
             raise ConfigError(f"{key}={value!r} is not allowed: {reason}") from None
+        if group and not o.is_sweep_override():  # every job takes it: its section's own checks, now
+            check_section(trial)
+
+
+def check_section(node: DictConfig) -> None:
+    """A group's section (``model``, ``norm``, …) as its dataclass: a value the type allows but the
+    run cannot use (``model.depth=7``) is the dataclass's one-line `ConfigError` here, before Hydra
+    composes the run (`normbench.config.parse` would say the same, later). What only the whole
+    config can say (an interpolation, a value left ``???``) is left to the run."""
+    try:
+        OmegaConf.to_object(node)
+    except ConfigError:
+        raise
+    except Exception:  # not this check's to say: the run's parse says it in one line
+        return
