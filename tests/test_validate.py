@@ -219,6 +219,8 @@ def test_a_key_in_a_swept_group_is_checked_for_every_option_on_one_composed_conf
     assert composed == [["experiment=quickstart", "norm=gn"], ["norm=gn"]]  # the second's first job was composed
 
 
+@fault("a value its section's dataclass refuses (model.depth=7; issue 59, the refusal time)",
+       "one line in the dataclass's words, before Hydra composes the run (within 1.5x import torch)", "one-line")
 def test_a_value_its_sections_dataclass_refuses_is_refused_before_hydra_composes_the_run(monkeypatch) -> None:
     """``model.depth=7`` passes the schema's type (an int) but not ResNetConfig's own check: refused by
     the command line's check, in the dataclass's words, with no second composition (issue 59.8: a
