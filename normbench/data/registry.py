@@ -66,5 +66,5 @@ def build_task(
     eval_batch_size: int,
 ) -> Task:
     """The task of data set ``cfg`` (its config dataclass, or a name and keys: `Registry.typed`)."""
-    typed = cfg if isinstance(cfg, DatasetConfig) else DATASETS.typed(cfg)  # typed already: as it is
+    typed = DATASETS.typed(cfg)
     return DATASETS.get(typed.name)(typed, device, run_dir, batch_size=batch_size, eval_batch_size=eval_batch_size)

@@ -58,5 +58,5 @@ def model_input_kind(name: str) -> str:
 def build_model(cfg: ModelConfig | Mapping[str, Any], norm_layer: NormLayer, **task_kwargs: Any) -> nn.Module:
     """Build model ``cfg`` (its config dataclass, or a name and keys: `Registry.typed`) with
     ``norm_layer`` threaded to every norm."""
-    typed = cfg if isinstance(cfg, ModelConfig) else MODELS.typed(cfg)  # typed already: as it is
+    typed = MODELS.typed(cfg)
     return MODELS.get(typed.name)(typed, norm_layer, **task_kwargs)

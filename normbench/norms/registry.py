@@ -76,7 +76,7 @@ def norm_config(spec: NormConfig | Mapping[str, Any] | str) -> NormConfig:
     """A norm's typed config from ``spec``: a bare name (its registered defaults), a mapping with
     ``name`` and any of its keys, or the config itself (`normbench.base.registry.Registry.typed`: an
     unknown name, an unknown key or a wrong type is a one-line `ConfigError`)."""
-    return spec if isinstance(spec, NormConfig) else NORMS.typed(spec)  # typed already: as it is
+    return NORMS.typed(spec)
 
 
 @contextlib.contextmanager

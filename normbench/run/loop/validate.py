@@ -63,8 +63,7 @@ def check_before_data(
     anchor_root(dataset)  # a relative root read where normbench started, not in the run dir (hydra.job.chdir)
     check_dataset_root(dataclasses.asdict(dataset))
     longest = dataset.longest_sequence()
-    if compile:
-        check_norm_compiles(model, norm, compile)
+    check_norm_compiles(model, norm, compile)
     layer = norm_factory(norm)
     checked = check_norm_in_model(partial(build_model, model), layer, norm.name, batch_size)
     check_positions(model.positions(), longest)
