@@ -321,21 +321,29 @@ class MetricLogger:
 
     def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
         for sink in list(self.sinks):
-            try:
-                sink.log(step, epoch, metrics)
-            except Exception as e:
-                if isinstance(sink, LocalSink):
-                    raise
-                self.sinks.remove(sink)
-                self._dropped.append(sink)
-                warn(
-                    f"{type(sink).__name__} failed at step {step} "
-                    f"({type(e).__name__}: {e}); it is switched off for the rest of the run"
-                )
+            self._call(sink, step, sink.log, step, epoch, metrics)
+
+    def _call(self, sink: Any, step: int, fn: Any, *args: Any) -> None:
+        """``fn(*args)``; if it fails, the sink is dropped with one warning naming the step it failed
+        at (a sink that logs on a worker raises a row's error later, with ``failed_step``)."""
+        try:
+            fn(*args)
+        except Exception as e:
+            if isinstance(sink, LocalSink):
+                raise
+            self.sinks.remove(sink)
+            self._dropped.append(sink)
+            warn(
+                f"{type(sink).__name__} failed at step {getattr(e, 'failed_step', step)} "
+                f"({type(e).__name__}: {e}); it is switched off for the rest of the run"
+            )
 
     def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
         """Every sink's end of the run; ``exit_code``: the process's (W&B records it: 128 + signal
-        for an interrupted run)."""
+        for an interrupted run). A sink's rows still on its worker are flushed first, under
+        `log`'s rule: a failing row drops the sink with a warning, it does not fail the run."""
+        for sink in [s for s in self.sinks if hasattr(s, "flush")]:
+            self._call(sink, -1, sink.flush)
         errors = []
         for sink in self.sinks:
             try:

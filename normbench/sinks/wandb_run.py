@@ -36,6 +36,7 @@ from typing import Any
 from normbench.base.hydra_job import HydraJob, current_hydra_job
 from normbench.base.layout import RunDir
 from normbench.base.output import warn
+from normbench.sinks.background import SerialWorker
 from normbench.sinks.files import Histogram, _jsonable
 from normbench.sinks.logger_config import LoggerConfig
 from normbench.sinks.wandb_layout import EPOCH, STEP, is_epoch_row, layout, metric_definition
@@ -222,6 +223,7 @@ class WandbSink:
             self.run = start(wandb, mode, kwargs, cfg.init_timeout_s, run_dir, new_run_id)  # or offline, or stop
         for axis in (STEP, EPOCH):
             self.run.define_metric(axis, hidden=True)  # x-axes only: no panels of their own
+        self._worker = SerialWorker("normbench-wandb")
         self._defined: set[str] = {STEP, EPOCH}
         self._epoch_rows: dict[tuple[str, ...], bool] = {}  # is_epoch_row by the row's keys (fnmatch per key)
 
@@ -235,7 +237,16 @@ class WandbSink:
             self.run.define_metric(key, **metric_definition(key, epoch_row))
 
     def log(self, step: int, epoch: int, metrics: Mapping[str, Any]) -> None:
-        """One W&B history row at ``step`` (``epoch`` comes from the row's own ``epoch`` metric)."""
+        """One W&B history row at ``step`` (``epoch`` comes from the row's own ``epoch`` metric),
+        made and logged on the sink's worker (`SerialWorker`): the training loop does not wait on W&B.
+        An earlier row's error is raised here (or by `flush`), with its step as ``failed_step``."""
+        self._worker.submit(self._log, step, dict(metrics), step=step)
+
+    def flush(self) -> None:
+        """Return when every row given to `log` is in W&B's hands; raise the first error."""
+        self._worker.drain()
+
+    def _log(self, step: int, metrics: Mapping[str, Any]) -> None:
         laid = layout(metrics)
         keys = tuple(metrics)
         epoch_row = self._epoch_rows.get(keys)
@@ -256,6 +267,7 @@ class WandbSink:
         The file is copied into W&B's staging area at once, so rotating it away later is safe."""
         if not self.cfg.log_checkpoints or path is None:
             return
+        self.flush()  # in order after the rows before it, and the file copied before it can rotate away
         artifact = self.wandb.Artifact(f"model-{self.run.id}", type="model", metadata={"step": int(step)})
         artifact.add_file(str(path))
         self.run.log_artifact(artifact, aliases=["latest", f"step-{int(step)}"])
@@ -265,6 +277,7 @@ class WandbSink:
         their ``define_metric`` gives them, e.g. ``val/acc: {max, last}``) and ends the run with
         ``exit_code`` (non-zero: W&B shows the run as failed / interrupted)."""
         try:
+            self._worker.close()  # what `MetricLogger.finish` has not flushed (a sink it dropped)
             self.run.summary.update(small_summary({k: v for k, v in summary.items() if k not in self._defined}))
         finally:
             self.run.finish(exit_code=exit_code)
