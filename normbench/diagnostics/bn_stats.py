@@ -106,6 +106,8 @@ class BNStatsHook(DiagnosticHook):
         self._recording = False
         self._norms_on = False  # the norms' record_stats, as last set
         self._counted: list[int] = []  # layers whose values per channel are counted from their input
+        self._may_count: set[int] = set()  # layers with an unbiased statistic: counted unless they record n
+        self._pair_layout: _PairLayout | None = None  # what recorded steps need of the pairs (`_layout`)
         self._count_handles: list[Any] = []
         self._grad_sums: dict[str, Tensor] = {}
         self._grad_sq_sums: dict[str, Tensor] = {}
@@ -123,7 +125,8 @@ class BNStatsHook(DiagnosticHook):
             for stat, buffer in RUNNING_BUFFERS.items()
             if isinstance(getattr(module, buffer, None), Tensor)
         ]
-        self._counted = sorted({i for i, stat in self.pairs if stat in UNBIASED})  # hooked on recorded steps
+        self._may_count = {i for i, stat in self.pairs if stat in UNBIASED}
+        self._counted = sorted(self._may_count)  # hooked on recorded steps until a layer is seen to record n
         if self.cfg.grad_norms:  # type: ignore[attr-defined]
             for name, module in self.layers:
                 if not hasattr(module, "record_live_stats"):
@@ -153,7 +156,7 @@ class BNStatsHook(DiagnosticHook):
         self._hook_counts(self._recording)
         if self._recording:  # one concatenated copy: a single kernel, whatever the number of layers
             self._prev = torch.cat([self._running(i, s).detach().reshape(-1) for i, s in self.pairs])
-            self._scale = torch.cat([self._unit(i, s) for i, s in self.pairs])
+            self._scale = self._layout().scale()
 
     def _norms_record(self, on: bool) -> None:
         """Let the norms keep their batch statistics (``record_stats``) on recorded steps only: a step
@@ -172,15 +175,36 @@ class BNStatsHook(DiagnosticHook):
             self.layers[i][1].register_forward_hook(self._count_input(i), with_kwargs=True) for i in self._counted
         ] if on else []  # fmt: skip
 
-    def _unit(self, i: int, stat: str) -> Tensor:
-        """Layer i's per-channel unit of ``stat``'s relative distance (`bn_stats_maths.REFERENCE`;
-        1 where the layer keeps no running statistic to measure it in)."""
-        module = self.layers[i][1]
-        ref, power = REFERENCE.get(stat, (stat, 1.0))
-        buffer = getattr(module, RUNNING_BUFFERS.get(ref, ""), None)
-        if not isinstance(buffer, Tensor):
-            return torch.ones_like(self._running(i, stat), dtype=torch.float64).reshape(-1)
-        return (buffer.detach().double() + float(getattr(module, "eps", 0.0))).pow(power).reshape(-1)
+    def _layout(self) -> _PairLayout:
+        """What the recorded steps need to know of the pairs now measured, made once per set of pairs
+        on the device (fills, no upload of host lists: no host sync): each pair's reference running
+        buffer (`bn_stats_maths.REFERENCE`: the running variance for the mean and the variance, ψ²
+        for ψ²; ones where the layer keeps none) with its layer's eps and whether the unit is its
+        square root, the channels of the statistics whose running estimate is unbiased, and the
+        values per channel each pair's running estimate needs to have been updated."""
+        pairs = tuple(self.pairs)
+        if self._pair_layout is not None and self._pair_layout.pairs == pairs:
+            return self._pair_layout
+        device = self._running(*pairs[0]).device
+        sources, eps, root, unbiased_ = [], [], [], []
+        for i, stat in pairs:
+            module, size = self.layers[i][1], self._running(i, stat).numel()
+            ref, power = REFERENCE.get(stat, (stat, 1.0))
+            buffer = getattr(module, RUNNING_BUFFERS.get(ref, ""), None)
+            layer_eps = float(getattr(module, "eps", 0.0))
+            if not isinstance(buffer, Tensor):  # no unit: 1 + 0, no root
+                buffer, layer_eps, power = torch.ones(size, device=device), 0.0, 1.0
+            if power not in (0.5, 1.0) or buffer.numel() != size:
+                raise ValueError(f"bn_stats: no unit for {stat!r} of layer {self.layers[i][0]!r}")
+            sources.append(buffer)
+            eps.append(torch.full((size,), layer_eps, dtype=torch.float64, device=device))
+            root.append(torch.full((size,), power == 0.5, device=device))
+            unbiased_.append(torch.full((size,), stat in UNBIASED, device=device))
+        needed = [torch.full((1,), 1.0 if s in UNBIASED else 0.0, dtype=torch.float64, device=device) for _, s in pairs]
+        unknown = torch.full((), float("inf"), dtype=torch.float64, device=device)
+        self._pair_layout = _PairLayout(pairs, sources, torch.cat(eps), torch.cat(root), torch.cat(unbiased_),
+                                        torch.cat(needed), unknown)  # fmt: skip
+        return self._pair_layout
 
     def _running(self, i: int, stat: str) -> Tensor:
         return getattr(self.layers[i][1], RUNNING_BUFFERS[stat])
@@ -191,9 +215,16 @@ class BNStatsHook(DiagnosticHook):
 
     def _values_per_channel(self, i: int) -> Tensor | None:
         """Values per channel of layer i's batch statistics: the norm's own, else its input's."""
-        recorded = self.layers[i][1].last_stats
-        count = None if recorded is None else recorded.get("count")
+        count = self._recorded_count(i)
         return count if count is not None else self._input_counts.get(i)
+
+    def _recorded_count(self, i: int) -> Tensor | None:
+        """The values per channel layer i recorded itself this step (None: it records none, or was
+        not reached). A layer that records them is not hooked to count its input on later steps
+        (`_hook_counts`: a hooked module takes torch's slower call path); one seen without them is
+        hooked again from the next recorded step."""
+        recorded = self.layers[i][1].last_stats
+        return None if recorded is None else recorded.get("count")
 
     def _count_input(self, i: int):
         def forward_hook(module: nn.Module, args: Any, kwargs: dict[str, Any], output: Any) -> None:
@@ -257,24 +288,24 @@ class BNStatsHook(DiagnosticHook):
             return
         stats = [self._batch(i, s) for i, s in self.pairs]
         counts = {i: self._values_per_channel(i) for i, s in self.pairs if s in UNBIASED or s == "mean"}
+        self._counted = sorted(i for i in self._may_count if self._recorded_count(i) is None)
         if any(b is None for b in stats) or any(n is None for n in counts.values()):
             return  # a layer the step's forward did not reach: the step is not recorded
         device = self._prev.device
-        batch = [
-            unbiased(b.double(), counts[i].double()) if s in UNBIASED else b.double()  # type: ignore[union-attr]
-            for (i, s), b in zip(self.pairs, stats)
-        ]
+        n, valid = self._counts_and_updated(counts, device)
+        batch = torch.cat([b.reshape(-1) for b in stats]).to(device).double()  # type: ignore[union-attr]
+        # n/(n − 1)·σ²_B on the channels of the statistics in UNBIASED (`bn_stats_maths.unbiased`, per pair)
+        batch = torch.where(self._layout().unbiased, unbiased(batch, n[self._segment]), batch)
         every = len(self._prev_index) == len(self._prev)
         prev = self._prev if every else self._prev[self._prev_index]
         scale = self._scale if every else self._scale[self._prev_index]  # type: ignore[index]
-        diff = torch.cat([b.reshape(-1).to(device) for b in batch]) - prev.double()
+        diff = batch - prev.double()
         rel = diff / scale.to(device)  # type: ignore[union-attr]
         sq = torch.zeros(2, len(self.pairs), dtype=torch.float64, device=device)
         sq[0].index_add_(0, self._segment, diff * diff)
         sq[1].index_add_(0, self._segment, rel * rel)
         # the paper's (1/d)·‖·‖₂, then ours sqrt((1/d)·Σ (·/unit)²), per pair
         dists = torch.cat([sq[0].sqrt() / self._channels, (sq[1] / self._channels).sqrt()])
-        valid = torch.stack([self._updated(counts.get(i), s, device) for i, s in self.pairs])
         dists = torch.where(valid.repeat(2), dists, 0.0)  # no running update to compare with
         if self._sum is None or self._count is None:
             self._sum, self._count = dists, valid.double()
@@ -286,13 +317,14 @@ class BNStatsHook(DiagnosticHook):
         self._input_counts = {}
         self._prev = self._scale = None
 
-    @staticmethod
-    def _updated(count: Tensor | None, stat: str, device: torch.device) -> Tensor:
-        """Whether the step updated the running estimate of ``stat``: the variance needs n ≥ 2
-        values per channel (an unbiased variance), the mean one; unknown n: assumed updated."""
-        if count is None:
-            return torch.ones((), dtype=torch.bool, device=device)
-        return count.to(device) > (1 if stat in UNBIASED else 0)
+    def _counts_and_updated(self, counts: dict[int, Tensor | None], device: torch.device) -> tuple[Tensor, Tensor]:
+        """Per pair: n, its layer's values per channel (float64; +inf where unknown), and whether the
+        step updated the running estimate: the variance needs n ≥ 2 values per channel (an unbiased
+        variance), the mean one; unknown n: assumed updated."""
+        layout = self._layout()
+        n = torch.stack([layout.unknown if counts.get(i) is None else counts[i] for i, _ in self.pairs])  # type: ignore[misc]
+        n = n.to(device, torch.float64)
+        return n, n > layout.needed
 
     def _read_stat_grads(self, recorded: bool) -> None:
         """Add each layer's (1/d)·‖∂L/∂stat‖₂ from its probes, and ‖∂L/∂x‖₂ through the statistic,
@@ -391,3 +423,25 @@ class BNStatsHook(DiagnosticHook):
         self._grad_counts = dict(state["grad_counts"])
         self.pairs = [(int(i), str(s)) for i, s in state["pairs"]]
         self._resolved = False  # re-index the flat copy at the next recorded step
+
+
+
+@dataclass
+class _PairLayout:
+    """`BNStatsHook._layout`: per pair its reference buffer (or ones) and the values per channel
+    its update needs (``needed``); per channel the layer's eps, whether the unit is a square root
+    (the mean's: sqrt(σ² + eps)) and whether the statistic's running estimate is unbiased."""
+
+    pairs: tuple[tuple[int, str], ...]
+    sources: list[Tensor]
+    eps: Tensor
+    root: Tensor
+    unbiased: Tensor
+    needed: Tensor
+    unknown: Tensor
+    """+inf: the values per channel of a layer that records none (its estimate counts as updated)."""
+
+    def scale(self) -> Tensor:
+        """(buffer + eps) or sqrt(buffer + eps) per channel, float64, as the buffers stand now."""
+        unit = torch.cat([b.detach().reshape(-1) for b in self.sources]).double() + self.eps
+        return torch.where(self.root, unit.sqrt(), unit)

@@ -137,18 +137,41 @@ def test_norms_keep_their_statistics_on_recorded_steps_only() -> None:
 
 def test_the_counting_hooks_are_on_the_norms_on_recorded_steps_only() -> None:
     """A module with a forward hook takes torch's slower call path on every call (issue 61): at a
-    cadence of 3, the norm carries bn_stats' hook between before_step and after_step of steps 0 and
-    3 only, and the distances still count the values per channel from the input."""
+    cadence of 3, the norm carries bn_stats' counting hook between before_step and after_step of
+    recorded steps only, and only until it is seen to record its values per channel itself
+    (BatchNorm does: hooked at step 0, not at step 3)."""
     torch.manual_seed(0)
     m = TinyNet("bn", dropout=0.0)
     hook, hooked = hook_for(m, every_n_steps=3), []
-    for step in range(4):
+    for step in range(7):
         hook.before_step(step)
         hooked.append(len(m.norm1._forward_hooks))
         m(torch.randn(4, 3, 8, 8))
         hook.after_step(step)
         assert len(m.norm1._forward_hooks) == 0
-    assert hooked == [1, 0, 0, 1] and set(hook.epoch_end()) >= {"norm1/var_dist", "norm1/mean_dist"}
+    assert hooked == [1, 0, 0, 0, 0, 0, 0] and set(hook.epoch_end()) >= {"norm1/var_dist", "norm1/mean_dist"}
+
+
+def test_a_norm_that_records_no_count_is_counted_from_its_input_at_every_recorded_step() -> None:
+    """`LiveBatchNorm` records μ_B and σ²_B but not n: its hook stays on recorded steps, and the
+    unbiased variance's distance uses n = N·H·W counted from the input, as by hand."""
+    torch.manual_seed(0)
+    norm = LiveBatchNorm(C, eps=1e-5)
+    hook, hooked, xs = hook_for(nn.Sequential(norm), every_n_steps=3), [], []
+    for step in range(4):
+        hook.before_step(step)
+        hooked.append(len(norm._forward_hooks))
+        x = torch.randn(4, C, 3, 3, dtype=torch.float64) * 2 + 1
+        xs += [x] if step % 3 == 0 else []
+        norm.double()(x)
+        hook.after_step(step)
+    assert hooked == [1, 0, 0, 1]
+    n = 4 * 3 * 3
+    by_hand = []
+    for x in xs:  # the running statistics stay at (0, 1): ours is the RMS of (s² - 1) / (1 + eps)
+        var = torch.var(x, dim=(0, 2, 3), correction=0) * n / (n - 1)
+        by_hand.append(float(((var - 1) / (1 + 1e-5)).pow(2).mean().sqrt()))
+    assert hook.epoch_end()["0/var_dist"] == pytest.approx(sum(by_hand) / 2, rel=1e-12)
 
 
 def test_models_without_running_statistics_log_nothing() -> None:
