@@ -7,7 +7,7 @@ exact whatever the batch sizes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -15,12 +15,38 @@ import torch
 from torch import Tensor, nn
 
 
+@dataclass(frozen=True)
+class RowSum:
+    """An integer statistic of the batch that can wait: ``count(*rows)``, a sum over the rows of
+    ``rows`` (tensors sharing their first dimension), computed when read (`value`, ``float()``).
+
+    Its sum over several steps is ``count`` of their rows concatenated, exact (an integer sum in
+    any order), so the run's running sums compute it once every few steps instead of a few
+    kernels a step (`normbench.run.loop.sums.RunningSums`). ``count`` must be a module-level
+    function: the sums group by it."""
+
+    count: Callable[..., Tensor]
+    rows: tuple[Tensor, ...]
+
+    def value(self) -> Tensor:
+        return self.count(*self.rows)
+
+    def __float__(self) -> float:
+        return float(self.value())
+
+
+def stat_values(stats: Mapping[str, Tensor | RowSum]) -> dict[str, Tensor]:
+    """``stats`` with each `RowSum` computed."""
+    return {k: v.value() if isinstance(v, RowSum) else v for k, v in stats.items()}
+
+
 @dataclass
 class StepOutput:
     loss: Tensor
     """Scalar loss to back-propagate (mean over the batch's samples or tokens)."""
-    stats: dict[str, Tensor] = field(default_factory=dict)
-    """Sums over the batch, detached; ``count`` is the number of samples / tokens."""
+    stats: dict[str, Tensor | RowSum] = field(default_factory=dict)
+    """Sums over the batch, detached; ``count`` is the number of samples / tokens; an integer sum
+    that can wait is a `RowSum` (`stat_values` computes them)."""
 
 
 class Task(Protocol):

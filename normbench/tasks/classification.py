@@ -22,7 +22,12 @@ from normbench.data.augment import (
 )
 from normbench.data.cifar import BASE_FOLDER, load_cifar10_splits, make_synthetic_images, write_cifar_batches
 from normbench.data.registry import DatasetConfig, register_dataset
-from normbench.tasks.base import StepOutput
+from normbench.tasks.base import RowSum, StepOutput
+
+
+def correct_answers(logits: Tensor, labels: Tensor) -> Tensor:
+    """Top-1 correct answers among the rows (int64): argmax of each row's logits equal to its label."""
+    return (logits.argmax(-1) == labels).sum()
 
 
 class ImageClassificationTask:
@@ -97,7 +102,7 @@ class ImageClassificationTask:
         n = y.numel()
         stats = {
             "loss_sum": loss.detach() * n,
-            "correct": (logits.argmax(-1) == y).sum(),  # argmax is not differentiable: nothing recorded
+            "correct": RowSum(correct_answers, (logits.detach(), y)),  # counted when read (`RowSum`)
             "count": self._count(n, y.device),
         }
         return StepOutput(loss, stats)

@@ -62,3 +62,35 @@ def test_a_read_is_a_snapshot() -> None:
     running.add({"loss_sum": torch.tensor(2.0), "count": torch.tensor(2)})
     assert float(before["loss_sum"]) == 1.5 and int(before["count"]) == 2
     assert float(running.totals()["loss_sum"]) == 3.5 and int(running.totals()["count"]) == 4
+
+
+def test_correct_answers_counted_later_equal_a_count_a_step_whenever_read() -> None:
+    """The task's correct answers as a `RowSum` (issue 61: argmax, compare and sum once per fold,
+    not per step): the same integer as counting each step, read at any step, with batches of
+    different sizes (the epoch's last), across folds, and after a read."""
+    from normbench.tasks.base import RowSum
+    from normbench.tasks.classification import correct_answers
+
+    g = torch.Generator().manual_seed(3)
+    running, by_step = RunningSums(), torch.zeros((), dtype=torch.long)
+    sizes = [8] * 40 + [5]
+    for i, n in enumerate(sizes):
+        logits, labels = torch.randn(n, 10, generator=g), torch.randint(0, 10, (n,), generator=g)
+        logits[0, :2] = 1e9  # a tie: argmax takes the first, per step and concatenated alike
+        running.add({"loss_sum": torch.rand((), generator=g), "correct": RowSum(correct_answers, (logits, labels))})
+        by_step = by_step + (logits.argmax(-1) == labels).sum()
+        assert len(running._rows["correct"]) <= RunningSums.FOLD_EVERY  # at most a fold's steps of rows kept
+        if i in (3, 16, 31, 40):
+            got = running.totals()
+            assert list(got) == ["loss_sum", "correct"]
+            assert got["correct"].dtype == torch.int64 and int(got["correct"]) == int(by_step)
+
+
+def test_a_row_sum_reads_as_its_value() -> None:
+    from normbench.tasks.base import RowSum, stat_values
+    from normbench.tasks.classification import correct_answers
+
+    logits, labels = torch.tensor([[0.0, 2.0], [3.0, 1.0], [0.5, 0.4]]), torch.tensor([1, 1, 0])
+    row = RowSum(correct_answers, (logits, labels))
+    assert float(row) == 2.0 and int(row.value()) == 2
+    assert stat_values({"correct": row, "count": torch.tensor(3)}) == {"correct": row.value(), "count": torch.tensor(3)}

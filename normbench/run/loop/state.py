@@ -35,7 +35,7 @@ from normbench.run.loop.timer import StepTimer
 from normbench.sinks.files import LocalSink, MetricLogger
 from normbench.sinks.progress import show_postfix
 from normbench.sinks.wandb_run import WandbSink
-from normbench.tasks.base import StepOutput
+from normbench.tasks.base import StepOutput, stat_values
 
 if TYPE_CHECKING:
     from normbench.config import RunConfig
@@ -371,7 +371,7 @@ def start_segment(progress: Progress, info: Mapping[str, Any], resumed: bool, ma
 def batch_metrics(run: Run, out: StepOutput) -> dict[str, float]:
     """The logged batch's metrics over all processes: ``train/batch_loss`` (the loss optimized)
     and the task's other statistics of the batch (``train/batch_acc``, ``train/batch_ppl``, …)."""
-    stats = run.placement.reduce_sum(out.stats)
+    stats = run.placement.reduce_sum(stat_values(out.stats))
     summary = run.task.summarize({k: float(v) for k, v in stats.items()}, "train/batch")
     metrics = {k.replace("train/batch/", "train/batch_"): v for k, v in summary.items() if k != "train/batch/loss"}
     return {"train/batch_loss": run.placement.reduce_mean(out.loss.detach()).item(), **metrics}
