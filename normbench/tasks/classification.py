@@ -102,7 +102,9 @@ class ImageClassificationTask:
         n = y.numel()
         stats = {
             "loss_sum": loss.detach() * n,
-            "correct": RowSum(correct_answers, (logits.detach(), y)),  # counted when read (`RowSum`)
+            # counted when read (`RowSum`): the logits are held until then, so they must be the step's own
+            # tensor (torch.compile's default mode allocates each call's outputs; CUDA graphs would not)
+            "correct": RowSum(correct_answers, (logits.detach(), y)),
             "count": self._count(n, y.device),
         }
         return StepOutput(loss, stats)
