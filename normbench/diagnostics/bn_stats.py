@@ -51,6 +51,7 @@ recorded steps (one ``all_reduce`` at the epoch's end, on every rank).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -104,6 +105,7 @@ class BNStatsHook(DiagnosticHook):
         self._count: Tensor | None = None  # recorded steps per pair (a layer's batch with n < 2 is left out)
         self._input_counts: dict[int, Tensor] = {}  # values per channel, for norms that do not record them
         self._recording = False
+        self._next_due: float = 0  # no step before it is recorded (`before_step` asks the cadence from there)
         self._norms_on = False  # the norms' record_stats, as last set
         self._counted: list[int] = []  # layers whose values per channel are counted from their input
         self._may_count: set[int] = set()  # layers with an unbiased statistic: counted unless they record n
@@ -151,9 +153,13 @@ class BNStatsHook(DiagnosticHook):
     def before_step(self, step: int) -> None:
         if self.cfg.grad_norms:  # type: ignore[attr-defined]
             self._read_stat_grads(False)  # what other backward passes (the probes' diagnostics) left there
-        self._recording = bool(self.pairs) and self.on_cadence(step)
+        self._recording = False
+        if self.pairs and step >= self._next_due:  # a step before the next due one asks nothing
+            due = self.next_on_cadence(step)
+            self._next_due, self._recording = (math.inf if due is None else due), due == step
         self._norms_record(self._recording)
-        self._hook_counts(self._recording)
+        if self._recording or self._count_handles:
+            self._hook_counts(self._recording)
         if self._recording:  # one concatenated copy: a single kernel, whatever the number of layers
             self._prev = torch.cat([self._running(i, s).detach().reshape(-1) for i, s in self.pairs])
             self._scale = self._layout().scale()
@@ -423,6 +429,7 @@ class BNStatsHook(DiagnosticHook):
         self._grad_counts = dict(state["grad_counts"])
         self.pairs = [(int(i), str(s)) for i, s in state["pairs"]]
         self._resolved = False  # re-index the flat copy at the next recorded step
+        self._next_due = 0
 
 
 

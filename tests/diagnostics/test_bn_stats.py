@@ -121,12 +121,16 @@ def test_cadence_records_only_the_due_steps_and_state_dict_resumes() -> None:
 
 def test_norms_keep_their_statistics_on_recorded_steps_only() -> None:
     """At a cadence of 3 the norms copy their batch statistics (``last_stats``) on steps 0, 3, 6 only:
-    a skipped step pays nothing for the diagnostic (issue 61); every step, every one."""
+    a skipped step pays nothing for the diagnostic (issue 61); every step, every one; a cadence from
+    a start step with listed steps besides, those steps (the hook asks the cadence only from its
+    next due step on)."""
     torch.manual_seed(0)
-    for every, due in ((3, {0, 3, 6}), (1, set(range(7)))):
+    cadences = [({"every_n_steps": 3}, 7, {0, 3, 6}), ({"every_n_steps": 1}, 7, set(range(7))),
+                ({"every_n_steps": 4, "start_step": 5, "steps": [1, 2, 7]}, 12, {1, 2, 5, 7, 9})]  # fmt: skip
+    for cadence, steps, due in cadences:
         m = TinyNet("bn", dropout=0.0)
-        hook, kept = hook_for(m, every_n_steps=every), set()
-        for step in range(7):
+        hook, kept = hook_for(m, **cadence), set()
+        for step in range(steps):
             hook.before_step(step)
             m(torch.randn(4, 3, 8, 8))
             if m.norm1.last_stats is not None:
