@@ -13,6 +13,7 @@ import pytest
 
 from normbench.sinks.background import SerialWorker
 from normbench.sinks.files import LocalSink, MetricLogger
+from tests.faults import fault
 
 
 def test_calls_run_in_order_on_one_other_thread() -> None:
@@ -87,6 +88,9 @@ class WorkerSink:
         self.finished = exit_code
 
 
+@fault("W&B failing while it logs a row, on its worker thread (issue 61: rows logged off the loop's thread)",
+       "one warning naming the step the row failed at; W&B switched off; the run and metrics.jsonl go on",
+       "result")  # fmt: skip
 @pytest.mark.parametrize("fail_at", [20, 40], ids=["mid-run", "last-row"])
 def test_a_row_failing_on_the_worker_drops_the_sink_once_naming_its_step(tmp_path: Path, capsys, fail_at: int) -> None:
     sink = WorkerSink(fail_at)

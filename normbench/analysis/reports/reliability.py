@@ -67,6 +67,7 @@ FILES = [
     "tests/data/test_roots.py",
     "tests/test_optuna.py",
     "tests/test_wandb.py",
+    "tests/sinks/test_background.py",
     "tests/test_wandb_start.py",
     "tests/test_yaml_errors.py",
     "tests/test_hydra_errors.py",
