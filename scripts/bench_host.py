@@ -215,6 +215,16 @@ def summary_rows(times: dict[str, list[dict[str, float]]], calls: list[dict], fi
     return rows
 
 
+def tiny_run(steps: int, batch_size: int, depth: int = 8, threads: int = 1, warmup: int = 30) -> list[str]:
+    """The overrides of a run whose host work shows: one epoch of ``steps`` steps of ResNet``depth`` +
+    BN at ``batch_size`` on synthetic images, on the CPU with ``threads`` threads (also
+    `bench_host_parts`)."""
+    return ["hardware=cpu", "dataset=synthetic_images", f"dataset.num_train={steps * batch_size}",
+            f"dataset.num_test={batch_size}", "model=resnet20", f"model.depth={depth}", "norm=bn",
+            f"batch_size={batch_size}", f"eval_batch_size={batch_size}", "epochs=1",
+            f"throughput_warmup_steps={warmup}", f"hardware.num_threads={threads}"]  # fmt: skip
+
+
 def commit() -> str:
     try:
         out = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True,
@@ -243,11 +253,8 @@ def main(argv: list[str] | None = None) -> None:
     bench_overhead.Stopwatch = HostStopwatch  # plain_loop and runner make theirs from this name
     overrides, fired, groups = variants(args.warmup, args.steps)
     work = Path(tempfile.mkdtemp(prefix="bench_host-"))
-    base = ["hardware=cpu", "dataset=synthetic_images", f"dataset.root={work / 'data'}",
-            f"dataset.num_train={args.steps * args.batch_size}", f"dataset.num_test={args.batch_size}",
-            "model=resnet20", f"model.depth={args.depth}", "norm=bn", f"batch_size={args.batch_size}",
-            f"eval_batch_size={args.batch_size}", "epochs=1", f"throughput_warmup_steps={args.warmup}",
-            f"hardware.num_threads={args.threads}", *args.override]  # fmt: skip
+    base = [*tiny_run(args.steps, args.batch_size, args.depth, args.threads, args.warmup),
+            f"dataset.root={work / 'data'}", *args.override]  # fmt: skip
     load_start = os.getloadavg()
     print(f"[bench_host] {' '.join(base)}; load average {load_start}", flush=True)
     times: dict[str, list[dict[str, float]]] = {v: [] for v in overrides}

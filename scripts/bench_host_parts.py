@@ -32,6 +32,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench_host import tiny_run  # noqa: E402
 from bench_overhead import compose_cfg  # noqa: E402
 
 from normbench.base.output import format_table  # noqa: E402
@@ -101,13 +102,9 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--skip", type=int, default=5, help="first calls of each part left out")
     parser.add_argument("--override", action="append", default=[], help="a further config override (repeatable)")
     args = parser.parse_args(argv)
-    cfg = compose_cfg([
-        "dataset=synthetic_images", f"dataset.num_train={args.steps * args.batch_size}",
-        f"dataset.num_test={args.batch_size}", "model=resnet20", "model.depth=8", "norm=bn",
-        f"batch_size={args.batch_size}", f"eval_batch_size={args.batch_size}", "epochs=1",
-        "hardware.num_threads=1", f"diagnostics={args.diagnostics}",
-        *(["logger=local"] if args.logger == "local" else []), *args.override,
-    ])  # fmt: skip
+    logger = ["logger=local"] if args.logger == "local" else []
+    overrides = [*tiny_run(args.steps, args.batch_size), f"diagnostics={args.diagnostics}", *logger, *args.override]
+    cfg = compose_cfg(overrides)
     times = instrument(PARTS)
     t0 = time.thread_time_ns()
     with tempfile.TemporaryDirectory() as work:

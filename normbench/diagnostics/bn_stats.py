@@ -298,10 +298,11 @@ class BNStatsHook(DiagnosticHook):
         if any(b is None for b in stats) or any(n is None for n in counts.values()):
             return  # a layer the step's forward did not reach: the step is not recorded
         device = self._prev.device
-        n, valid = self._counts_and_updated(counts, device)
+        layout = self._layout()
+        n, valid = self._counts_and_updated(layout, counts, device)
         batch = torch.cat([b.reshape(-1) for b in stats]).to(device).double()  # type: ignore[union-attr]
         # n/(n − 1)·σ²_B on the channels of the statistics in UNBIASED (`bn_stats_maths.unbiased`, per pair)
-        batch = torch.where(self._layout().unbiased, unbiased(batch, n[self._segment]), batch)
+        batch = torch.where(layout.unbiased, unbiased(batch, n[self._segment]), batch)
         every = len(self._prev_index) == len(self._prev)
         prev = self._prev if every else self._prev[self._prev_index]
         scale = self._scale if every else self._scale[self._prev_index]  # type: ignore[index]
@@ -323,11 +324,12 @@ class BNStatsHook(DiagnosticHook):
         self._input_counts = {}
         self._prev = self._scale = None
 
-    def _counts_and_updated(self, counts: dict[int, Tensor | None], device: torch.device) -> tuple[Tensor, Tensor]:
+    def _counts_and_updated(
+        self, layout: _PairLayout, counts: dict[int, Tensor | None], device: torch.device
+    ) -> tuple[Tensor, Tensor]:
         """Per pair: n, its layer's values per channel (float64; +inf where unknown), and whether the
         step updated the running estimate: the variance needs n ≥ 2 values per channel (an unbiased
         variance), the mean one; unknown n: assumed updated."""
-        layout = self._layout()
         n = torch.stack([layout.unknown if counts.get(i) is None else counts[i] for i, _ in self.pairs])  # type: ignore[misc]
         n = n.to(device, torch.float64)
         return n, n > layout.needed
@@ -430,7 +432,6 @@ class BNStatsHook(DiagnosticHook):
         self.pairs = [(int(i), str(s)) for i, s in state["pairs"]]
         self._resolved = False  # re-index the flat copy at the next recorded step
         self._next_due = 0
-
 
 
 @dataclass

@@ -22,8 +22,8 @@ class RowSum:
 
     Its sum over several steps is ``count`` of their rows concatenated, exact (an integer sum in
     any order), so the run's running sums compute it once every few steps instead of a few
-    kernels a step (`normbench.run.loop.sums.RunningSums`). ``count`` must be a module-level
-    function: the sums group by it."""
+    kernels a step (`normbench.run.loop.sums.RunningSums`, which applies the first step's ``count``
+    to them all: a statistic's key keeps one ``count``)."""
 
     count: Callable[..., Tensor]
     rows: tuple[Tensor, ...]
