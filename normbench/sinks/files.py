@@ -323,9 +323,10 @@ class MetricLogger:
         for sink in list(self.sinks):
             self._call(sink, step, sink.log, step, epoch, metrics)
 
-    def _call(self, sink: Any, step: int, fn: Any, *args: Any) -> None:
+    def _call(self, sink: Any, step: int | None, fn: Any, *args: Any) -> None:
         """``fn(*args)``; if it fails, the sink is dropped with one warning naming the step it failed
-        at (a sink that logs on a worker raises a row's error later, with ``failed_step``)."""
+        at (a sink that logs on a worker raises a row's error later, with ``failed_step``; ``step``
+        None: a call at the run's end, named so when the error carries no step)."""
         try:
             fn(*args)
         except Exception as e:
@@ -333,17 +334,17 @@ class MetricLogger:
                 raise
             self.sinks.remove(sink)
             self._dropped.append(sink)
-            warn(
-                f"{type(sink).__name__} failed at step {getattr(e, 'failed_step', step)} "
-                f"({type(e).__name__}: {e}); it is switched off for the rest of the run"
-            )
+            at = getattr(e, "failed_step", step)
+            where = "at the run's end" if at is None else f"at step {at}"
+            warn(f"{type(sink).__name__} failed {where} ({type(e).__name__}: {e}); "
+                 "it is switched off for the rest of the run")  # fmt: skip
 
     def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
         """Every sink's end of the run; ``exit_code``: the process's (W&B records it: 128 + signal
         for an interrupted run). A sink's rows still on its worker are flushed first, under
         `log`'s rule: a failing row drops the sink with a warning, it does not fail the run."""
         for sink in [s for s in self.sinks if hasattr(s, "flush")]:
-            self._call(sink, -1, sink.flush)
+            self._call(sink, None, sink.flush)
         errors = []
         for sink in self.sinks:
             try:

@@ -106,3 +106,20 @@ def test_a_row_failing_on_the_worker_drops_the_sink_once_naming_its_step(tmp_pat
     assert sink.finished == 0  # a dropped sink still ends its run
     local = (tmp_path / "metrics.jsonl").read_text().splitlines()
     assert len(local) == 4  # the local record has every row
+
+
+class FlushFailingSink(WorkerSink):
+    """A sink whose flush at the run's end fails with an error that names no step."""
+
+    def flush(self) -> None:
+        raise OSError("disk gone")
+
+
+def test_a_flush_failing_at_the_end_without_a_step_is_named_at_the_runs_end(tmp_path: Path, capsys) -> None:
+    sink = FlushFailingSink(fail_at=-1)
+    logger = MetricLogger([LocalSink(tmp_path, {"seed": 0}, "seed: 0\n"), sink])
+    logger.log(10, 0, {"train/batch_loss": 1.0})
+    logger.finish({"status": "finished"})
+    err = capsys.readouterr().err
+    assert "FlushFailingSink failed at the run's end (OSError: disk gone)" in err
+    assert "step -1" not in err and sink.finished == 0
