@@ -339,12 +339,17 @@ class MetricLogger:
             warn(f"{type(sink).__name__} failed {where} ({type(e).__name__}: {e}); "
                  "it is switched off for the rest of the run")  # fmt: skip
 
+    def flush(self, step: int | None) -> None:
+        """Every sink's rows still on its worker handed on, under `log`'s rule: a row that failed
+        there drops its sink with one warning naming its step (``step``: now; None at the run's end)."""
+        for sink in [s for s in self.sinks if hasattr(s, "flush")]:
+            self._call(sink, step, sink.flush)
+
     def finish(self, summary: Mapping[str, Any], exit_code: int = 0) -> None:
         """Every sink's end of the run; ``exit_code``: the process's (W&B records it: 128 + signal
         for an interrupted run). A sink's rows still on its worker are flushed first, under
         `log`'s rule: a failing row drops the sink with a warning, it does not fail the run."""
-        for sink in [s for s in self.sinks if hasattr(s, "flush")]:
-            self._call(sink, None, sink.flush)
+        self.flush(None)
         errors = []
         for sink in self.sinks:
             try:

@@ -7,10 +7,12 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from normbench.run.loop.state import save_checkpoint
 from normbench.sinks.background import SerialWorker
 from normbench.sinks.files import LocalSink, MetricLogger
 from tests.faults import fault
@@ -123,3 +125,31 @@ def test_a_flush_failing_at_the_end_without_a_step_is_named_at_the_runs_end(tmp_
     err = capsys.readouterr().err
     assert "FlushFailingSink failed at the run's end (OSError: disk gone)" in err
     assert "step -1" not in err and sink.finished == 0
+
+
+class CheckpointingSink(WorkerSink):
+    """`WorkerSink` with W&B's `log_checkpoint`: the rows before it are flushed first, as `WandbSink`'s are."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__(fail_at)
+        self.artifacts: list[int] = []
+
+    def log_checkpoint(self, path: Path, step: int) -> None:
+        self.flush()
+        self.artifacts.append(step)
+
+
+def test_a_row_failing_on_the_worker_before_a_checkpoint_drops_the_sink_there_naming_its_step(
+    tmp_path: Path, capsys
+) -> None:
+    """The first call after the failed row is the checkpoint's artifact: the sink is dropped with
+    `log`'s one warning, not the run failed (as when rows were logged on the loop's thread)."""
+    sink = CheckpointingSink(fail_at=10)
+    logger = MetricLogger([LocalSink(tmp_path, {"seed": 0}, "seed: 0\n"), sink])
+    logger.log(10, 0, {"train/batch_loss": 1.0})
+    run = SimpleNamespace(step=10, checkpointer=SimpleNamespace(save=lambda run, position: tmp_path / "ckpt.pt"),
+                          sinks=SimpleNamespace(logger=logger, wandb=sink))  # fmt: skip
+    save_checkpoint(run, 0, 1, None, {})
+    err = capsys.readouterr().err
+    assert err.count("CheckpointingSink failed at step 10 (ConnectionError: the service went away)") == 1
+    assert sink not in logger.sinks

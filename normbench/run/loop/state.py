@@ -295,6 +295,7 @@ def save_checkpoint(run: Run, epoch: int, batch_in_epoch: int, generator_state: 
     rank 0 writes it, every other rank its own random state); a W&B artifact when ``logger.log_checkpoints``."""
     path = run.checkpointer.save(run, Position(run.step, epoch, batch_in_epoch, generator_state, sums))
     if path is not None and run.sinks.wandb is not None:
+        run.sinks.logger.flush(run.step)  # a row that failed on W&B's worker drops it here, as at `log`
         run.sinks.wandb.log_checkpoint(path, run.step)
 
 
